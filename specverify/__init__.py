@@ -1,0 +1,51 @@
+"""specverify: prove or refute that a speculative-decoding sampler preserves the target's law.
+
+Put a sampler through the battery::
+
+    import specverify
+    result = specverify.check(my_sampler, budget="quick")
+    print(result.verdict)
+
+or from the shell: ``specverify check mypackage.module:sampler``.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from ._budgets import BUDGETS, Budget
+from ._cases import ModelCase, StepCase
+from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+from ._exact import completed_law, emitted_law, step_law, target_law
+from ._models import ChainModel, Model, TableModel
+from ._replay import LawTest, model_law_test, step_law_test
+from ._result import CheckResult, RunResult
+from ._runner import check
+from .samplers import reference
+
+__all__ = [
+    "BUDGETS",
+    "Budget",
+    "Capabilities",
+    "ChainModel",
+    "CheckResult",
+    "LawTest",
+    "Model",
+    "ModelCase",
+    "RunResult",
+    "Sampler",
+    "SamplerSpecError",
+    "StepCase",
+    "TableModel",
+    "__version__",
+    "check",
+    "completed_law",
+    "emitted_law",
+    "load_sampler",
+    "model_law_test",
+    "reference",
+    "sampler",
+    "step_law",
+    "step_law_test",
+    "target_law",
+]

@@ -1,0 +1,68 @@
+"""Budgets: how hard a run looks, stated as the deviation it promises to detect.
+
+A budget fixes the family-wise false-positive probability of the whole run (``alpha``) and the
+total-variation deviation ``tv`` that every statistical check detects with probability ``power``.
+Sample sizes follow from those two numbers (noncentral chi-square), so a larger budget is a
+smaller ``tv``, never an arbitrary sample count.  A check that cannot reach ``ceiling_tv`` (its
+sampler too slow, its cells too many) is inconclusive, never a pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["BUDGETS", "Budget", "get_budget"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much evidence a run gathers.
+
+    Attributes:
+        name: ``quick``, ``standard``, ``thorough`` or a custom name.
+        alpha: family-wise false-positive probability of the whole run.
+        tv: total-variation deviation each statistical check detects with ``power``.
+        power: probability of detecting a deviation of ``tv`` (both stages together).
+        examples: Hypothesis examples each searching check tries.
+        screen_alpha: level of each example's screening test (false alarms are re-tested).
+        max_samples: most samples one test may draw.
+        validity_examples: examples of the exact robustness and uniform-driven checks.
+        timeout: seconds one sampler call may take before it counts as a hang.
+    """
+
+    name: str
+    alpha: float = 1e-4
+    tv: float = 0.01
+    power: float = 0.99
+    examples: int = 20
+    screen_alpha: float = 1e-3
+    max_samples: int = 2_000_000
+    validity_examples: int = 60
+    timeout: float = 120.0
+
+    @property
+    def ceiling_tv(self) -> float:
+        """Above this detectable TV a check is inconclusive rather than passed."""
+        return 2.0 * self.tv
+
+    @property
+    def stage_power(self) -> float:
+        """Power of each of the two stages, so that both together reach :attr:`power`."""
+        return self.power**0.5
+
+    def with_(self, **changes: object) -> Budget:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+BUDGETS = {
+    "quick": Budget("quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000),
+    "standard": Budget("standard", tv=0.01, examples=20, validity_examples=60),
+    "thorough": Budget("thorough", tv=0.003, examples=60, validity_examples=200, max_samples=20_000_000),
+}
+
+
+def get_budget(name: str) -> Budget:
+    try:
+        return BUDGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown budget {name!r}; choose one of {', '.join(BUDGETS)}") from None

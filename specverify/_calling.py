@@ -1,0 +1,230 @@
+"""Calling a sampler under test: placement, batching, time limits and an exact audit of every output.
+
+Every call the harness makes goes through :class:`SamplerUnderTest`, so whatever check is running,
+an output that breaks the contract (shape, dtype, padding, range, accepted tokens that are not the
+drafts, a token of target probability 0, an input modified in place), an exception or a hang stops
+that check with a :class:`SamplerFault` that says exactly what happened, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._contract import Capabilities, capabilities_of, name_of
+
+__all__ = ["SamplerFault", "SamplerUnderTest", "Violation", "audit_output"]
+
+#: Rows per call when the sampler declares no ``max_batch``: bounds the harness's memory.
+DEFAULT_CHUNK = 65_536
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One broken rule of the contract, with the first row that shows it."""
+
+    rule: str  # shape-dtype, num-accepted-range, token-range, padding, accepted-drafts, zero-target, ...
+    message: str
+    finding: str = "contract"  # or "support"
+    row: int | None = None
+
+
+class SamplerFault(Exception):
+    """The sampler raised, hung, or returned something the contract forbids."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.message)
+        self.violation = violation
+
+
+class SamplerUnderTest:
+    """A sampler with its capabilities, called safely.
+
+    Args:
+        sampler: the callable under test.
+        device: where to put inputs when the sampler does not declare a device.
+        timeout: seconds one call may take before it counts as a hang.
+    """
+
+    def __init__(self, sampler: Callable[..., Any], *, device: str | None = None, timeout: float = 120.0) -> None:
+        self.sampler = sampler
+        self.name = name_of(sampler)
+        self.capabilities: Capabilities = capabilities_of(sampler)
+        self.device = torch.device(self.capabilities.device or device or "cpu")
+        self.dtype = self.capabilities.dtypes[0]
+        self.timeout = timeout
+        self.calls = 0
+        self.rows = 0
+        self.seconds = 0.0
+
+    def generator(self, seed: int) -> torch.Generator:
+        """A generator on the sampler's device, seeded."""
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def step(
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        uniforms: torch.Tensor | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the sampler over a batch of any size; outputs audited, returned on the CPU.
+
+        Larger batches are split into calls of the sampler's ``max_batch`` (one row per call for
+        an unbatched sampler); the same generator is passed to every call, as an engine would.
+        """
+        batch = draft_tokens.shape[0]
+        if batch == 0:
+            k = draft_tokens.shape[1]
+            return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
+        chunk = 1 if not self.capabilities.batched else (self.capabilities.max_batch or DEFAULT_CHUNK)
+        tokens, accepted = [], []
+        for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
+            rows = slice(start, start + chunk)
+            out = self._call(
+                target_probs[rows],
+                draft_probs[rows],
+                draft_tokens[rows],
+                generator,
+                None if uniforms is None else uniforms[rows],
+                dtype or self.dtype,
+                row_offset=start,
+            )
+            tokens.append(out[0])
+            accepted.append(out[1])
+        return torch.cat(tokens), torch.cat(accepted)
+
+    def _call(
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None,
+        uniforms: torch.Tensor | None,
+        dtype: torch.dtype,
+        row_offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        target = target_probs.to(device=self.device, dtype=dtype).contiguous()
+        draft = draft_probs.to(device=self.device, dtype=dtype).contiguous()
+        drafts = draft_tokens.to(device=self.device, dtype=torch.int64).contiguous()
+        originals = (target.clone(), draft.clone(), drafts.clone())
+        kwargs: dict[str, Any] = {}
+        if uniforms is not None:
+            kwargs["uniforms"] = uniforms.to(device=self.device, dtype=torch.float64).contiguous()
+        start = time.perf_counter()
+        output = _call_with_timeout(
+            self.sampler, (target, draft, drafts, generator), kwargs, self.timeout
+        )
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        self.rows += drafts.shape[0]
+        for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), originals, (target, draft, drafts)):
+            if not torch.equal(before, after):
+                raise SamplerFault(
+                    Violation("inputs-unmodified", f"the sampler modified its input {name} in place")
+                )
+        violations = audit_output(output, target, drafts, first_only=True)
+        if violations:
+            v = violations[0]
+            row = None if v.row is None else v.row + row_offset
+            raise SamplerFault(dataclasses.replace(v, row=row))
+        tokens, accepted = output
+        return tokens.to("cpu"), accepted.to("cpu")
+
+
+def audit_output(
+    output: Any, target_probs: torch.Tensor, draft_tokens: torch.Tensor, *, first_only: bool = False
+) -> list[Violation]:
+    """Every contract rule the output breaks (exact; no statistics)."""
+    batch, k = draft_tokens.shape
+    vocab = target_probs.shape[-1]
+    if not isinstance(output, (tuple, list)) or len(output) != 2:
+        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
+    tokens, accepted = output
+    problems = []
+    for name, value, shape in (("tokens", tokens, (batch, k + 1)), ("num_accepted", accepted, (batch,))):
+        if not isinstance(value, torch.Tensor):
+            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
+        elif tuple(value.shape) != shape:
+            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
+        elif value.dtype != torch.int64:
+            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
+    if problems:
+        return problems[:1] if first_only else problems
+    tokens = tokens.to(draft_tokens.device)
+    accepted = accepted.to(draft_tokens.device)
+
+    def first_row(mask: torch.Tensor) -> int | None:
+        rows = mask.nonzero()
+        return int(rows[0, 0]) if rows.numel() else None
+
+    checks: list[tuple[str, torch.Tensor, Callable[[int], str], str]] = []
+    bad = (accepted < 0) | (accepted > k)
+    checks.append(("num-accepted-range", bad, lambda r: f"row {r}: num_accepted = {int(accepted[r])} is outside [0, {k}]", "contract"))
+    if not bad.any():
+        positions = torch.arange(k + 1, device=tokens.device)
+        emitted = positions <= accepted.unsqueeze(-1)
+        out_of_range = emitted & ((tokens < 0) | (tokens >= vocab))
+        checks.append(("token-range", out_of_range.any(-1), lambda r: f"row {r}: emitted token id {_first(tokens[r], out_of_range[r])} is outside [0, {vocab})", "contract"))
+        padding = ~emitted & (tokens != -1)
+        checks.append(("padding", padding.any(-1), lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
+        accepted_mask = positions[:k] < accepted.unsqueeze(-1)
+        mismatch = accepted_mask & (tokens[:, :k] != draft_tokens)
+        checks.append(("accepted-drafts", mismatch.any(-1), lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
+        if not out_of_range.any():
+            safe = tokens.clamp(0, vocab - 1)
+            p = target_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+            impossible = emitted & (p == 0)
+            checks.append(("zero-target", impossible.any(-1), lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
+    violations = []
+    for rule, mask, describe, finding in checks:
+        row = first_row(mask)
+        if row is not None:
+            violations.append(Violation(rule, describe(row), finding, row))
+            if first_only:
+                break
+    return violations
+
+
+def _first(values: torch.Tensor, mask: torch.Tensor) -> int:
+    return int(values[mask][0])
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _call_with_timeout(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float) -> Any:
+    """Call in a daemon thread; a hang becomes a fault and the thread is abandoned."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="specverify-sampler-call", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
+    if "error" in box:
+        exc = box["error"]
+        text = str(exc).strip().splitlines()
+        raise SamplerFault(
+            Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
+        ) from exc
+    return box["value"]

@@ -1,0 +1,165 @@
+"""The ``specverify`` command.
+
+Exit status of ``specverify check``: 0 lossless (conformant, or lossless but suboptimal), 1 not
+lossless (lossy or contract broken), 2 the harness could not run (bad spec, import error),
+3 the budget could not decide, 130 interrupted (the JSON written so far is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+_EPILOG = """\
+exit status of 'check':
+  0  lossless: conformant, or lossless but suboptimal
+  1  not lossless: lossy, or the sampler contract is broken
+  2  the harness could not run (bad spec, import error)
+  3  inconclusive: the budget could not decide
+  130 interrupted; the JSON written so far is kept
+
+examples:
+  specverify check specverify.samplers:reference --json out.json
+  specverify check mypkg.kernels:sampler --budget thorough --report reports/mine.html
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specverify",
+        description="Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser(
+        "check",
+        help="put a sampler through the conformance battery",
+        description=(
+            "Run every check family (contract, support, exact, fit, efficiency, robustness) on the sampler named "
+            "by SPEC and print the verdict. Statistical checks share one family-wise false-positive budget and "
+            "each states the smallest deviation (total variation) it detects with probability 0.99."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("spec", metavar="SPEC", help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)")
+    check.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
+    check.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
+    check.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
+    check.add_argument(
+        "--budget",
+        choices=["quick", "standard", "thorough"],
+        default="standard",
+        help="how small a deviation to detect: quick TV 0.05, standard 0.01, thorough 0.003 (default standard)",
+    )
+    check.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
+    check.add_argument(
+        "--only", action="append", metavar="PATTERN", help="run only checks whose id or family matches (repeatable; e.g. 'fit.*')"
+    )
+    check.add_argument("--no-progress", action="store_true", help="no progress bar")
+    check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "check":
+        return _check(args)
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+def _check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ._contract import SamplerSpecError, load_sampler
+    from ._runner import check
+
+    err = Console(stderr=True)
+    out = Console()
+    try:
+        sampler = load_sampler(args.spec)
+    except SamplerSpecError as exc:
+        err.print(f"specverify: error: {exc}", markup=False, highlight=False)
+        return 2
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        err.print("specverify: error: --alpha must lie in (0, 1)")
+        return 2
+
+    from ._progress import ProgressDisplay
+
+    display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
+    printer = None if args.quiet else _result_printer(out)
+    try:
+        with display:
+            result = check(
+                sampler,
+                budget=args.budget,
+                seed=args.seed,
+                alpha=args.alpha,
+                device=args.device,
+                select=args.only,
+                spec=args.spec,
+                json_path=args.json,
+                on_result=lambda r: (display.finished(r), printer(r) if printer else None),
+                progress=display.advance,
+            )
+    except KeyboardInterrupt:
+        err.print("specverify: interrupted; " + (f"results so far are in {args.json}" if args.json else "no --json given"))
+        return 130
+    if args.report:
+        from .report import write_report
+
+        write_report(result, args.report)
+    _print_verdict(out, result, args)
+    return result.exit_code
+
+
+_STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "inconclusive": "yellow", "error": "bold magenta"}
+_VERDICT_STYLE = {
+    "conformant": "bold green",
+    "lossless-suboptimal": "bold yellow",
+    "lossy": "bold red",
+    "non-conformant": "bold red",
+    "inconclusive": "bold yellow",
+    "error": "bold magenta",
+}
+
+
+def _result_printer(console):
+    from rich.markup import escape
+
+    def show(result) -> None:
+        style = _STATUS_STYLE[result.status]
+        tv = f" TV>={result.min_detectable_tv:.3g}" if result.min_detectable_tv is not None else ""
+        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{tv}  [dim]{escape(result.message or '')}[/]")
+
+    return show
+
+
+def _print_verdict(console, result, args) -> None:
+    from rich.markup import escape
+
+    summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
+    verdict = result.verdict
+    detect = max((c.min_detectable_tv for c in result.checks if c.status == "pass" and c.min_detectable_tv is not None), default=None)
+    line = f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]  {escape(result.run['sampler']['name'])}  ({summary})"
+    console.print(line)
+    if detect is not None and verdict in ("conformant", "lossless-suboptimal"):
+        console.print(
+            f"every statistical check detects TV >= {detect:.3g} with probability >= {result.run['power']}; "
+            f"false-alarm probability of the run <= {result.run['family_wise_alpha']:g}"
+        )
+    for path, what in ((args.json, "JSON"), (args.report, "report")):
+        if path:
+            console.print(f"{what}: {escape(str(path))}")

@@ -1,0 +1,241 @@
+"""The sampler contract: what a sampler is, what it may declare, and how one is named.
+
+A sampler is any callable
+
+    sampler(target_probs, draft_probs, draft_tokens, generator) -> (tokens, num_accepted)
+
+with ``target_probs [B, K+1, V]``, ``draft_probs [B, K, V]``, ``draft_tokens [B, K]`` (int64) and a
+``torch.Generator``.  Row ``i`` of ``target_probs`` is the target law after ``draft_tokens[:, :i]``;
+row ``K`` is the law of the bonus token.  It returns ``tokens [B, K+1]`` (int64: the accepted drafts,
+then the replacement or bonus token, then ``-1`` padding) and ``num_accepted [B]`` (int64): row ``b``
+emits ``num_accepted[b] + 1`` tokens.
+
+Probabilities need not be exactly normalised (engines pass bf16-rounded softmax outputs): the law a
+row stands for is the row divided by its sum.
+
+Everything else is optional and declared as attributes, so that a plain function is a sampler:
+
+* ``name``: shown in reports (default: the qualified name of the callable);
+* ``capabilities``: a :class:`Capabilities` saying where and on what the sampler runs, so the harness
+  skips, with a stated reason, what it cannot do instead of counting it as a pass.
+
+Samplers that declare ``uniforms=True`` also accept a keyword ``uniforms [B, K+1]`` (float64 in
+``[0, 1)``) and then use no other randomness, following the canonical convention:
+
+* draft ``i`` (``i < K``) is accepted iff ``uniforms[:, i] * q_i(y_i) < p_i(y_i)``;
+* the emitted token after the last acceptance (the replacement, or the bonus when all ``K`` drafts
+  are accepted) is the smallest token ``t`` whose cumulative mass, in token order, exceeds
+  ``uniforms[:, K]`` times the total mass of the distribution it is drawn from.
+
+That lets the exact-enumeration check compute the sampler's output law over the uniforms themselves,
+with no sampling error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = [
+    "Capabilities",
+    "Sampler",
+    "SamplerSpecError",
+    "capabilities_of",
+    "describe",
+    "load_sampler",
+    "name_of",
+    "sampler",
+]
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """The call signature every sampler meets (see the module docstring)."""
+
+    def __call__(
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a sampler can be given.  Every field has the permissive default.
+
+    Attributes:
+        device: ``"cpu"``, ``"cuda"``, ... or ``None`` for "whatever device the inputs are on".
+        dtypes: probability dtypes the sampler accepts, best first; the harness passes the first.
+        max_k: largest number of draft tokens, or ``None`` for no limit.
+        max_vocab: largest vocabulary, or ``None`` for no limit.
+        max_batch: largest batch per call, or ``None``; larger requests are split into calls.
+        batched: ``False`` if the sampler handles one row per call (the harness then loops).
+        uniforms: accepts ``uniforms=`` following the canonical convention (module docstring).
+        deterministic: same generator state, same output.  ``False`` skips the determinism check.
+    """
+
+    device: str | None = None
+    dtypes: tuple[torch.dtype, ...] = (torch.float64, torch.float32)
+    max_k: int | None = None
+    max_vocab: int | None = None
+    max_batch: int | None = None
+    batched: bool = True
+    uniforms: bool = False
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.dtypes:
+            raise ValueError("Capabilities.dtypes must name at least one dtype")
+        for field in ("max_k", "max_vocab", "max_batch"):
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise ValueError(f"Capabilities.{field} must be >= 1 or None, got {value!r}")
+
+    def unsupported(self, *, k: int, vocab: int) -> str | None:
+        """Why a case of this size cannot run on the sampler, or ``None`` if it can."""
+        if self.max_k is not None and k > self.max_k:
+            return f"needs K={k}, sampler declares max_k={self.max_k}"
+        if self.max_vocab is not None and vocab > self.max_vocab:
+            return f"needs V={vocab}, sampler declares max_vocab={self.max_vocab}"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["dtypes"] = [str(d).removeprefix("torch.") for d in self.dtypes]
+        return data
+
+
+class SamplerSpecError(Exception):
+    """A sampler spec (``module:attribute``) could not be turned into a sampler.
+
+    The message is one line that says what to fix; the CLI prints it and exits with status 2.
+    """
+
+
+def capabilities_of(sampler: Callable[..., Any]) -> Capabilities:
+    """The sampler's declared capabilities, or the defaults."""
+    caps = getattr(sampler, "capabilities", None)
+    if caps is None:
+        return Capabilities()
+    if not isinstance(caps, Capabilities):
+        raise SamplerSpecError(
+            f"{name_of(sampler)}.capabilities is a {type(caps).__name__}, expected specverify.Capabilities"
+        )
+    return caps
+
+
+def name_of(sampler: Callable[..., Any]) -> str:
+    """A human name for the sampler: its ``name`` attribute, else its qualified name."""
+    name = getattr(sampler, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    target = sampler if inspect.isfunction(sampler) or inspect.ismethod(sampler) else type(sampler)
+    module = getattr(target, "__module__", None) or "?"
+    return f"{module}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def describe(sampler: Callable[..., Any]) -> dict[str, Any]:
+    """Name and capabilities, as recorded in a run's JSON."""
+    return {"name": name_of(sampler), "capabilities": capabilities_of(sampler).to_json()}
+
+
+def sampler(
+    fn: Callable[..., Any] | None = None, *, name: str | None = None, **capabilities: Any
+) -> Any:
+    """Declare a function a sampler, with a name and capabilities, in one line.
+
+    ``@specverify.sampler(name="mine", device="cuda", dtypes=(torch.float32,))`` on a function sets
+    its ``name`` and ``capabilities`` attributes and returns the function itself.
+    """
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if name is not None:
+            f.name = name  # type: ignore[attr-defined]
+        f.capabilities = Capabilities(**capabilities)  # type: ignore[attr-defined]
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def load_sampler(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler.
+
+    The attribute may be a sampler or a zero-argument factory that returns one (told apart by
+    signature: a callable taking four positional arguments is a sampler).  Every failure raises
+    :class:`SamplerSpecError` with a one-line message.
+    """
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise SamplerSpecError(
+            f"sampler spec {spec!r} is not of the form 'package.module:attribute' "
+            "(for example specverify.samplers:reference)"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        raise SamplerSpecError(
+            f"cannot import module {module_name!r} of spec {spec!r}: no module named {missing!r}"
+        ) from exc
+    except Exception as exc:  # an import that runs user code can raise anything
+        raise SamplerSpecError(
+            f"importing {module_name!r} of spec {spec!r} raised {type(exc).__name__}: {_one_line(exc)}"
+        ) from exc
+    obj: Any = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise SamplerSpecError(f"module {module_name!r} has no attribute {attr_path!r}") from exc
+        except Exception as exc:  # lazy module attributes run code too
+            raise SamplerSpecError(
+                f"reading {attr_path!r} of {module_name!r} raised {type(exc).__name__}: {_one_line(exc)}"
+            ) from exc
+    if not callable(obj):
+        raise SamplerSpecError(
+            f"{spec!r} is a {type(obj).__name__}, not a sampler or a zero-argument factory"
+        )
+    if _is_factory(obj):
+        try:
+            made = obj()
+        except Exception as exc:
+            raise SamplerSpecError(
+                f"factory {spec!r} raised {type(exc).__name__}: {_one_line(exc)}"
+            ) from exc
+        if not callable(made):
+            raise SamplerSpecError(
+                f"factory {spec!r} returned a {type(made).__name__}, which is not callable"
+            )
+        obj = made
+    try:
+        capabilities_of(obj)
+    except SamplerSpecError as exc:
+        raise SamplerSpecError(f"{spec!r}: {exc}") from exc
+    return obj
+
+
+def _is_factory(obj: Callable[..., Any]) -> bool:
+    """True for a callable that takes no required arguments (a factory), False for a sampler."""
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    required = [
+        p
+        for p in signature.parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    takes_varargs = any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values())
+    return not required and not takes_varargs
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else "(no message)"

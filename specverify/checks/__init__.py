@@ -1,0 +1,69 @@
+"""The battery: every check family, in the order a run performs them.
+
+Families and their stable ids (``family.name[case]``):
+
+* ``contract``: output audit, determinism, seed sensitivity, one-hot targets, independence across
+  calls and across rows;
+* ``support``: never a token of target probability 0;
+* ``exact``: uniform-driven enumeration, every draft sequence of small models, emitted law;
+* ``fit``: goodness of fit on generated cases (conditional law; first token, whole step and
+  each position of the completed law);
+* ``efficiency``: accepted drafts per call against the exact expectation;
+* ``robustness``: valid output on edge cases and large vocabularies.
+"""
+
+from __future__ import annotations
+
+from ._base import Check, Context
+from ._contract import (
+    CallIndependenceCheck,
+    DeterminismCheck,
+    OneHotCheck,
+    OutputContractCheck,
+    RowIndependenceCheck,
+    SeedSensitivityCheck,
+)
+from ._efficiency import AcceptanceCheck
+from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
+from ._fit import ModelFitCheck, StepLawCheck
+from ._validity import EdgeValidityCheck, LargeVocabCheck
+
+__all__ = ["FAMILIES", "Check", "Context", "battery"]
+
+FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness")
+
+
+def battery() -> list[Check]:
+    """Every check, cheapest and most decisive first."""
+    return [
+        OutputContractCheck(),
+        DeterminismCheck(),
+        SeedSensitivityCheck(),
+        OneHotCheck(),
+        EdgeValidityCheck("support", "zero-target", "zeros"),
+        EdgeValidityCheck("support", "zero-target", "disjoint"),
+        UniformGridCheck("random"),
+        UniformGridCheck("zeros"),
+        UniformGridCheck("low-precision"),
+        EdgeValidityCheck("robustness", "edge", "near-equal"),
+        EdgeValidityCheck("robustness", "edge", "zero-residual"),
+        EdgeValidityCheck("robustness", "edge", "low-precision"),
+        EdgeValidityCheck("robustness", "edge", "one-hot"),
+        LargeVocabCheck(),
+        CallIndependenceCheck(),
+        RowIndependenceCheck(),
+        ConditionalEnumerationCheck(),
+        EmittedLawCheck("seed-chain"),
+        EmittedLawCheck("random"),
+        StepLawCheck("random"),
+        StepLawCheck("near-equal"),
+        StepLawCheck("zero-residual"),
+        StepLawCheck("low-precision"),
+        StepLawCheck("disjoint"),
+        StepLawCheck("zeros"),
+        ModelFitCheck("random"),
+        ModelFitCheck("chain"),
+        ModelFitCheck("low-precision"),
+        AcceptanceCheck("seed-chain"),
+        AcceptanceCheck("random"),
+    ]

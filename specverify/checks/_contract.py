@@ -1,0 +1,386 @@
+"""The contract family: what every sampler must do, whatever its law.
+
+Exact checks (no false positives): the output audit (shapes, dtypes, padding, ranges, accepted
+tokens equal the drafts, inputs unmodified), determinism under a seed, sensitivity to the seed, and
+one-hot targets forcing their tokens.  Two statistical checks: outputs independent across
+consecutive calls sharing a generator, and across the rows of one batch (including whether a row's
+law depends on what the other rows hold).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._calling import SamplerFault, SamplerUnderTest
+from .._cases import StepCase
+from .._result import CheckResult
+from ..stats import homogeneity_test, independence_test, min_detectable_tv
+from ._base import Context, check_id, fault_result
+from ._fixtures import random_step_batch
+from ._fit import plan_samples
+from ._sampling import outcome_codes
+
+__all__ = [
+    "CallIndependenceCheck",
+    "DeterminismCheck",
+    "OneHotCheck",
+    "OutputContractCheck",
+    "RowIndependenceCheck",
+    "SeedSensitivityCheck",
+]
+
+# (batch, K, V, share of zero probabilities) of the audited calls.
+_SHAPES = ((1, 1, 2, 0.0), (3, 2, 5, 0.0), (64, 4, 16, 0.3), (257, 3, 7, 0.5), (33, 1, 3, 0.0))
+
+
+def _fits(sut: SamplerUnderTest, k: int, vocab: int) -> bool:
+    return sut.capabilities.unsupported(k=k, vocab=vocab) is None
+
+
+def _result(check: Any, status: str, message: str, **fields: Any) -> CheckResult:
+    return CheckResult(id=check.id, family=check.family, case=check.case, status=status, message=message, **fields)
+
+
+def _rich_case(k: int = 2, vocab: int = 6) -> StepCase:
+    """A step whose outcomes are spread out, so repeats by chance are negligible."""
+    target = torch.full((k + 1, vocab), 1.0 / vocab, dtype=torch.float64)
+    target[:, 0] = 0.5 / vocab
+    target = target / target.sum(-1, keepdim=True)
+    draft = torch.zeros((k, vocab), dtype=torch.float64)
+    draft[:, 0] = 0.7
+    draft[:, 1:] = 0.3 / (vocab - 1)
+    return StepCase(target, draft, torch.zeros(k, dtype=torch.int64), label="rich")
+
+
+@dataclasses.dataclass
+class OutputContractCheck:
+    """Every output audited on a spread of shapes, zeros included."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = False
+    decisions = 0
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "output")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return None
+
+    def run(self, ctx: Context) -> CheckResult:
+        rows = calls = 0
+        for index, (batch, k, vocab, zeros) in enumerate(_SHAPES):
+            if not _fits(ctx.sut, k, vocab):
+                continue
+            generator = torch.Generator().manual_seed(ctx.seed_for(self.id, index))
+            target, draft, drafts = random_step_batch(generator, batch, k, vocab, zeros=zeros)
+            try:
+                ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", index)))
+            except SamplerFault as fault:
+                body = (
+                    f"target_probs = {_code(target)}\ndraft_probs = {_code(draft)}\ndraft_tokens = {_code(drafts)}\n"
+                    "tokens, num_accepted = sampler(target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
+                )
+                return fault_result(self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)})
+            rows += batch
+            calls += 1
+            ctx.advance(batch)
+        if not calls:
+            return _result(self, "skip", "no audited shape fits the sampler's declared limits")
+        return _result(
+            self,
+            "pass",
+            f"{calls} calls, {rows} rows audited: shapes, dtypes, padding, id ranges, accepted drafts, support, inputs unmodified",
+            samples=rows,
+        )
+
+
+def _code(tensor: torch.Tensor) -> str:
+    from .._cases import tensor_code
+
+    return tensor_code(tensor)
+
+
+@dataclasses.dataclass
+class DeterminismCheck:
+    """Generators seeded alike give identical outputs."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = False
+    decisions = 0
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "determinism")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        if not sut.capabilities.deterministic:
+            return "the sampler declares deterministic=False"
+        return None
+
+    def run(self, ctx: Context) -> CheckResult:
+        generator = torch.Generator().manual_seed(ctx.seed_for(self.id))
+        target, draft, drafts = random_step_batch(generator, 256, 3, 6)
+        seed = ctx.seed_for(self.id, "sampler")
+        try:
+            first = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(seed))
+            second = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(seed))
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        ctx.advance(512)
+        differ = (first[0] != second[0]).any(-1) | (first[1] != second[1])
+        if differ.any():
+            row = int(differ.nonzero()[0, 0])
+            return _result(
+                self,
+                "fail",
+                f"two calls with generators seeded alike differ in {int(differ.sum())} of 256 rows (first: row {row}); "
+                "the sampler ignores its generator or keeps state between calls",
+                finding="contract",
+                samples=512,
+            )
+        return _result(self, "pass", "identical outputs from identically seeded generators (256 rows)", samples=512)
+
+
+@dataclasses.dataclass
+class SeedSensitivityCheck:
+    """Different seeds give different outputs (unless chance explains it, which is computed)."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = False
+    decisions = 0
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "seed-sensitivity")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return None if _fits(sut, 2, 6) else "needs K=2, V=6"
+
+    def run(self, ctx: Context) -> CheckResult:
+        case = ctx.as_passed(_rich_case())
+        law = case.law().reshape(-1)
+        collision = float((law**2).sum())
+        rows = max(16, math.ceil(math.log(1e-12) / math.log(collision)))
+        target, draft, drafts = case.batch(rows)
+        try:
+            a = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, 1)))
+            b = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, 2)))
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        ctx.advance(2 * rows)
+        chance = collision**rows
+        if torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]):
+            return _result(
+                self,
+                "fail",
+                f"generators with different seeds gave identical outputs on all {rows} rows "
+                f"(probability {chance:.2g} for a correct sampler): the seed is ignored",
+                finding="contract",
+                p_value=chance,
+                samples=2 * rows,
+            )
+        return _result(self, "pass", f"different seeds, different outputs ({rows} rows)", samples=2 * rows)
+
+
+@dataclasses.dataclass
+class OneHotCheck:
+    """A one-hot target forces every emitted token; exact."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = False
+    decisions = 0
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "one-hot")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return None if _fits(sut, 3, 5) else "needs K=3, V=5"
+
+    def run(self, ctx: Context) -> CheckResult:
+        batch, k, vocab = 512, 3, 5
+        generator = torch.Generator().manual_seed(ctx.seed_for(self.id))
+        forced = torch.randint(0, vocab, (batch, k + 1), generator=generator)
+        target = torch.nn.functional.one_hot(forced, vocab).to(torch.float64)
+        _, draft, _ = random_step_batch(generator, batch, k, vocab)
+        # drafts that agree with the forced token half of the time
+        drafts = torch.where(torch.rand(batch, k, generator=generator) < 0.5, forced[:, :k], torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator).reshape(batch, k))
+        draft = torch.where(draft.gather(-1, drafts.unsqueeze(-1)) > 0, draft, draft + torch.nn.functional.one_hot(drafts, vocab))
+        mismatch = (drafts != forced[:, :k]).to(torch.int64)
+        expected_accepted = torch.where(mismatch.any(-1), mismatch.argmax(-1), torch.full((batch,), k))
+        try:
+            tokens, accepted = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler")))
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        ctx.advance(batch)
+        positions = torch.arange(k + 1)
+        expected_tokens = torch.where(positions <= expected_accepted[:, None], forced, -1)
+        wrong = (tokens != expected_tokens).any(-1) | (accepted != expected_accepted)
+        if wrong.any():
+            r = int(wrong.nonzero()[0, 0])
+            return _result(
+                self,
+                "fail",
+                f"row {r}: one-hot targets {forced[r].tolist()} with drafts {drafts[r].tolist()} force "
+                f"{expected_tokens[r].tolist()} ({int(expected_accepted[r])} accepted), sampler gave "
+                f"{tokens[r].tolist()} ({int(accepted[r])} accepted); {int(wrong.sum())} of {batch} rows wrong",
+                finding="contract",
+                samples=batch,
+            )
+        return _result(self, "pass", f"{batch} rows with one-hot targets emitted exactly the forced tokens", samples=batch)
+
+
+@dataclasses.dataclass
+class CallIndependenceCheck:
+    """Consecutive calls sharing one generator give independent outputs."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = True
+    decisions = 1
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "call-independence")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return None if _fits(sut, 2, 6) else "needs K=2, V=6"
+
+    def run(self, ctx: Context) -> CheckResult:
+        case = ctx.as_passed(_rich_case())
+        law = case.law().reshape(-1).numpy()
+        cells = int((law > 0).sum())
+        df = (cells - 1) ** 2
+        pairs = plan_samples(ctx, df, ctx.alpha)
+        rows = min(4096, pairs)
+        calls = max(2, math.ceil(pairs / rows) + 1)
+        target, draft, drafts = case.batch(rows)
+        generator = ctx.sut.generator(ctx.seed_for(self.id))
+        outcomes = []
+        try:
+            for _ in range(calls):  # consecutive calls are the point of this check
+                tokens, accepted = ctx.sut.step(target, draft, drafts, generator=generator)
+                outcomes.append(outcome_codes(tokens, accepted, case.vocab_size).numpy())
+                ctx.advance(rows)
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        outcomes_arr = np.stack(outcomes)
+        repeats = [t for t in range(calls - 1) if np.array_equal(outcomes_arr[t], outcomes_arr[t + 1])]
+        if repeats:
+            return _result(
+                self,
+                "fail",
+                f"call {repeats[0] + 1} repeated call {repeats[0]}'s output on all {rows} rows: the sampler reuses its randomness across calls",
+                finding="contract",
+                p_value=0.0,
+                samples=rows * calls,
+            )
+        test = independence_test(outcomes_arr[:-1].reshape(-1), outcomes_arr[1:].reshape(-1))
+        claim = min_detectable_tv(test.samples, max(test.df, 1), ctx.alpha, ctx.budget.power)
+        evidence = {"statistic": test.statistic, "df": test.df, "cramers_v": test.cramers_v, "calls": calls, "rows": rows}
+        if test.pvalue <= ctx.alpha:
+            return _result(
+                self,
+                "fail",
+                f"outputs of consecutive calls depend on each other (G-test p = {test.pvalue:.3g}, Cramer's V {test.cramers_v:.3g})",
+                finding="contract",
+                p_value=test.pvalue,
+                alpha=ctx.alpha,
+                samples=rows * calls,
+                min_detectable_tv=claim,
+                evidence=evidence,
+            )
+        return _result(
+            self,
+            "pass",
+            f"{calls} consecutive calls of {rows} rows: no dependence between calls",
+            p_value=test.pvalue,
+            alpha=ctx.alpha,
+            samples=rows * calls,
+            min_detectable_tv=claim,
+            evidence=evidence,
+        )
+
+
+@dataclasses.dataclass
+class RowIndependenceCheck:
+    """Rows of one batch are independent, and a row's law ignores what the other rows hold."""
+
+    family: str = "contract"
+    case: str | None = None
+    statistical: bool = True
+    decisions = 1
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "row-independence")
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        if not sut.capabilities.batched:
+            return "the sampler handles one row per call"
+        return None if _fits(sut, 2, 6) else "needs K=2, V=6"
+
+    def run(self, ctx: Context) -> CheckResult:
+        case = ctx.as_passed(_rich_case())
+        law = case.law().reshape(-1).numpy()
+        cells = int((law > 0).sum())
+        alpha = ctx.alpha / 2
+        pairs = plan_samples(ctx, (cells - 1) ** 2, alpha)
+        # 1. adjacent rows of one call, same inputs
+        target, draft, drafts = case.batch(2 * pairs)
+        try:
+            tokens, accepted = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "pairs")))
+            ctx.advance(2 * pairs)
+            codes = outcome_codes(tokens, accepted, case.vocab_size).numpy()
+            pair_test = independence_test(codes[0::2], codes[1::2])
+            # 2. the same case beside two different neighbours
+            other_a = _neighbour(case, ctx, "a")
+            other_b = _neighbour(case, ctx, "b")
+            rows = plan_samples(ctx, cells - 1, alpha)
+            counts = []
+            for name, other in (("a", other_a), ("b", other_b)):
+                t = torch.stack([case.target_probs, other.target_probs]).repeat(rows, 1, 1)
+                d = torch.stack([case.draft_probs, other.draft_probs]).repeat(rows, 1, 1)
+                y = torch.stack([case.draft_tokens, other.draft_tokens]).repeat(rows, 1)
+                tok, acc = ctx.sut.step(t, d, y, generator=ctx.sut.generator(ctx.seed_for(self.id, name)))
+                ctx.advance(2 * rows)
+                mine = outcome_codes(tok[0::2], acc[0::2], case.vocab_size).numpy()
+                counts.append(np.bincount(mine, minlength=law.size))
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        mix_test = homogeneity_test(np.stack(counts))
+        p = min(1.0, 2 * min(pair_test.pvalue, mix_test.pvalue))
+        claim = max(
+            min_detectable_tv(pair_test.samples, max(pair_test.df, 1), alpha, ctx.budget.power),
+            min_detectable_tv(rows, max(mix_test.df, 1), alpha, ctx.budget.power) * math.sqrt(2),
+        )
+        evidence = {
+            "adjacent_rows": {"pvalue": pair_test.pvalue, "cramers_v": pair_test.cramers_v, "pairs": pair_test.samples},
+            "neighbours": {"pvalue": mix_test.pvalue, "observed": [c.tolist() for c in counts]},
+        }
+        samples = 2 * pairs + 4 * rows
+        if p <= ctx.alpha:
+            what = (
+                "adjacent rows of one batch depend on each other"
+                if pair_test.pvalue <= mix_test.pvalue
+                else "a row's output law changes with what the other rows of its batch hold"
+            )
+            return _result(self, "fail", f"{what} (p = {p:.3g})", finding="contract", p_value=p, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, evidence=evidence)
+        return _result(self, "pass", "rows independent; a row's law unaffected by its neighbours", p_value=p, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, evidence=evidence)
+
+
+def _neighbour(case: StepCase, ctx: Context, name: str) -> StepCase:
+    generator = torch.Generator().manual_seed(ctx.seed_for("neighbour", name))
+    target, draft, drafts = random_step_batch(generator, 1, case.k, case.vocab_size)
+    return ctx.as_passed(StepCase(target[0], draft[0], drafts[0], label=f"neighbour-{name}"))
+

@@ -1,0 +1,94 @@
+"""The efficiency family: accepted drafts per call against the canonical algorithm's expectation.
+
+The canonical algorithm accepts as many drafts as any lossless verifier can (its acceptance is the
+maximal coupling of draft and target), so:
+
+* fewer accepted drafts than expected, with the law intact, is *lossless but suboptimal*
+  (a verifier that samples the target and compares, one that drops the bonus token, ...);
+* more accepted drafts than expected is impossible for a lossless sampler: it is a *loss*.
+
+Both tails use Chernoff bounds with the exact law of the accepted count, valid however far in
+the tail the decision level lies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+from scipy import stats as sps
+
+from .._calling import SamplerFault, SamplerUnderTest
+from .._cases import ModelCase
+from .._exact import emitted_law, sequence_offsets
+from .._result import CheckResult
+from ..stats import mean_test
+from ._base import Context, check_id, fault_result
+from ._fit import plan_samples
+from ._fixtures import random_table_model, seed_chain_case
+from ._sampling import model_tally
+
+__all__ = ["AcceptanceCheck", "accepted_law"]
+
+
+def accepted_law(case: ModelCase) -> np.ndarray:
+    """``[K+1]``: exact law of the number of accepted drafts, drafts drawn from the model."""
+    law = emitted_law(case.model, case.k).numpy()
+    offsets = sequence_offsets(case.vocab_size, case.k)
+    return np.array([law[offsets[j] : offsets[j + 1]].sum() for j in range(case.k + 1)])
+
+
+@dataclasses.dataclass
+class AcceptanceCheck:
+    """Mean accepted drafts per call against the exact expectation."""
+
+    case: str = "seed-chain"
+    family: str = "efficiency"
+    statistical: bool = True
+    decisions = 1
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "acceptance", self.case)
+
+    def model(self, ctx: Context) -> ModelCase:
+        if self.case == "seed-chain":
+            return seed_chain_case(k=4)
+        return random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id)), 4, 3, label=self.case)
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return sut.capabilities.unsupported(k=4 if self.case == "seed-chain" else 3, vocab=4)
+
+    def run(self, ctx: Context) -> CheckResult:
+        case = ctx.model_as_passed(self.model(ctx))
+        law = accepted_law(case)
+        samples = plan_samples(ctx, case.k, ctx.alpha / 2)
+        try:
+            tally = model_tally(ctx, case, samples, ctx.seed_for(self.id, "tally"))
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        values = np.repeat(np.arange(case.k + 1), tally.accepted)
+        test = mean_test(values, law)
+        support = np.arange(case.k + 1)
+        sd = math.sqrt(float((law * support**2).sum() - (law * support).sum() ** 2))
+        z = sps.norm.isf(ctx.alpha / 2) + sps.norm.isf(1 - ctx.budget.power)
+        detectable = z * sd / math.sqrt(tally.samples)
+        evidence = {
+            "expected_accepted": test.expected_mean,
+            "observed_accepted": test.observed_mean,
+            "ratio": test.ratio,
+            "expected_law": law.tolist(),
+            "observed_counts": tally.accepted.tolist(),
+            "min_detectable_drop": detectable,
+            "pvalue_low": test.pvalue_low,
+            "pvalue_high": test.pvalue_high,
+        }
+        common = dict(id=self.id, family=self.family, case=self.case, alpha=ctx.alpha, samples=tally.samples, evidence=evidence)
+        summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f})"
+        if test.pvalue_low <= ctx.alpha / 2:
+            return CheckResult(**common, status="fail", finding="suboptimal", p_value=test.pvalue_low, message=f"accepts fewer drafts than the canonical algorithm: {summary}")
+        if test.pvalue_high <= ctx.alpha / 2:
+            return CheckResult(**common, status="fail", finding="loss", p_value=test.pvalue_high, message=f"accepts more drafts than any lossless verifier can: {summary}")
+        return CheckResult(**common, status="pass", p_value=min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), message=f"{summary}; a drop of {detectable:.3g} would have been detected")

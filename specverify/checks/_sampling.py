@@ -1,0 +1,111 @@
+"""Experiments: run the sampler on cases and tally what it emits.
+
+Two experiments serve every statistical check:
+
+* :func:`step_counts`: fixed step inputs (one or several cases interleaved in one heterogeneous
+  batch), tallied as counts of (accepted drafts, last token) per case;
+* :func:`model_tally`: drafts drawn by the harness from a model's draft law, the emitted sequences
+  tallied, and each one completed to ``K + 1`` tokens with the target, so its law can be set
+  against the target's own joint law.
+
+Work is done in chunks of rows; nothing loops over samples in Python.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from .._cases import ModelCase, StepCase
+from .._exact import sequence_index, sequence_offsets
+from .._models import draw_drafts, sample_next, step_inputs
+from ._base import Context
+
+__all__ = ["ModelTally", "model_tally", "outcome_codes", "step_counts", "stack_cases"]
+
+CHUNK = 65_536
+
+
+def stack_cases(cases: list[StepCase]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (
+        torch.stack([c.target_probs for c in cases]),
+        torch.stack([c.draft_probs for c in cases]),
+        torch.stack([c.draft_tokens for c in cases]),
+    )
+
+
+def outcome_codes(tokens: torch.Tensor, num_accepted: torch.Tensor, vocab: int) -> torch.Tensor:
+    """``accepted * V + last token``: the outcome of each row as one integer."""
+    last = tokens.gather(1, num_accepted.unsqueeze(-1)).squeeze(-1)
+    return num_accepted * vocab + last
+
+
+def step_counts(ctx: Context, cases: list[StepCase], rows_per_case: int, seed: int) -> np.ndarray:
+    """``[cases, (K+1) * V]`` outcome counts, the cases interleaved row by row in each batch."""
+    k, vocab = cases[0].shape_key
+    cells = (k + 1) * vocab
+    target, draft, drafts = stack_cases(cases)
+    dtype = ctx.dtype_for(cases[0].precision)
+    generator = ctx.sut.generator(seed)
+    counts = np.zeros(len(cases) * cells, dtype=np.int64)
+    total = rows_per_case * len(cases)
+    for start in range(0, total, CHUNK):
+        which = torch.arange(start, min(total, start + CHUNK)) % len(cases)
+        tokens, accepted = ctx.sut.step(target[which], draft[which], drafts[which], generator=generator, dtype=dtype)
+        code = which * cells + outcome_codes(tokens, accepted, vocab)
+        counts += np.bincount(code.numpy(), minlength=counts.size)
+        ctx.advance(which.numel())
+    return counts.reshape(len(cases), cells)
+
+
+@dataclasses.dataclass
+class ModelTally:
+    """What a sampler emitted on a model, tallied three ways."""
+
+    emitted: np.ndarray  # counts per emitted sequence (index: sequence_index)
+    completed: np.ndarray  # counts per completed K+1 sequence (base-V index)
+    accepted: np.ndarray  # counts of num_accepted = 0..K
+
+    @property
+    def samples(self) -> int:
+        return int(self.accepted.sum())
+
+
+def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
+    """Draw drafts from the case's draft model, run the sampler, complete with the target."""
+    model, k, vocab = case.model, case.k, case.vocab_size
+    harness = torch.Generator().manual_seed(ctx.seed_for(seed, "harness"))
+    generator = ctx.sut.generator(seed)
+    dtype = ctx.dtype_for(case.precision)
+    tally = ModelTally(
+        np.zeros(sequence_offsets(vocab, k)[-1], dtype=np.int64),
+        np.zeros(vocab ** (k + 1), dtype=np.int64),
+        np.zeros(k + 1, dtype=np.int64),
+    )
+    for start in range(0, samples, CHUNK):
+        rows = min(CHUNK, samples - start)
+        drafts = draw_drafts(model, rows, k, harness)
+        target, draft = step_inputs(model, drafts)
+        tokens, accepted = ctx.sut.step(target, draft, drafts, generator=generator, dtype=dtype)
+        tally.emitted += np.bincount(sequence_index(tokens, accepted, vocab).numpy(), minlength=tally.emitted.size)
+        tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
+        completed = _complete(model, tokens, accepted, harness)
+        code = torch.zeros(rows, dtype=torch.int64)
+        for position in range(k + 1):  # over positions, vectorised over rows
+            code = code * vocab + completed[:, position]
+        tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
+        ctx.advance(rows)
+    return tally
+
+
+def _complete(model, tokens: torch.Tensor, accepted: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Fill the positions after each row's emitted tokens with target samples."""
+    completed = tokens.clone()
+    for position in range(1, tokens.shape[1]):  # over positions, vectorised over rows
+        missing = position > accepted
+        if missing.any():
+            prefix = completed[missing, :position]
+            completed[missing, position] = sample_next(model.target(prefix), generator)
+    return completed

@@ -1,0 +1,260 @@
+"""Search generated cases for a failure, shrink it, and confirm it on fresh samples.
+
+Hypothesis generates cases; each is *screened* by a test at a coarse level on samples whose seed is
+derived from the case itself (never drawn by Hypothesis), so the same case always gives the same
+answer and shrinking is sound.  A screen alarm is shrunk to the smallest case that still alarms,
+and then *confirmed* on fresh samples at a level chosen so that the whole decision keeps its share
+of the run's false-positive budget (see :func:`specverify.stats.confirmation_alpha`): a false
+failure needs a screen false alarm and an independent false confirmation.
+
+A sampler fault (exception, hang, broken contract) on a case counts as an alarm too, so a crash is
+also reported on the smallest case that shows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample, Unsatisfiable
+
+from .._calling import SamplerFault
+from ..stats import confirmation_alpha
+from ._base import Context
+
+__all__ = ["Outcome", "SearchResult", "search_and_confirm"]
+
+C = TypeVar("C")
+
+#: A search stops shrinking after this many screened cases: enough for a small case, bounded cost.
+MAX_SCREENS_FACTOR = 12
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One test of one case: the p-values of its decisions (several tests may share samples)."""
+
+    pvalues: dict[str, float]
+    samples: int
+    min_detectable_tv: dict[str, float]
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    fault: SamplerFault | None = None
+
+    def rejects(self, alpha: float) -> bool:
+        """Alarm if any of the ``len(pvalues)`` decisions rejects at ``alpha`` (Bonferroni)."""
+        if self.fault is not None:
+            return True
+        share = alpha / max(1, len(self.pvalues))
+        return any(p <= share for p in self.pvalues.values())
+
+
+@dataclasses.dataclass
+class SearchResult(Generic[C]):
+    """What the search found.
+
+    Attributes:
+        examples: cases screened (generated and shrunk).
+        screens: the outcomes of every distinct case screened.
+        minimal: the smallest case that alarmed, or ``None``.
+        first: the first case that alarmed, or ``None``.
+        confirmed: the case and outcome that confirmed a failure (or showed a fault), or ``None``.
+        confirm_alpha: the level confirmations were held to.
+    """
+
+    examples: int
+    screens: list[Outcome]
+    minimal: C | None = None
+    first: C | None = None
+    confirmed: tuple[C, Outcome] | None = None
+    unconfirmed: list[tuple[C, Outcome]] = dataclasses.field(default_factory=list)
+    confirm_alpha: float = 0.0
+    exhausted: bool = False
+
+
+def search_and_confirm(
+    ctx: Context,
+    check_id: str,
+    strategy: st.SearchStrategy[C],
+    evaluate: Callable[[C, int, float, str], Outcome],
+    fingerprint: Callable[[C], str],
+    *,
+    examples: int | None = None,
+    statistical: bool = True,
+) -> SearchResult[C]:
+    """Screen generated cases with ``evaluate(case, seed, alpha, stage)``; shrink and confirm.
+
+    ``stage`` is ``"screen"`` or ``"confirm"`` so the evaluation can size its samples to the level.
+    For exact evaluations (``statistical=False``) an alarm is final and needs no confirmation.
+    """
+    budget = ctx.budget
+    examples = examples or budget.examples
+    screen_alpha = budget.screen_alpha if statistical else 1.0
+    seen: dict[str, Outcome] = {}
+    state: dict[str, Any] = {"first": None, "calls": 0}
+    limit = MAX_SCREENS_FACTOR * examples + 50
+
+    def screen(case: C) -> Outcome:
+        key = fingerprint(case)
+        if key not in seen:
+            seed = ctx.seed_for(check_id, "screen", key)
+            seen[key] = _guarded(evaluate, case, seed, screen_alpha, "screen")
+        return seen[key]
+
+    def alarms(case: C) -> bool:
+        state["calls"] += 1
+        if state["calls"] > limit and state["first"] is not None:
+            # Shrinking budget spent: keep only what is already known to alarm.
+            return fingerprint(case) in seen and _alarm(seen[fingerprint(case)], screen_alpha, statistical)
+        outcome = screen(case)
+        alarm = _alarm(outcome, screen_alpha, statistical)
+        if alarm and state["first"] is None:
+            state["first"] = case
+        return alarm
+
+    search_settings = settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    rng = random.Random(ctx.seed_for(check_id, "search"))
+    try:
+        minimal = find(strategy, alarms, settings=search_settings, random=rng)
+    except (NoSuchExample, Unsatisfiable):
+        return SearchResult(examples=len(seen), screens=list(seen.values()))
+
+    result: SearchResult[C] = SearchResult(
+        examples=len(seen), screens=list(seen.values()), minimal=minimal, first=state["first"]
+    )
+    candidates = [minimal]
+    if state["first"] is not None and fingerprint(state["first"]) != fingerprint(minimal):
+        candidates.append(state["first"])
+    if not statistical:
+        result.confirmed = (minimal, screen(minimal))
+        return result
+    result.confirm_alpha = confirmation_alpha(ctx.alpha, examples, screen_alpha, confirmations=len(candidates))
+    for case in candidates:
+        outcome = screen(case)
+        if outcome.fault is not None:
+            result.confirmed = (case, outcome)
+            return result
+        seed = ctx.seed_for(check_id, "confirm", fingerprint(case))
+        confirmation = _guarded(evaluate, case, seed, result.confirm_alpha, "confirm")
+        if confirmation.rejects(result.confirm_alpha):
+            result.confirmed = (case, confirmation)
+            return result
+        result.unconfirmed.append((case, confirmation))
+    return result
+
+
+def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:
+    if not statistical:
+        return outcome.fault is not None or bool(outcome.evidence.get("mismatch"))
+    return outcome.rejects(alpha)
+
+
+def _guarded(evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: int, alpha: float, stage: str) -> Outcome:
+    try:
+        return evaluate(case, seed, alpha, stage)
+    except SamplerFault as fault:
+        return Outcome(pvalues={}, samples=0, min_detectable_tv={}, fault=fault)
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One statistical decision a searching check reports, and what its failure proves."""
+
+    id: str
+    family: str
+    case: str | None
+    finding: str
+
+
+def decisions_from_search(
+    ctx: Context,
+    decisions: list[Decision],
+    found: SearchResult[Any],
+    describe: Callable[[Any], dict[str, Any]],
+    repro: Callable[[Any, Outcome], str],
+) -> list[Any]:
+    """Turn a search into one :class:`~specverify.CheckResult` per decision."""
+    from .._result import CheckResult
+    from ._base import fault_result
+
+    results = []
+    screens = found.screens
+    base_evidence = {"examples": found.examples, "screen_alpha": ctx.budget.screen_alpha, "confirm_alpha": found.confirm_alpha}
+    total_samples = sum(o.samples for o in screens)
+    for decision in decisions:
+        key = decision.id
+        pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
+        claims = [o.min_detectable_tv[key] for o in screens if key in o.min_detectable_tv]
+        claim = max(claims) if claims else None
+        common = dict(id=decision.id, family=decision.family, case=decision.case, alpha=ctx.alpha)
+        if found.confirmed is not None:
+            case, outcome = found.confirmed
+            evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
+            if outcome.fault is not None:
+                result = fault_result(decision, outcome.fault, evidence=evidence)
+                result.message = f"on the smallest failing case: {result.message}"
+                results.append(result)
+                continue
+            p = outcome.pvalues.get(key)
+            if p is not None and p <= found.confirm_alpha:
+                evidence.update(outcome.evidence.get(key, {}))
+                results.append(
+                    CheckResult(
+                        **common,
+                        status="fail",
+                        finding=decision.finding,
+                        p_value=p,
+                        samples=total_samples + outcome.samples,
+                        min_detectable_tv=outcome.min_detectable_tv.get(key),
+                        message=_failure_message(decision, p, found.confirm_alpha, outcome.evidence.get(key, {})),
+                        evidence=evidence,
+                    )
+                )
+                continue
+        status = "pass"
+        message = f"{found.examples} cases, no deviation found"
+        if claim is None:
+            status, message = "inconclusive", "no case could be tested"
+        elif claim > ctx.budget.ceiling_tv:
+            status = "inconclusive"
+            message = f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+        evidence = dict(base_evidence)
+        if found.unconfirmed:
+            evidence["unconfirmed_alarms"] = [
+                {"example": describe(case), "confirm_pvalue": o.pvalues.get(key)} for case, o in found.unconfirmed
+            ]
+            message += f"; {len(found.unconfirmed)} screen alarm(s) not confirmed on fresh samples"
+        results.append(
+            CheckResult(
+                **common,
+                status=status,
+                p_value=min(pvalues) if pvalues else None,
+                samples=total_samples,
+                min_detectable_tv=claim,
+                message=message,
+                evidence=evidence,
+            )
+        )
+    return results
+
+
+def _failure_message(decision: Decision, p: float, alpha: float, evidence: dict[str, Any]) -> str:
+    tv = evidence.get("tv")
+    where = evidence.get("where")
+    text = f"law differs from the exact law (p = {p:.3g} <= {alpha:.3g})"
+    if tv:
+        text += f"; estimated TV {tv['estimate']:.3g} [{tv['low']:.3g}, {tv['high']:.3g}]"
+    if where:
+        text += f"; {where}"
+    return text

@@ -1,0 +1,110 @@
+"""The reference exact sampler: the canonical algorithm, vectorised, in float64.
+
+Every row of the batch and every draft position is handled by tensor operations; there is no
+Python loop over rows or positions.  It runs on whatever device its inputs are on.
+
+Numerical conventions (the ones the exact law in :mod:`specverify.exact` uses too):
+
+* Each probability row is divided by its sum first, so rounded, not-quite-normalised inputs stand
+  for the law they approximate.
+* Draft ``i`` is accepted iff ``u_i * q_i(y_i) < p_i(y_i)``.  This is ``u_i < p/q`` without the
+  division, so a draft with ``p = 0`` is never accepted (``u = 0`` included) and ``q = 0`` needs no
+  special case.
+* The emitted token after the last acceptance is drawn by inverse CDF from ``[p_j - q_j]_+`` (the
+  residual at the rejection position ``j``) or from ``p_K`` (the bonus), using one more uniform.
+  Padding ``q`` with a zero row makes the bonus the residual at position ``K``: one code path.
+* Residual fallback: if the residual's mass is at float-noise level (at most ``V`` units of float64
+  round-off) the rejection itself was a rounding artefact of a ``p`` that equals ``q``, and the token
+  is drawn from ``p_j``.  No division by zero, no NaN, and never a token of target probability 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._contract import Capabilities
+
+__all__ = ["ReferenceSampler", "canonical_emit", "normalise", "reference"]
+
+
+def normalise(probs: torch.Tensor) -> torch.Tensor:
+    """Divide each row (last axis) by its sum, in float64."""
+    probs = probs.to(torch.float64)
+    return probs / probs.sum(dim=-1, keepdim=True)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``[p - q]_+`` (unnormalised), or ``p`` where that residual's mass is float noise."""
+    residual = (p - q).clamp_min(0.0)
+    mass = residual.sum(dim=-1, keepdim=True)
+    noise = p.shape[-1] * torch.finfo(torch.float64).eps
+    return torch.where(mass > noise, residual, p)
+
+
+def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The smallest token whose cumulative mass exceeds ``u * total``; never a zero-mass token."""
+    cdf = dist.cumsum(dim=-1)
+    x = (u * cdf[..., -1]).unsqueeze(-1)
+    token = torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    # u * total can round up to total itself: fall back to the last token with positive mass.
+    positions = torch.arange(dist.shape[-1], device=dist.device)
+    last_positive = torch.where(dist > 0, positions, -1).amax(dim=-1)
+    return torch.minimum(token, last_positive)
+
+
+def canonical_emit(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    uniforms: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The canonical step as a deterministic function of ``uniforms [B, K+1]``."""
+    batch, k = draft_tokens.shape
+    p = normalise(target_probs)
+    q = normalise(draft_probs)
+    tokens_index = draft_tokens.unsqueeze(-1)
+    p_draft = p[:, :k].gather(-1, tokens_index).squeeze(-1)
+    q_draft = q.gather(-1, tokens_index).squeeze(-1)
+    accepted = uniforms[:, :k] * q_draft < p_draft
+    num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
+
+    rows = torch.arange(batch, device=p.device)
+    q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+    dist = residual_distribution(p[rows, num_accepted], q_padded[rows, num_accepted])
+    last = inverse_cdf(dist, uniforms[:, k])
+
+    positions = torch.arange(k + 1, device=p.device)
+    padded_drafts = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
+    tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded_drafts, -1)
+    tokens[rows, num_accepted] = last
+    return tokens, num_accepted
+
+
+class ReferenceSampler:
+    """The canonical algorithm in float64; accepts injected uniforms."""
+
+    name = "specverify.reference"
+    capabilities = Capabilities(
+        device=None,
+        dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16),
+        uniforms=True,
+    )
+
+    def __call__(
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        uniforms: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, k = draft_tokens.shape
+        if uniforms is None:
+            uniforms = torch.rand(
+                (batch, k + 1), generator=generator, dtype=torch.float64, device=target_probs.device
+            )
+        return canonical_emit(target_probs, draft_probs, draft_tokens, uniforms.to(torch.float64))
+
+
+reference = ReferenceSampler()
