@@ -32,7 +32,6 @@ __all__ = [
     "emitted_law",
     "emitted_law_scalar",
     "expected_accepted",
-    "all_sequences",
     "sequence_index",
     "sequence_of",
     "sequence_offsets",
