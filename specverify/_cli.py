@@ -64,6 +64,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+
+    report = commands.add_parser(
+        "report",
+        help="one HTML page comparing several runs (sampler by check family)",
+        description="Render each run's JSON as its own HTML page and an index comparing them, sampler by check family.",
+    )
+    report.add_argument("inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'")
+    report.add_argument("-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)")
+
+    commands.add_parser(
+        "adapters",
+        help="list the built-in adapters and whether each can run here",
+        description="List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine.",
+    )
     return parser
 
 
@@ -75,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(args)
+    if args.command == "report":
+        from .report import build_index
+
+        return build_index(args.inputs, args.output)
+    if args.command == "adapters":
+        from .adapters import print_adapters
+
+        return print_adapters()
     parser.error(f"unknown command {args.command!r}")
     return 2
 
