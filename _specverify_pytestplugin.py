@@ -1,5 +1,54 @@
 """pytest entry point of specverify (registered under ``pytest11``).
 
-Kept tiny and free of heavy imports, like Hypothesis's own plugin module: the harness is imported
-only when a run asks for it with ``--specverify-sampler``.
+Kept tiny and free of heavy imports, like Hypothesis's own plugin module: torch and the harness are
+imported only when a run names a sampler (``--specverify-sampler``, the ``specverify_sampler`` ini
+key, or the ``SPECVERIFY_SAMPLER`` environment variable).
 """
+
+from __future__ import annotations
+
+import os
+
+BUDGETS = ("quick", "standard", "thorough")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("specverify", "speculative-sampling conformance (specverify)")
+    group.addoption("--specverify-sampler", metavar="SPEC", help="run the conformance battery on the sampler 'package.module:attribute' (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)")
+    group.addoption("--specverify-budget", choices=BUDGETS, help="quick (TV 0.05), standard (TV 0.01, default) or thorough (TV 0.003)")
+    group.addoption("--specverify-seed", type=int, help="run seed (default 0)")
+    group.addoption("--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    group.addoption("--specverify-only", action="append", metavar="PATTERN", help="run only checks whose id or family matches (repeatable)")
+    group.addoption("--specverify-xfail", metavar="FILE", help="expected failures: one check id (or glob) per line, '# reason' after it")
+    group.addoption("--specverify-json", metavar="PATH", help="write the aggregated run result as JSON")
+    group.addoption("--specverify-html", metavar="PATH", help="write the aggregated run result as an HTML report")
+    parser.addini("specverify_sampler", "sampler spec the battery runs on", default="")
+    parser.addini("specverify_budget", "budget: quick, standard or thorough", default="")
+    parser.addini("specverify_xfail", "expected-failures file", default="")
+
+
+def _setting(config, option, ini, env=None):
+    value = config.getoption(option)
+    if value is None or value == "":
+        value = config.getini(ini) or None
+    if (value is None or value == "") and env:
+        value = os.environ.get(env) or None
+    return value
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "specverify: a check of the specverify conformance battery")
+    spec = _setting(config, "specverify_sampler", "specverify_sampler", "SPECVERIFY_SAMPLER")
+    if not spec:
+        return
+    from specverify._pytest import SpecverifyPlugin
+
+    config.pluginmanager.register(
+        SpecverifyPlugin(
+            config,
+            spec=spec,
+            budget=_setting(config, "specverify_budget", "specverify_budget") or "standard",
+            xfail_file=_setting(config, "specverify_xfail", "specverify_xfail"),
+        ),
+        "specverify-battery",
+    )

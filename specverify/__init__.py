@@ -43,9 +43,19 @@ __all__ = [
     "emitted_law",
     "load_sampler",
     "model_law_test",
+    "pytest_battery",
     "reference",
     "sampler",
     "step_law",
     "step_law_test",
     "target_law",
 ]
+
+
+def __getattr__(name: str):
+    # pytest_battery imports pytest: only when asked for.
+    if name == "pytest_battery":
+        from ._pytest import battery
+
+        return battery
+    raise AttributeError(f"module 'specverify' has no attribute {name!r}")

@@ -119,6 +119,12 @@ def _check(args: argparse.Namespace) -> int:
         return 2
 
     from ._progress import ProgressDisplay
+    from ._runner import check_selection
+
+    problem = check_selection(args.only)
+    if problem:
+        err.print(f"specverify: error: {problem}", markup=False, highlight=False)
+        return 2
 
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else _result_printer(out)

@@ -11,8 +11,9 @@ findings into a verdict, so no check decides the outcome of the run on its own:
   otherwise it is a bias the marginal checks were too weak to see (``lossy``);
 * ``suboptimal``: fewer accepted drafts than the canonical algorithm -> ``lossless-suboptimal``.
 
-A check that could not reach its promised power is ``inconclusive``, never a pass; a check the
-harness could not run is an ``error``.
+A check that could not reach its promised power is ``inconclusive``, never a pass, and so is a run
+that was interrupted or in which nothing could be checked; a check the harness itself could not run
+is an ``error``.
 """
 
 from __future__ import annotations
@@ -128,9 +129,9 @@ def verdict(checks: list[CheckResult], *, finished: bool = True) -> str:
         return "lossy"
     if "non-canonical" in failing and "suboptimal" not in failing:
         return "lossy"
-    if any(c.status == "error" for c in checks) or not any(c.status == "pass" for c in checks):
+    if any(c.status == "error" for c in checks):
         return "error"
-    if not finished or any(c.status == "inconclusive" for c in checks):
+    if not finished or not any(c.status == "pass" for c in checks) or any(c.status == "inconclusive" for c in checks):
         return "inconclusive"
     if failing & {"suboptimal", "non-canonical"}:
         return "lossless-suboptimal"

@@ -27,7 +27,7 @@ from ._result import CheckResult, RunResult
 from .checks import Check, Context, battery
 from .checks._base import fault_result
 
-__all__ = ["PlannedCheck", "check", "plan", "run_check", "write_json"]
+__all__ = ["PlannedCheck", "check", "check_selection", "plan", "run_check", "write_json"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,13 +49,28 @@ def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = N
     ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).
     """
     patterns = list(select or [])
-    checks = [
-        c for c in battery() if not patterns or any(fnmatch.fnmatch(c.id, p) or c.family == p for p in patterns)
-    ]
+    checks = [c for c in battery() if not patterns or any(_selects(p, c) for p in patterns)]
+    if patterns and not checks:
+        raise ValueError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
     reasons = {c.id: c.skip_reason(sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)
     return [PlannedCheck(c, reasons[c.id], share if c.statistical else 0.0) for c in checks]
+
+
+def check_selection(select: Iterable[str] | None) -> str | None:
+    """Why a selection of checks is unusable (it matches none), or ``None``."""
+    if not select:
+        return None
+    checks = battery()
+    missing = [p for p in select if not any(_selects(p, c) for c in checks)]
+    return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
+
+
+def _selects(pattern: str, check: Check) -> bool:
+    """A family name, an exact id (brackets and all), or a glob on ids."""
+    ids = [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
+    return pattern == check.family or any(pattern == i or fnmatch.fnmatchcase(i, pattern) for i in [check.id, *ids])
 
 
 def run_check(
@@ -180,6 +195,7 @@ def check(
     planned = plan(sut, budget, select)
     result = RunResult(run=run_info(sut, budget, seed, spec), checks=[], finished=False)
     result.run["planned_checks"] = len(planned)
+    result.run["select"] = list(select) if select else None
     result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
     try:
         for item in planned:

@@ -28,7 +28,7 @@ from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformG
 from ._fit import ModelFitCheck, StepLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
-__all__ = ["FAMILIES", "Check", "Context", "battery"]
+__all__ = ["Check", "Context", "FAMILIES", "battery"]
 
 FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness")
 

@@ -201,7 +201,7 @@ class ConditionalEnumerationCheck:
             return fault_result(self, fault)
         observed, laws_all = np.stack(observed_rows), np.stack(law_rows)
         gof = gof_test(observed, laws_all, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "mc"))
-        claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power) if gof.df else 1.0
+        claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = laws_all * observed.sum(1, keepdims=True)
         evidence = {
             "test": gof.method, "df": gof.df, "statistic": gof.statistic, "draft_sequences": len(labels),
@@ -248,7 +248,7 @@ class EmittedLawCheck:
         except SamplerFault as fault:
             return fault_result(self, fault)
         gof = gof_test(tally.emitted, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "mc"))
-        claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power) if gof.df else 1.0
+        claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = law * tally.samples
         evidence: dict[str, Any] = {"test": gof.method, "df": gof.df, "statistic": gof.statistic, "model": case.describe(), "observed": tally.emitted.tolist(), "expected": expected.tolist()}
         common = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)

@@ -91,7 +91,7 @@ class StepLawCheck:
             counts = step_counts(ctx, cases, rows, seed)
             gof = gof_test(counts, laws, alpha=alpha, random_state=seed)
             power = ctx.budget.stage_power
-            claim = gof.min_detectable_tv(alpha, power) if gof.df else min_detectable_tv(rows, 1, alpha, power)
+            claim = gof.min_detectable_tv(alpha, power)
             claim = min(1.0, claim * np.sqrt(len(cases)))  # per case, not per batch
             if stage == "screen":
                 planned = plan_samples(ctx, df, confirm_alpha, groups=len(cases))
@@ -197,10 +197,10 @@ class ModelFitCheck:
             pvalues, claims, evidence = {}, {}, {}
             for key, (gof, obs, law, _) in tests.items():
                 pvalues[key] = gof.pvalue
-                claims[key] = gof.min_detectable_tv(share, power) if gof.df else 1.0
+                claims[key] = gof.min_detectable_tv(share, power)
             pvalues[position_id] = min(1.0, worst[0].pvalue * k_case)
             claims[position_id] = max(
-                (g.min_detectable_tv(share / k_case, power) if g.df else 1.0) for g, *_ in position_results
+                g.min_detectable_tv(share / k_case, power) for g, *_ in position_results
             )
             if stage == "screen":
                 planned = plan_samples(ctx, df_step, confirm_alpha / 3)

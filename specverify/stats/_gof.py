@@ -83,6 +83,10 @@ class GoodnessOfFit:
             return min(1.0, min_detectable_tv(self.samples, self.df, level, power) + self.merged_mass)
         if self.rare_expected > 0:
             return min(1.0, _rare_shift(self.rare_expected, self.samples, level, power) + self.merged_mass)
+        if self.samples:
+            # one possible outcome per group: any deviation puts mass on impossible outcomes, seen
+            # unless every sample misses it, (1 - tv) ** n <= 1 - power
+            return min(1.0, -math.log1p(-power) / self.samples + self.merged_mass)
         return 1.0
 
 

@@ -1,0 +1,233 @@
+"""The pytest face of the battery: one test item per check, results aggregated into one run.
+
+Registered by the tiny ``_specverify_pytestplugin`` entry module when a sampler is named.  Items
+are the same planned checks as the CLI's (:func:`specverify._runner.plan`), so each keeps its share
+of the false-positive budget whichever xdist worker runs it; workers ship their results to the
+controller in ``user_properties``, where the run is assembled, its verdict printed and its JSON
+and HTML written.
+
+For a user's own test file, :func:`battery` is a one-line helper::
+
+    test_my_sampler = specverify.pytest_battery("mypkg.kernels:sampler", budget="quick")
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._budgets import get_budget
+from ._calling import SamplerUnderTest
+from ._contract import SamplerSpecError, load_sampler
+from ._result import CheckResult, RunResult
+from ._runner import PlannedCheck, plan, run_check, run_info, write_json
+
+__all__ = ["SpecverifyPlugin", "battery"]
+
+_PROPERTY = "specverify"
+
+
+class CheckFailed(Exception):
+    """A check of the battery did not pass; carries its results for the failure report."""
+
+    def __init__(self, results: list[CheckResult]) -> None:
+        super().__init__("; ".join(f"{r.id}: {r.status}" for r in results))
+        self.results = results
+
+
+def describe_failure(results: list[CheckResult]) -> str:
+    """What failed, on which smallest case, and how to reproduce it."""
+    lines = []
+    for r in results:
+        if r.status == "pass":
+            continue
+        lines.append(f"{r.id}: {r.status.upper()}" + (f" ({r.finding})" if r.finding else ""))
+        if r.message:
+            lines.append(f"  {r.message}")
+        if r.p_value is not None:
+            lines.append(f"  p-value {r.p_value:.3g} at alpha {r.alpha:.3g}; samples {r.samples}")
+        example = r.evidence.get("minimal_example")
+        if example:
+            lines.append(f"  smallest case: {json.dumps(example)[:600]}")
+        repro = r.evidence.get("repro")
+        if repro:
+            lines.append("  repro:")
+            lines += [f"    {line}" for line in repro.splitlines()]
+    return "\n".join(lines)
+
+
+def _load_expected_failures(path: str | None) -> dict[str, str]:
+    """``check-id-or-glob  # reason`` per line."""
+    if not path:
+        return {}
+    entries = {}
+    for raw in Path(path).read_text().splitlines():
+        text, _, reason = raw.partition("#")
+        if text.strip():
+            entries[text.strip()] = reason.strip() or "expected to fail"
+    return entries
+
+
+class SpecverifyItem(pytest.Item):
+    """One check of the battery."""
+
+    def __init__(self, *, planned: PlannedCheck, plugin: SpecverifyPlugin, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.planned = planned
+        self.plugin = plugin
+        self.add_marker(pytest.mark.specverify)
+
+    def runtest(self) -> None:
+        plugin = self.plugin
+        results = run_check(self.planned, plugin.sut, plugin.budget, plugin.seed, spec=plugin.spec)
+        self.user_properties.append((_PROPERTY, json.dumps([r.to_json() for r in results])))
+        if all(r.status == "skip" for r in results):
+            pytest.skip(f"{self.planned.id}: {results[0].message}")
+        if any(r.status in ("fail", "error", "inconclusive") for r in results):
+            raise CheckFailed(results)
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        if isinstance(excinfo.value, CheckFailed):
+            return describe_failure(excinfo.value.results)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"specverify {self.planned.id}"
+
+
+class SpecverifyCollector(pytest.Collector):
+    """Holds the battery's items under the node id ``specverify``."""
+
+    def __init__(self, *, plugin: SpecverifyPlugin, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.plugin = plugin
+
+    def collect(self) -> list[pytest.Item]:
+        items = []
+        for planned in self.plugin.planned:
+            item = SpecverifyItem.from_parent(self, name=planned.id, planned=planned, plugin=self.plugin)
+            for pattern, reason in self.plugin.expected_failures.items():
+                if fnmatch.fnmatch(planned.id, pattern):
+                    item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=CheckFailed))
+            items.append(item)
+        return items
+
+
+class SpecverifyPlugin:
+    """Adds the battery to the session and aggregates its results."""
+
+    def __init__(self, config: pytest.Config, *, spec: str, budget: str, xfail_file: str | None) -> None:
+        self.config = config
+        self.spec = spec
+        try:
+            self.budget = get_budget(budget)
+        except ValueError as exc:
+            raise pytest.UsageError(f"specverify: {exc}") from None
+        alpha = config.getoption("specverify_alpha")
+        if alpha is not None:
+            self.budget = self.budget.with_(alpha=alpha)
+        self.seed = config.getoption("specverify_seed") or 0
+        try:
+            sampler = load_sampler(spec)
+        except SamplerSpecError as exc:
+            raise pytest.UsageError(f"specverify: {exc}") from None
+        self.sut = SamplerUnderTest(sampler, timeout=self.budget.timeout)
+        self.planned = plan(self.sut, self.budget, config.getoption("specverify_only"))
+        self.expected_failures = _load_expected_failures(xfail_file)
+        self.results: dict[str, list[dict[str, Any]]] = {}
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        caps = self.sut.capabilities.to_json()
+        return [
+            f"specverify: sampler {self.spec} ({self.sut.name}) on {self.sut.device}, dtype {str(self.sut.dtype).removeprefix('torch.')}",
+            f"specverify: budget {self.budget.name} (detects TV >= {self.budget.tv} with power {self.budget.power}), "
+            f"family-wise alpha {self.budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
+            f"alpha per decision {max((p.alpha for p in self.planned), default=0):.3g}",
+            f"specverify: capabilities {caps}" + (f"; {len(self.expected_failures)} expected failures" if self.expected_failures else ""),
+        ]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
+        """Add the battery beside the session's own top-level collectors."""
+        report = yield
+        if isinstance(collector, pytest.Session) and report.passed:
+            report.result.append(SpecverifyCollector.from_parent(collector, name="specverify", nodeid="specverify", plugin=self))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in getattr(report, "user_properties", ()):
+            if name == _PROPERTY and report.when == "call":
+                self.results[report.nodeid] = json.loads(value)
+
+    def run_result(self) -> RunResult:
+        order = {p.id: i for i, p in enumerate(self.planned)}
+        checks = [CheckResult.from_json(r) for rs in self.results.values() for r in rs]
+        checks.sort(key=lambda c: order.get(c.id, len(order)))
+        info = run_info(self.sut, self.budget, self.seed, self.spec)
+        info["planned_checks"] = len(self.planned)
+        info["select"] = self.config.getoption("specverify_only")
+        return RunResult(run=info, checks=checks, finished=len(self.results) == len(self.planned))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        result = self.run_result()
+        summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
+        terminalreporter.section("specverify")
+        terminalreporter.write_line(f"verdict: {result.verdict} for {self.sut.name} ({summary})")
+        if not result.finished:
+            terminalreporter.write_line("(not every planned check ran: the verdict is inconclusive)")
+        elif result.run["select"]:
+            terminalreporter.write_line(f"(only checks matching {result.run['select']}: the verdict covers those)")
+        json_path = self.config.getoption("specverify_json")
+        html_path = self.config.getoption("specverify_html")
+        if json_path:
+            write_json(result, json_path)
+            terminalreporter.write_line(f"JSON: {json_path}")
+        if html_path:
+            from .report import write_report
+
+            write_report(result, html_path)
+            terminalreporter.write_line(f"report: {html_path}")
+
+
+def battery(
+    sampler: str | Callable[..., Any],
+    *,
+    budget: str = "standard",
+    seed: int = 0,
+    only: list[str] | None = None,
+    expected_failures: dict[str, str] | None = None,
+) -> Callable[[str], None]:
+    """A parametrised pytest test function running the whole battery on ``sampler``.
+
+    ``test_mine = specverify.pytest_battery("pkg.mod:sampler", budget="quick")`` in a test file
+    gives one test per check, with readable ids.
+    """
+    spec = sampler if isinstance(sampler, str) else None
+    fn = load_sampler(sampler) if isinstance(sampler, str) else sampler
+    chosen = get_budget(budget)
+    sut = SamplerUnderTest(fn, timeout=chosen.timeout)
+    planned = {p.id: p for p in plan(sut, chosen, only)}
+    marks = {
+        check_id: [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)]
+        for pattern, reason in (expected_failures or {}).items()
+        for check_id in planned
+        if fnmatch.fnmatch(check_id, pattern)
+    }
+    params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
+
+    @pytest.mark.parametrize("check_id", params)
+    def test_specverify_battery(check_id: str) -> None:
+        results = run_check(planned[check_id], sut, chosen, seed, spec=spec)
+        if all(r.status == "skip" for r in results):
+            pytest.skip(results[0].message or "skipped")
+        if any(r.status in ("fail", "error", "inconclusive") for r in results):
+            raise AssertionError(describe_failure(results))
+
+    return test_specverify_battery

@@ -1,0 +1,103 @@
+"""Every sampler call is audited: each broken rule, a hang and an exception become a SamplerFault."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import specverify
+from specverify._calling import SamplerFault, SamplerUnderTest, audit_output
+
+
+def inputs(batch=4, k=2, vocab=3):
+    g = torch.Generator().manual_seed(0)
+    target = torch.rand(batch, k + 1, vocab, generator=g, dtype=torch.float64) + 0.1
+    draft = torch.rand(batch, k, vocab, generator=g, dtype=torch.float64) + 0.1
+    drafts = torch.randint(0, vocab, (batch, k), generator=g)
+    return target, draft, drafts
+
+
+def good(batch=4, k=2):
+    tokens = torch.full((batch, k + 1), -1, dtype=torch.int64)
+    tokens[:, 0] = 1
+    return tokens, torch.zeros(batch, dtype=torch.int64)
+
+
+def test_reference_output_is_clean():
+    target, draft, drafts = inputs()
+    assert audit_output(specverify.reference(target, draft, drafts, torch.Generator()), target, drafts) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "rule"),
+    [
+        (lambda t, n: ("not a pair",), "shape-dtype"),
+        (lambda t, n: (t[:, :2], n), "shape-dtype"),
+        (lambda t, n: (t.to(torch.int32), n), "shape-dtype"),
+        (lambda t, n: (t.float(), n), "shape-dtype"),
+        (lambda t, n: (t, n + 5), "num-accepted-range"),
+        (lambda t, n: (t.index_fill(1, torch.tensor([0]), 7), n), "token-range"),
+        (lambda t, n: (t.index_fill(1, torch.tensor([2]), 0), n), "padding"),
+    ],
+)
+def test_each_rule(mutate, rule):
+    target, draft, drafts = inputs()
+    tokens, n = good()
+    violations = audit_output(mutate(tokens, n), target, drafts)
+    assert violations and violations[0].rule == rule
+    assert violations[0].message
+
+
+def test_accepted_tokens_must_be_the_drafts():
+    target, draft, drafts = inputs()
+    tokens = torch.stack([drafts[:, 0], (drafts[:, 1] + 1) % 3, torch.zeros_like(drafts[:, 0])], dim=1)
+    violations = audit_output((tokens, torch.full((4,), 2)), target, drafts)
+    assert violations[0].rule == "accepted-drafts"
+
+
+def test_zero_target_token_is_a_support_violation():
+    target, draft, drafts = inputs()
+    target[:, 0, 1] = 0.0
+    tokens, n = good()
+    violations = audit_output((tokens, n), target, drafts)
+    assert violations[0].rule == "zero-target" and violations[0].finding == "support"
+
+
+def test_raise_hang_and_in_place_write_become_faults():
+    target, draft, drafts = inputs()
+
+    def raises(*args):
+        raise KeyError("bad vocab\nmore")
+
+    def hangs(*args):
+        threading.Event().wait(30)
+
+    def writes(t, d, y, g):
+        t.zero_()
+        return specverify.reference(t + 1, d, y, g)
+
+    for fn, rule, text in ((raises, "raised", "KeyError"), (hangs, "hang", "within 0.2 s"), (writes, "inputs-unmodified", "target_probs")):
+        with pytest.raises(SamplerFault) as info:
+            SamplerUnderTest(fn, timeout=0.2).step(target, draft, drafts, generator=torch.Generator())
+        assert info.value.violation.rule == rule
+        assert text in str(info.value)
+
+
+def test_batches_are_split_and_rows_reported_globally():
+    target, draft, drafts = inputs(batch=10)
+    seen = []
+
+    @specverify.sampler(max_batch=3)
+    def small(t, d, y, g):
+        seen.append(y.shape[0])
+        tokens, n = specverify.reference(t, d, y, g)
+        if len(seen) == 3:
+            tokens[0, 0] = 99
+        return tokens, n
+
+    with pytest.raises(SamplerFault) as info:
+        SamplerUnderTest(small).step(target, draft, drafts, generator=torch.Generator())
+    assert seen == [3, 3, 3]
+    assert info.value.violation.row == 6

@@ -1,0 +1,86 @@
+"""The command line: exit statuses, one-line errors, JSON written as it goes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import specverify
+from specverify._cli import main
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specverify", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_help_explains_itself():
+    out = run_cli("--help")
+    assert out.returncode == 0
+    for word in ("check", "report", "adapters", "exit status"):
+        assert word in out.stdout
+    check_help = run_cli("check", "--help").stdout
+    for word in ("--json", "--report", "--seed", "--budget", "quick", "standard", "thorough", "TV"):
+        assert word in check_help
+
+
+def test_conformant_sampler_exits_0_with_json(tmp_path):
+    out = tmp_path / "out.json"
+    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract", "--json", str(out), "--no-progress"])
+    data = json.loads(out.read_text())
+    assert code == 0
+    assert data["verdict"] == "conformant"
+    assert data["schema_version"] == 1
+    assert {"seed", "budget", "family_wise_alpha", "device", "versions", "sampler"} <= set(data["run"])
+    for check in data["checks"]:
+        assert {"id", "family", "status", "p_value", "samples", "min_detectable_tv", "message"} <= set(check)
+
+
+def test_replacement_from_target_exits_1(tmp_path):
+    out = tmp_path / "out.json"
+    code = main(["check", "specverify.zoo:replacement_from_target", "--budget", "quick", "--only", "fit.conditional[random]", "--json", str(out), "--no-progress"])
+    data = json.loads(out.read_text())
+    assert code == 1
+    assert data["verdict"] == "lossy"
+    failed = [c for c in data["checks"] if c["status"] == "fail"]
+    assert failed and failed[0]["evidence"]["repro"].startswith("import torch")
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("no_such_module_abc:sampler", "no module named 'no_such_module_abc'"),
+        ("specverify:not_there", "has no attribute 'not_there'"),
+        ("nonsense", "not of the form"),
+    ],
+)
+def test_bad_spec_exits_2_with_one_line(spec, fragment):
+    out = run_cli("check", spec)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0]
+
+
+def test_interrupt_keeps_json_written_so_far(tmp_path):
+    calls = {"n": 0}
+
+    def interrupts(t, d, y, g):
+        calls["n"] += 1
+        if calls["n"] == 12:  # inside contract.call-independence, after four exact checks
+            os.kill(os.getpid(), signal.SIGINT)
+            import time
+
+            time.sleep(5)
+        return specverify.reference(t, d, y, g)
+
+    out = tmp_path / "partial.json"
+    with pytest.raises(KeyboardInterrupt):
+        specverify.check(interrupts, budget="quick", select=["contract"], json_path=out)
+    data = json.loads(out.read_text())
+    assert data["finished"] is False
+    assert data["verdict"] == "inconclusive"
+    assert [c["id"] for c in data["checks"]] == ["contract.output", "contract.determinism", "contract.seed-sensitivity", "contract.one-hot"]

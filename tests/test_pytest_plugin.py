@@ -1,0 +1,69 @@
+"""The pytest plugin: readable ids, failures with evidence, expected failures, xdist, the helper."""
+
+from __future__ import annotations
+
+import pytest
+
+# Imported here, before pytester snapshots sys.modules: torch cannot be imported twice in a process.
+import specverify._pytest  # noqa: F401
+import specverify.zoo  # noqa: F401
+
+QUICK = ("--specverify-budget=quick", "-p", "no:cacheprovider")
+
+
+def test_reference_passes_with_readable_ids(pytester):
+    result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", "-v", *QUICK)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*specverify: sampler specverify.samplers:reference*", "*specverify::contract.output PASSED*", "*verdict: conformant*"])
+
+
+def test_broken_sampler_fails_with_evidence(pytester):
+    result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*contract.determinism: FAIL (contract)*", "*seeded alike differ*", "*verdict: non-conformant*"])
+
+
+def test_expected_failures_file(pytester):
+    xfail = pytester.makefile(".txt", xfails="contract.determinism  # uses the global RNG on purpose\n")
+    result = pytester.runpytest(
+        "--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", f"--specverify-xfail={xfail}", *QUICK
+    )
+    result.assert_outcomes(xfailed=1)
+
+
+def test_environment_variable_and_json(pytester, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVERIFY_SAMPLER", "specverify.samplers:reference")
+    out = tmp_path / "run.json"
+    result = pytester.runpytest("--specverify-only=contract.one-hot", f"--specverify-json={out}", *QUICK)
+    result.assert_outcomes(passed=1)
+    assert '"verdict": "conformant"' in out.read_text()
+
+
+def test_xdist_two_workers_aggregate_on_the_controller(pytester, tmp_path):
+    out = tmp_path / "run.json"
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", f"--specverify-json={out}", *QUICK
+    )
+    result.assert_outcomes(passed=6)
+    import json
+
+    data = json.loads(out.read_text())
+    assert len(data["checks"]) == 6 and data["verdict"] == "conformant"
+
+
+def test_bad_spec_is_a_usage_error(pytester):
+    result = pytester.runpytest("--specverify-sampler=nope_module:x", *QUICK)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no module named 'nope_module'*"])
+
+
+def test_one_line_helper_in_a_users_test_file(pytester):
+    pytester.makepyfile(
+        """
+        import specverify
+        test_mine = specverify.pytest_battery("specverify.samplers:reference", budget="quick", only=["contract.o*"])
+        """
+    )
+    result = pytester.runpytest("-v", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_mine[[]contract.output[]] PASSED*"])
