@@ -31,7 +31,7 @@ MIN_EXPECTED = 5.0
 #: Largest number of multinomial compositions the exact test enumerates.
 EXACT_LIMIT = 1_000_000
 #: Largest number of simulated cells (draws x cells) a Monte Carlo p-value may cost.
-MONTE_CARLO_LIMIT = 50_000_000
+MONTE_CARLO_LIMIT = 4_000_000
 
 
 @dataclasses.dataclass(frozen=True)
