@@ -73,6 +73,21 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'")
     report.add_argument("-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)")
 
+    zoo = commands.add_parser(
+        "zoo",
+        help="run the known-bug zoo through the battery and print the kill matrix",
+        description=(
+            "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
+            "through the battery, print which family caught each and at what cost, count false alarms, and write "
+            "the matrix to reports/kill-matrix-BUDGET.md and .json."
+        ),
+    )
+    zoo.add_argument("--budget", choices=["quick", "standard", "thorough"], default="standard")
+    zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
+    zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
+    zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
+    zoo.add_argument("--output", default="reports", metavar="DIR", help="where to write the matrix (default reports/)")
+
     commands.add_parser(
         "adapters",
         help="list the built-in adapters and whether each can run here",
@@ -93,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .report import build_index
 
         return build_index(args.inputs, args.output)
+    if args.command == "zoo":
+        return _zoo(args)
     if args.command == "adapters":
         from .adapters import print_adapters
 
@@ -151,6 +168,29 @@ def _check(args: argparse.Namespace) -> int:
         write_report(result, args.report)
     _print_verdict(out, result, args)
     return result.exit_code
+
+
+def _zoo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .zoo._matrix import kill_matrix, write_matrix
+
+    console = Console()
+
+    def show(row) -> None:
+        style = "green" if row.meets else "bold red"
+        caught = ", ".join(f"{f}:{n}" for f, n in row.caught_by.items()) or "-"
+        console.print(
+            f"[{style}]{'meets' if row.meets else 'DIFFERS'}[/] {escape(row.member)} seed {row.seed}: "
+            f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
+        )
+
+    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, on_row=show)
+    markdown, data = write_matrix(rows, args.budget, args.output)
+    console.print(markdown.read_text().split("\n\n")[-1].strip())
+    console.print(f"written: {markdown}, {data}")
+    return 0 if not any(r.false_alarm for r in rows) else 1
 
 
 _STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "inconclusive": "yellow", "error": "bold magenta"}

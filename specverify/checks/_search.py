@@ -13,12 +13,13 @@ also reported on the smallest case that shows it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
@@ -123,10 +124,12 @@ def search_and_confirm(
         phases=(Phase.generate, Phase.shrink),
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
     )
     rng = random.Random(ctx.seed_for(check_id, "search"))
     try:
-        minimal = find(strategy, alarms, settings=search_settings, random=rng)
+        with _shrink_time_limit(budget.shrink_seconds):
+            minimal = find(strategy, alarms, settings=search_settings, random=rng)
     except (NoSuchExample, Unsatisfiable):
         return SearchResult(examples=len(seen), screens=list(seen.values()))
 
@@ -152,6 +155,26 @@ def search_and_confirm(
             return result
         result.unconfirmed.append((case, confirmation))
     return result
+
+
+@contextlib.contextmanager
+def _shrink_time_limit(seconds: float):
+    """Bound the time Hypothesis spends shrinking one failure (its own default is five minutes).
+
+    This is the one Hypothesis internal the harness touches, the engine's module constant; if a
+    future Hypothesis drops it, shrinking simply keeps Hypothesis's default bound.
+    """
+    from hypothesis.internal.conjecture import engine
+
+    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if previous is None:
+        yield
+        return
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
 
 
 def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:

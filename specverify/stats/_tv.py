@@ -43,7 +43,8 @@ def tv_distance(observed: np.ndarray, probs: np.ndarray) -> float:
     """TV between empirical and exact laws; per group, weighted by the groups' totals."""
     empirical, totals = _laws(np.atleast_2d(np.asarray(observed, dtype=np.float64)))
     probs = np.atleast_2d(np.asarray(probs, dtype=np.float64))
-    law = probs / probs.sum(axis=-1, keepdims=True)
+    mass = probs.sum(axis=-1, keepdims=True)
+    law = np.divide(probs, mass, out=np.zeros_like(probs), where=mass > 0)
     per_group = 0.5 * np.abs(empirical - law).sum(axis=-1)
     return float((per_group * totals).sum() / max(totals.sum(), 1.0))
 

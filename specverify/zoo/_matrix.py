@@ -1,0 +1,149 @@
+"""The kill matrix: every zoo member through the battery, which family caught it, at what cost.
+
+``specverify zoo`` runs it.  A member *meets* its declaration when the run's verdict is the
+declared one; a *false alarm* is a run that calls a member worse than it is (a conformant sampler
+found lossy or non-conformant, a lossless one found lossy); a *miss* is a run that calls a member
+better than it is.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .._budgets import Budget, get_budget
+from ..checks import FAMILIES
+
+__all__ = ["MatrixRow", "kill_matrix", "render_markdown"]
+
+_SEVERITY = {"conformant": 0, "lossless-suboptimal": 1, "inconclusive": 1, "lossy": 2, "non-conformant": 3, "error": 3}
+
+
+@dataclasses.dataclass
+class MatrixRow:
+    """One member on one seed."""
+
+    member: str
+    seed: int
+    declared: str
+    declared_budget: str
+    expected_families: list[str]
+    verdict: str
+    caught_by: dict[str, int]  # family -> failing checks
+    first_failure: str | None
+    samples: int
+    seconds: float
+
+    @property
+    def meets(self) -> bool:
+        return self.verdict == self.declared
+
+    @property
+    def false_alarm(self) -> bool:
+        return _SEVERITY[self.verdict] > _SEVERITY[self.declared] and self.verdict != "inconclusive"
+
+    @property
+    def miss(self) -> bool:
+        return _SEVERITY[self.verdict] < _SEVERITY[self.declared]
+
+
+def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
+    from .._runner import check
+    from . import ZOO
+
+    member = ZOO[name]
+    start = time.perf_counter()
+    result = check(member, budget=budget, seed=seed, spec=f"specverify.zoo:{name.replace('-', '_')}")
+    failing = [c for c in result.checks if c.status in ("fail", "error")]
+    caught: dict[str, int] = {}
+    for c in failing:
+        caught[c.family] = caught.get(c.family, 0) + 1
+    return MatrixRow(
+        member=name,
+        seed=seed,
+        declared=member.verdict,
+        declared_budget=member.budget,
+        expected_families=list(member.caught_by),
+        verdict=result.verdict,
+        caught_by=caught,
+        first_failure=failing[0].id if failing else None,
+        samples=sum(c.samples or 0 for c in result.checks),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def kill_matrix(
+    budget: str | Budget = "standard",
+    *,
+    members: list[str] | None = None,
+    seeds: int = 1,
+    jobs: int = 1,
+    timeout: float = 10.0,
+    on_row: Any = None,
+) -> list[MatrixRow]:
+    """Run the selected members (glob patterns on names) on ``seeds`` run seeds each."""
+    from . import ZOO
+
+    chosen = get_budget(budget) if isinstance(budget, str) else budget
+    chosen = chosen.with_(timeout=timeout)
+    names = [n for n in ZOO if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
+    work = [(n, s) for s in range(seeds) for n in names]
+    rows: list[MatrixRow] = []
+    if jobs <= 1:
+        for name, seed in work:
+            rows.append(_run_member(name, seed, chosen))
+            if on_row:
+                on_row(rows[-1])
+        return rows
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_run_member, name, seed, chosen) for name, seed in work]
+        for future in concurrent.futures.as_completed(futures):
+            rows.append(future.result())
+            if on_row:
+                on_row(rows[-1])
+    order = {key: i for i, key in enumerate(work)}
+    return sorted(rows, key=lambda r: order[(r.member, r.seed)])
+
+
+def render_markdown(rows: list[MatrixRow], budget: str) -> str:
+    """The matrix as a markdown table, with the totals that matter."""
+    head = "| member | declared (budget) | verdict | " + " | ".join(FAMILIES) + " | first failing check | samples | seconds |"
+    lines = [head, "|" + "---|" * (len(FAMILIES) + 6)]
+    for r in rows:
+        cells = [str(r.caught_by.get(f, "")) if r.caught_by.get(f) else "" for f in FAMILIES]
+        mark = "" if r.meets else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
+        lines.append(
+            f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} ({r.declared_budget}) | "
+            f"{r.verdict}{mark} | " + " | ".join(cells) + f" | {r.first_failure or ''} | {r.samples:,} | {r.seconds:.1f} |"
+        )
+    correct = [r for r in rows if r.declared in ("conformant", "lossless-suboptimal")]
+    buggy = [r for r in rows if r.declared not in ("conformant", "lossless-suboptimal")]
+    due = [r for r in buggy if _budget_rank(r.declared_budget) <= _budget_rank(budget)]
+    lines += [
+        "",
+        f"Budget `{budget}`: {sum(r.meets for r in rows)} of {len(rows)} runs reach the declared verdict; "
+        f"{sum(not r.miss for r in due)} of {len(due)} runs of bugs declared catchable at this budget are caught; "
+        f"false alarms: {sum(r.false_alarm for r in correct)} in {len(correct)} runs of correct samplers "
+        f"({len({r.seed for r in rows})} seed(s)).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _budget_rank(name: str) -> int:
+    return {"quick": 0, "standard": 1, "thorough": 2}.get(name, 3)
+
+
+def write_matrix(rows: list[MatrixRow], budget: str, directory: str | Path) -> tuple[Path, Path]:
+    """Write ``kill-matrix-<budget>.md`` and ``.json`` into ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    markdown = directory / f"kill-matrix-{budget}.md"
+    markdown.write_text(f"# Kill matrix, budget `{budget}`\n\nGenerated by `specverify zoo --budget {budget}`.\n\n" + render_markdown(rows, budget))
+    data = directory / f"kill-matrix-{budget}.json"
+    data.write_text(json.dumps([{**dataclasses.asdict(r), "meets": r.meets, "false_alarm": r.false_alarm, "miss": r.miss} for r in rows], indent=2))
+    return markdown, data
