@@ -40,7 +40,7 @@ class Budget:
     max_samples: int = 2_000_000
     validity_examples: int = 60
     timeout: float = 120.0
-    shrink_seconds: float = 60.0
+    shrink_seconds: float = 30.0
 
     @property
     def ceiling_tv(self) -> float:
@@ -57,10 +57,10 @@ class Budget:
 
 
 BUDGETS = {
-    "quick": Budget("quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=20.0),
+    "quick": Budget("quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0),
     "standard": Budget("standard", tv=0.01, examples=20, validity_examples=60),
     "thorough": Budget(
-        "thorough", tv=0.003, examples=60, validity_examples=200, max_samples=20_000_000, shrink_seconds=180.0
+        "thorough", tv=0.003, examples=60, validity_examples=200, max_samples=20_000_000, shrink_seconds=120.0
     ),
 }
 

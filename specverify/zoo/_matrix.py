@@ -36,6 +36,7 @@ class MatrixRow:
     verdict: str
     caught_by: dict[str, int]  # family -> failing checks
     first_failure: str | None
+    first_failure_seconds: float | None
     samples: int
     seconds: float
 
@@ -58,7 +59,13 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
 
     member = ZOO[name]
     start = time.perf_counter()
-    result = check(member, budget=budget, seed=seed, spec=f"specverify.zoo:{name.replace('-', '_')}")
+    first: list[float] = []
+
+    def note(result: Any) -> None:
+        if result.status in ("fail", "error") and not first:
+            first.append(time.perf_counter() - start)
+
+    result = check(member, budget=budget, seed=seed, spec=f"specverify.zoo:{name.replace('-', '_')}", on_result=note)
     failing = [c for c in result.checks if c.status in ("fail", "error")]
     caught: dict[str, int] = {}
     for c in failing:
@@ -72,6 +79,7 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
         verdict=result.verdict,
         caught_by=caught,
         first_failure=failing[0].id if failing else None,
+        first_failure_seconds=first[0] if first else None,
         samples=sum(c.samples or 0 for c in result.checks),
         seconds=time.perf_counter() - start,
     )
@@ -112,14 +120,16 @@ def kill_matrix(
 
 def render_markdown(rows: list[MatrixRow], budget: str) -> str:
     """The matrix as a markdown table, with the totals that matter."""
-    head = "| member | declared (budget) | verdict | " + " | ".join(FAMILIES) + " | first failing check | samples | seconds |"
-    lines = [head, "|" + "---|" * (len(FAMILIES) + 6)]
+    head = "| member | declared (budget) | verdict | " + " | ".join(FAMILIES) + " | first failing check | seconds to it | samples | seconds |"
+    lines = [head, "|" + "---|" * (len(FAMILIES) + 7)]
     for r in rows:
         cells = [str(r.caught_by.get(f, "")) if r.caught_by.get(f) else "" for f in FAMILIES]
         mark = "" if r.meets else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
         lines.append(
             f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} ({r.declared_budget}) | "
-            f"{r.verdict}{mark} | " + " | ".join(cells) + f" | {r.first_failure or ''} | {r.samples:,} | {r.seconds:.1f} |"
+            f"{r.verdict}{mark} | " + " | ".join(cells) + f" | {r.first_failure or ''} | "
+            + (f"{r.first_failure_seconds:.1f}" if r.first_failure_seconds is not None else "")
+            + f" | {r.samples:,} | {r.seconds:.1f} |"
         )
     correct = [r for r in rows if r.declared in ("conformant", "lossless-suboptimal")]
     buggy = [r for r in rows if r.declared not in ("conformant", "lossless-suboptimal")]

@@ -108,7 +108,7 @@ def half_acceptance(t, d, y, g):
         keep = 0.5 * torch.minimum(pj, qj)  # mass already delivered by acceptance
         return torch.where((n < k)[:, None], pj - keep, pj)
 
-    return canonical_with(t, d, y, g, accept=lambda u, py, qy: 2 * u * qy < py, final=final)
+    return canonical_with(t, d, y, g, accept=lambda u, py, qy: 2 * u * qy < torch.minimum(py, qy), final=final)
 
 
 @member("lossless-suboptimal", ("efficiency",), "quick", "Never uses the last draft: verifies K-1 drafts and samples the K-th position from the target. Lossless, no bonus token.")
@@ -129,7 +129,7 @@ def relaxed_acceptance(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: 0.8 * u * qy < py)
 
 
-@member("lossy", ("fit", "exact"), "quick", "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design.")
+@member("non-conformant", ("support", "fit"), "quick", "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design, and it emits drafts the target forbids (p = 0, q > 0).")
 def ensemble_verification(t, d, y, g):
     mix = 0.5 * normalise(t)
     mix[:, : y.shape[1]] += 0.5 * normalise(d)

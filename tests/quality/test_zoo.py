@@ -1,0 +1,47 @@
+"""The harness finds bugs and does not cry wolf: every zoo member gets its declared verdict.
+
+Like Hypothesis's tests/quality: these tests are about the harness's power, not the samplers.
+Members declared catchable at the quick budget run the whole battery here; members that need a
+larger budget run the families expected to catch them at that budget (the full matrix at every
+budget is ``specverify zoo --budget standard``, quoted in the README).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import specverify
+from specverify._budgets import get_budget
+from specverify.zoo import ZOO
+
+# A hang costs its time limit: keep it short here.
+QUICK = get_budget("quick").with_(timeout=10.0)
+
+AT_QUICK = [name for name, member in ZOO.items() if member.budget == "quick"]
+LATER = [name for name, member in ZOO.items() if member.budget != "quick"]
+
+
+def _describe(result) -> str:
+    lines = [f"verdict {result.verdict}"]
+    lines += [f"  {c.status} {c.id}: {c.message}" for c in result.checks if c.status != "pass"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", AT_QUICK)
+def test_member_gets_its_declared_verdict(name):
+    member = ZOO[name]
+    result = specverify.check(member, budget=QUICK, seed=0)
+    assert result.verdict == member.verdict, _describe(result)
+    caught = {c.family for c in result.checks if c.status == "fail"}
+    if member.caught_by:
+        assert caught & set(member.caught_by), f"caught by {caught}, expected one of {member.caught_by}"
+    else:
+        assert not caught
+
+
+@pytest.mark.parametrize("name", LATER)
+def test_subtle_member_is_caught_by_its_family_at_its_budget(name):
+    member = ZOO[name]
+    budget = get_budget(member.budget).with_(timeout=10.0)
+    result = specverify.check(member, budget=budget, seed=0, select=[f"{f}.*" for f in member.caught_by if f == "fit"] or list(member.caught_by))
+    assert result.verdict == member.verdict, _describe(result)
