@@ -57,7 +57,8 @@ class FlashInferSampler:
             self._randomness = "uniform_samples"
         else:
             raise AdapterUnavailable(
-                f"FlashInfer {version}: chain_speculative_sampling takes neither generator= nor uniform_samples= ({names})"
+                f"FlashInfer {version}: chain_speculative_sampling takes neither generator= "
+                f"nor uniform_samples= ({names})"
             )
         self._chain_speculative_sampling = chain_speculative_sampling
         device = torch.device(device)
@@ -88,9 +89,7 @@ class FlashInferSampler:
         if self._randomness == "generator":
             randomness = {"generator": generator}
         else:
-            uniforms = torch.rand(
-                (batch, k + 1), generator=generator, dtype=torch.float32, device=target_probs.device
-            )
+            uniforms = torch.rand((batch, k + 1), generator=generator, dtype=torch.float32, device=target_probs.device)
             randomness = {"uniform_samples": uniforms}
         output = self._chain_speculative_sampling(
             draft_probs=draft_probs.to(torch.float32).contiguous(),

@@ -92,7 +92,8 @@ class SGLangChainSampler:
         self._takes_deterministic = "deterministic" in names
         self._thresholds = {"threshold_single": threshold_single, "threshold_acc": threshold_acc}
         device = torch.device(device)
-        mode = "" if threshold_single == threshold_acc == 1.0 else f" (threshold_single={threshold_single:g}, threshold_acc={threshold_acc:g})"
+        exact = threshold_single == threshold_acc == 1.0
+        mode = "" if exact else f" (threshold_single={threshold_single:g}, threshold_acc={threshold_acc:g})"
         self.name = f"sgl_kernel {version} tree_speculative_sampling_target_only, one chain{mode}"
         self.capabilities = Capabilities(
             device=device.type if device.index is None else str(device),

@@ -28,7 +28,15 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from ._common import AdapterUnavailable, contract_output, import_library, logits_from_probs, parameter_names, seed_from, seeded_global_rng
+from ._common import (
+    AdapterUnavailable,
+    contract_output,
+    import_library,
+    logits_from_probs,
+    parameter_names,
+    seed_from,
+    seeded_global_rng,
+)
 
 __all__ = ["TransformersSampler", "ensemble", "sampler"]
 

@@ -151,7 +151,9 @@ class VLLMSampler:
         if self._synthetic_rate is not None:
             extra = {
                 "synthetic_mode": True,
-                "synthetic_conditional_rates": torch.full((k,), self._synthetic_rate, dtype=torch.float32, device=device),
+                "synthetic_conditional_rates": torch.full(
+                    (k,), self._synthetic_rate, dtype=torch.float32, device=device
+                ),
             }
         with seeded_global_rng(device, seed_from(generator)):
             output = self._rejection_sample(

@@ -91,8 +91,17 @@ def fake_flashinfer(monkeypatch):
         seed=None,
         offset=None,
     ):
-        recorder.calls.append(dict(draft_probs=draft_probs, draft_token_ids=draft_token_ids, target_probs=target_probs,
-                                   deterministic=deterministic, generator=generator, seed=seed, offset=offset))
+        recorder.calls.append(
+            dict(
+                draft_probs=draft_probs,
+                draft_token_ids=draft_token_ids,
+                target_probs=target_probs,
+                deterministic=deterministic,
+                generator=generator,
+                seed=seed,
+                offset=offset,
+            )
+        )
         b, n = draft_token_ids.shape
         uniforms = torch.rand((b, n + 1), generator=generator, dtype=torch.float32)
         return _flashinfer_chain(draft_probs.float(), draft_token_ids.int(), target_probs.float(), uniforms)
@@ -116,8 +125,14 @@ def fake_flashinfer_uniforms(monkeypatch):
         maybe_output_emitted_token_num=None,
         deterministic=True,
     ):
-        recorder.calls.append(dict(draft_probs=draft_probs, draft_token_ids=draft_token_ids,
-                                   uniform_samples=uniform_samples, target_probs=target_probs))
+        recorder.calls.append(
+            dict(
+                draft_probs=draft_probs,
+                draft_token_ids=draft_token_ids,
+                uniform_samples=uniform_samples,
+                target_probs=target_probs,
+            )
+        )
         return _flashinfer_chain(draft_probs, draft_token_ids, target_probs, uniform_samples)
 
     _install(monkeypatch, "flashinfer", __version__="0.2.fake")
@@ -128,14 +143,35 @@ def fake_flashinfer_uniforms(monkeypatch):
 # --- vLLM (vllm/v1/sample/rejection_sampler.py) ---------------------------------------------
 
 
-def _vllm_rejection_sample(recorder, draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens,
-                           draft_probs, target, bonus_token_ids, sampling_metadata, *, logits,
-                           synthetic_mode=False, synthetic_conditional_rates=None):
-    recorder.calls.append(dict(draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens,
-                               max_spec_len=max_spec_len, cu_num_draft_tokens=cu_num_draft_tokens,
-                               draft_probs=draft_probs, target=target, bonus_token_ids=bonus_token_ids,
-                               sampling_metadata=sampling_metadata, synthetic_mode=synthetic_mode,
-                               synthetic_conditional_rates=synthetic_conditional_rates))
+def _vllm_rejection_sample(
+    recorder,
+    draft_token_ids,
+    num_draft_tokens,
+    max_spec_len,
+    cu_num_draft_tokens,
+    draft_probs,
+    target,
+    bonus_token_ids,
+    sampling_metadata,
+    *,
+    logits,
+    synthetic_mode=False,
+    synthetic_conditional_rates=None,
+):
+    recorder.calls.append(
+        dict(
+            draft_token_ids=draft_token_ids,
+            num_draft_tokens=num_draft_tokens,
+            max_spec_len=max_spec_len,
+            cu_num_draft_tokens=cu_num_draft_tokens,
+            draft_probs=draft_probs,
+            target=target,
+            bonus_token_ids=bonus_token_ids,
+            sampling_metadata=sampling_metadata,
+            synthetic_mode=synthetic_mode,
+            synthetic_conditional_rates=synthetic_conditional_rates,
+        )
+    )
     assert draft_token_ids.ndim == 1 and draft_token_ids.is_contiguous()
     assert target.ndim == 2 and target.shape[0] == draft_token_ids.shape[0]
     target_probs = target.softmax(-1, dtype=torch.float32) if logits else target
@@ -146,7 +182,7 @@ def _vllm_rejection_sample(recorder, draft_token_ids, num_draft_tokens, max_spec
     exponential = torch.empty((batch, vocab), dtype=torch.float32).exponential_()
     out = torch.full((batch, max_spec_len + 1), -1, dtype=torch.int32)
     starts = [0, *cu_num_draft_tokens.tolist()[:-1]]
-    for req, (start, n) in enumerate(zip(starts, num_draft_tokens)):  # the kernel's loop, per request
+    for req, (start, n) in enumerate(zip(starts, num_draft_tokens, strict=True)):  # the kernel's loop, per request
         rejected = False
         for pos in range(n):
             t = start + pos
@@ -190,10 +226,20 @@ def fake_vllm(monkeypatch):
         synthetic_mode=False,
         synthetic_conditional_rates=None,
     ):
-        return _vllm_rejection_sample(recorder, draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens,
-                                      draft_probs, target_logits, bonus_token_ids, sampling_metadata, logits=True,
-                                      synthetic_mode=synthetic_mode,
-                                      synthetic_conditional_rates=synthetic_conditional_rates)
+        return _vllm_rejection_sample(
+            recorder,
+            draft_token_ids,
+            num_draft_tokens,
+            max_spec_len,
+            cu_num_draft_tokens,
+            draft_probs,
+            target_logits,
+            bonus_token_ids,
+            sampling_metadata,
+            logits=True,
+            synthetic_mode=synthetic_mode,
+            synthetic_conditional_rates=synthetic_conditional_rates,
+        )
 
     _install_vllm(monkeypatch, rejection_sample)
     return recorder
@@ -214,8 +260,18 @@ def fake_vllm_probs(monkeypatch):
         bonus_token_ids,
         sampling_metadata,
     ):
-        return _vllm_rejection_sample(recorder, draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens,
-                                      draft_probs, target_probs, bonus_token_ids, sampling_metadata, logits=False)
+        return _vllm_rejection_sample(
+            recorder,
+            draft_token_ids,
+            num_draft_tokens,
+            max_spec_len,
+            cu_num_draft_tokens,
+            draft_probs,
+            target_probs,
+            bonus_token_ids,
+            sampling_metadata,
+            logits=False,
+        )
 
     _install_vllm(monkeypatch, rejection_sample)
     return recorder
@@ -245,19 +301,34 @@ def fake_sglang(monkeypatch):
         threshold_acc=1.0,
         deterministic=True,
     ):
-        recorder.calls.append(dict(candidates=candidates.clone(), retrive_index=retrive_index,
-                                   retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
-                                   uniform_samples=uniform_samples,
-                                   uniform_samples_for_final_sampling=uniform_samples_for_final_sampling,
-                                   target_probs=target_probs, draft_probs=draft_probs.clone(),
-                                   threshold_single=threshold_single, threshold_acc=threshold_acc,
-                                   predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num))
-        for name, tensor, dtype in (("predicts", predicts, torch.int32), ("accept_index", accept_index, torch.int32),
-                                    ("accept_token_num", accept_token_num, torch.int32),
-                                    ("candidates", candidates, torch.int64), ("retrive_index", retrive_index, torch.int64),
-                                    ("uniform_samples", uniform_samples, torch.float32),
-                                    ("target_probs", target_probs, torch.float32),
-                                    ("draft_probs", draft_probs, torch.float32)):
+        recorder.calls.append(
+            dict(
+                candidates=candidates.clone(),
+                retrive_index=retrive_index,
+                retrive_next_token=retrive_next_token,
+                retrive_next_sibling=retrive_next_sibling,
+                uniform_samples=uniform_samples,
+                uniform_samples_for_final_sampling=uniform_samples_for_final_sampling,
+                target_probs=target_probs,
+                draft_probs=draft_probs.clone(),
+                threshold_single=threshold_single,
+                threshold_acc=threshold_acc,
+                predicts=predicts,
+                accept_index=accept_index,
+                accept_token_num=accept_token_num,
+            )
+        )
+        expected = {
+            "predicts": (predicts, torch.int32),
+            "accept_index": (accept_index, torch.int32),
+            "accept_token_num": (accept_token_num, torch.int32),
+            "candidates": (candidates, torch.int64),
+            "retrive_index": (retrive_index, torch.int64),
+            "uniform_samples": (uniform_samples, torch.float32),
+            "target_probs": (target_probs, torch.float32),
+            "draft_probs": (draft_probs, torch.float32),
+        }
+        for name, (tensor, dtype) in expected.items():
             if tensor.dtype != dtype:  # the real op's own checks
                 raise RuntimeError(f"Expected '{name}' to be of type {dtype}")
         batch, nodes = candidates.shape
@@ -291,8 +362,12 @@ def fake_sglang(monkeypatch):
             residual = target_probs[offset] - (0 if bonus else draft_probs[offset])
             predicts[last] = int(_inverse_cdf(residual.clamp_min(0), uniform_samples_for_final_sampling[b]))
 
-    _install(monkeypatch, "sgl_kernel", __version__="0.fake",
-             tree_speculative_sampling_target_only=tree_speculative_sampling_target_only)
+    _install(
+        monkeypatch,
+        "sgl_kernel",
+        __version__="0.fake",
+        tree_speculative_sampling_target_only=tree_speculative_sampling_target_only,
+    )
     return recorder
 
 

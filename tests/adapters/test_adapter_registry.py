@@ -65,7 +65,8 @@ def test_adapters_never_import_the_checks():
 
 def test_adapter_modules_import_their_libraries_only_inside_functions():
     """Loading a spec, not importing the module, pulls in the library (and fails with a reason)."""
-    allowed = {"__future__", "collections", "contextlib", "dataclasses", "importlib", "inspect", "types", "typing", "torch"}
+    allowed = {"__future__", "collections", "contextlib", "dataclasses", "importlib", "inspect", "types", "typing"}
+    allowed.add("torch")
     for path in PACKAGE.glob("*.py"):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.Import):

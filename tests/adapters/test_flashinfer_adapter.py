@@ -49,8 +49,10 @@ def test_one_hot_laws_force_the_tokens_so_p_and_q_are_not_swapped(fake_flashinfe
     # FlashInfer calls the draft p and the target q.  Target one-hot on 1, draft one-hot on 0:
     # every draft must be rejected; with the laws swapped every draft would be accepted.
     sampler = FlashInferSampler.load(device="cpu")
-    target = torch.zeros((4, 3, 3)); target[..., 1] = 1
-    draft = torch.zeros((4, 2, 3)); draft[..., 0] = 1
+    target = torch.zeros((4, 3, 3))
+    target[..., 1] = 1
+    draft = torch.zeros((4, 2, 3))
+    draft[..., 0] = 1
     out, accepted = sampler(target, draft, torch.zeros((4, 2), dtype=torch.int64), torch.Generator().manual_seed(0))
     assert accepted.tolist() == [0] * 4 and out.tolist() == [[1, -1, -1]] * 4
 
@@ -70,8 +72,11 @@ def test_older_flashinfer_gets_uniforms_drawn_from_the_generator(fake_flashinfer
 def test_unknown_signature_is_refused_with_the_signature_in_the_reason(monkeypatch, fake_flashinfer):
     import sys
 
-    monkeypatch.setattr(sys.modules["flashinfer.sampling"], "chain_speculative_sampling",
-                        lambda draft_probs, draft_token_ids, target_probs, rng: None)
+    monkeypatch.setattr(
+        sys.modules["flashinfer.sampling"],
+        "chain_speculative_sampling",
+        lambda draft_probs, draft_token_ids, target_probs, rng: None,
+    )
     with pytest.raises(AdapterUnavailable, match=r"neither generator= nor uniform_samples="):
         FlashInferSampler.load(device="cpu")
 

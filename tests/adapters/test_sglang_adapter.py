@@ -52,7 +52,10 @@ def test_output_meets_the_contract_and_follows_accept_index(fake_sglang):
 
 def test_one_hot_target_forces_its_tokens_and_the_bonus(fake_sglang):
     sampler = SGLangChainSampler.load(device="cpu")
-    target = torch.zeros((3, 3, 4)); target[:, 0, 2] = 1; target[:, 1, 3] = 1; target[:, 2, 0] = 1
+    target = torch.zeros((3, 3, 4))
+    target[:, 0, 2] = 1
+    target[:, 1, 3] = 1
+    target[:, 2, 0] = 1
     draft = torch.full((3, 2, 4), 0.25)
     out, accepted = sampler(target, draft, torch.tensor([[2, 3], [2, 1], [0, 3]]), torch.Generator().manual_seed(0))
     assert accepted.tolist() == [2, 1, 0]
@@ -75,8 +78,11 @@ def test_thresholds_outside_the_unit_interval_are_refused(fake_sglang):
 def test_a_kernel_without_the_tree_arguments_is_refused(monkeypatch, fake_sglang):
     import sys
 
-    monkeypatch.setattr(sys.modules["sgl_kernel"], "tree_speculative_sampling_target_only",
-                        lambda predicts, candidates, target_probs: None)
+    monkeypatch.setattr(
+        sys.modules["sgl_kernel"],
+        "tree_speculative_sampling_target_only",
+        lambda predicts, candidates, target_probs: None,
+    )
     with pytest.raises(AdapterUnavailable, match="lacks"):
         SGLangChainSampler.load(device="cpu")
 

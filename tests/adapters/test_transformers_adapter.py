@@ -59,8 +59,10 @@ def test_same_generator_state_same_output_and_global_rng_untouched(sampler):
 def test_one_hot_laws_force_the_tokens_so_target_and_draft_are_not_swapped(sampler):
     # Target one-hot on token 1 at every position, draft one-hot on token 0: every draft is
     # rejected and token 1 emitted.  Swapped laws would accept every draft instead.
-    target = torch.zeros((4, 3, 3)); target[..., 1] = 1
-    draft = torch.zeros((4, 2, 3)); draft[..., 0] = 1
+    target = torch.zeros((4, 3, 3))
+    target[..., 1] = 1
+    draft = torch.zeros((4, 2, 3))
+    draft[..., 0] = 1
     drafts = torch.zeros((4, 2), dtype=torch.int64)
     tokens, accepted = sampler(target, draft, drafts, torch.Generator().manual_seed(0))
     assert accepted.tolist() == [0] * 4
@@ -68,8 +70,13 @@ def test_one_hot_laws_force_the_tokens_so_target_and_draft_are_not_swapped(sampl
 
 
 def test_all_accepted_rows_end_with_the_bonus_token_from_the_last_target_row(sampler):
-    target = torch.zeros((3, 3, 4)); target[:, 0, 2] = 1; target[:, 1, 3] = 1; target[:, 2, 0] = 1
-    draft = torch.zeros((3, 2, 4)); draft[:, 0, 2] = 1; draft[:, 1, 3] = 1
+    target = torch.zeros((3, 3, 4))
+    target[:, 0, 2] = 1
+    target[:, 1, 3] = 1
+    target[:, 2, 0] = 1
+    draft = torch.zeros((3, 2, 4))
+    draft[:, 0, 2] = 1
+    draft[:, 1, 3] = 1
     drafts = torch.tensor([[2, 3]] * 3)
     tokens, accepted = sampler(target, draft, drafts, torch.Generator().manual_seed(0))
     assert accepted.tolist() == [2, 2, 2]

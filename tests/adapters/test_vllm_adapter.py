@@ -33,7 +33,8 @@ def test_ragged_flattened_layout_and_logits(fake_vllm):
     assert call["cu_num_draft_tokens"].tolist() == [3 * (i + 1) for i in range(12)]
     assert torch.equal(call["draft_probs"], draft.reshape(36, 6))
     # vLLM after #32852 takes target logits: log p, whose softmax is the target law of each row.
-    assert torch.allclose(call["target"].softmax(-1), (target[:, :3] / target[:, :3].sum(-1, keepdim=True)).reshape(36, 6))
+    laws = target[:, :3] / target[:, :3].sum(-1, keepdim=True)
+    assert torch.allclose(call["target"].softmax(-1), laws.reshape(36, 6))
     assert call["bonus_token_ids"].shape == (12, 1) and call["bonus_token_ids"].dtype == torch.int32
     metadata = call["sampling_metadata"]
     assert metadata.all_random and not metadata.all_greedy and metadata.generators == {}
@@ -64,16 +65,23 @@ def test_output_meets_the_contract_and_is_deterministic_in_the_generator(fake_vl
 
 def test_bonus_token_comes_from_the_last_target_row(fake_vllm):
     sampler = VLLMSampler.load(device="cpu")
-    target = torch.zeros((3, 3, 4)); target[:, 0, 2] = 1; target[:, 1, 3] = 1; target[:, 2, 0] = 1
-    draft = torch.zeros((3, 2, 4)); draft[:, 0, 2] = 1; draft[:, 1, 3] = 1
+    target = torch.zeros((3, 3, 4))
+    target[:, 0, 2] = 1
+    target[:, 1, 3] = 1
+    target[:, 2, 0] = 1
+    draft = torch.zeros((3, 2, 4))
+    draft[:, 0, 2] = 1
+    draft[:, 1, 3] = 1
     tokens, accepted = sampler(target, draft, torch.tensor([[2, 3]] * 3), torch.Generator().manual_seed(0))
     assert accepted.tolist() == [2] * 3 and tokens.tolist() == [[2, 3, 0]] * 3
 
 
 def test_one_hot_laws_force_the_tokens(fake_vllm):
     sampler = VLLMSampler.load(device="cpu")
-    target = torch.zeros((4, 3, 3)); target[..., 1] = 1
-    draft = torch.zeros((4, 2, 3)); draft[..., 0] = 1
+    target = torch.zeros((4, 3, 3))
+    target[..., 1] = 1
+    draft = torch.zeros((4, 2, 3))
+    draft[..., 0] = 1
     tokens, accepted = sampler(target, draft, torch.zeros((4, 2), dtype=torch.int64), torch.Generator().manual_seed(0))
     assert accepted.tolist() == [0] * 4 and tokens.tolist() == [[1, -1, -1]] * 4
 
@@ -96,8 +104,11 @@ def test_synthetic_mode_is_refused_by_a_vllm_without_it(fake_vllm_probs):
 def test_unknown_signature_is_refused(monkeypatch, fake_vllm):
     import sys
 
-    monkeypatch.setattr(sys.modules["vllm.v1.sample.rejection_sampler"], "rejection_sample",
-                        lambda metadata, draft_probs, logits, sampling_metadata: None)
+    monkeypatch.setattr(
+        sys.modules["vllm.v1.sample.rejection_sampler"],
+        "rejection_sample",
+        lambda metadata, draft_probs, logits, sampling_metadata: None,
+    )
     with pytest.raises(AdapterUnavailable, match="this adapter knows"):
         VLLMSampler.load(device="cpu")
 
