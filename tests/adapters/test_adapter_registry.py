@@ -11,6 +11,7 @@ import torch
 
 import specverify.adapters as adapters
 from specverify._cli import main
+from specverify._seeds import derive_seed
 from specverify.adapters import ADAPTERS, readiness
 
 PACKAGE = pathlib.Path(adapters.__file__).parent
@@ -76,3 +77,32 @@ def test_adapter_modules_import_their_libraries_only_inside_functions():
             else:
                 continue
             assert roots <= allowed, f"{path.name} imports {roots - allowed} at module level"
+
+
+@pytest.mark.parametrize("adapter", [a for a in ADAPTERS if a.needs_gpu], ids=lambda a: a.spec)
+def test_gpu_adapters_run_on_the_real_library_where_they_can(adapter):
+    """On a machine with a GPU and the library: a real batch through the real kernel, audited."""
+    state = readiness(adapter)
+    if not state.ready:
+        pytest.skip(f"{adapter.spec}: {state.reason}")
+    from specverify import load_sampler
+    from specverify._calling import SamplerUnderTest
+
+    sut = SamplerUnderTest(load_sampler(adapter.spec))
+    generator = torch.Generator().manual_seed(derive_seed("tests", "adapters", "gpu", adapter.spec))
+    target = torch.rand((256, 4, 1000), generator=generator, dtype=torch.float64)
+    draft = torch.rand((256, 3, 1000), generator=generator, dtype=torch.float64)
+    drafts = torch.multinomial(draft.reshape(-1, 1000), 1, generator=generator).reshape(256, 3)
+    tokens, accepted = sut.step(target, draft, drafts, generator=sut.generator(0))  # raises on any contract breach
+    again = sut.step(target, draft, drafts, generator=sut.generator(0))
+    assert torch.equal(tokens, again[0]) and torch.equal(accepted, again[1])
+    if adapter.claim != "lossless":
+        return  # a lossy mode may accept a draft the target forbids: the battery measures that
+    forced = torch.zeros((8, 4, 5), dtype=torch.float64)
+    forced[..., 1] = 1
+    one_hot_draft = torch.zeros((8, 3, 5), dtype=torch.float64)
+    one_hot_draft[..., 0] = 1
+    tokens, accepted = sut.step(
+        forced, one_hot_draft, torch.zeros((8, 3), dtype=torch.int64), generator=sut.generator(1)
+    )
+    assert tokens.tolist() == [[1, -1, -1, -1]] * 8 and accepted.tolist() == [0] * 8
