@@ -1,0 +1,180 @@
+"""vLLM V1's rejection sampler (``vllm/v1/sample/rejection_sampler.py``), on a GPU.
+
+Specs:
+
+* ``specverify.adapters.vllm:sampler``: ``rejection_sample`` for random (non-greedy) requests,
+  claimed lossless;
+* ``specverify.adapters.vllm:synthetic``: the same with ``synthetic_mode`` (every draft accepted
+  with a fixed conditional rate, 0.8, whatever the laws: vLLM's benchmarking mode, lossy by design;
+  only in versions that have it).
+
+Argument mapping (the contract on the left, vLLM on the right):
+
+* ``draft_tokens [B, K]`` -> ``draft_token_ids [B*K]`` int32, the ragged flattened layout with
+  ``num_draft_tokens = [K] * B``, ``cu_num_draft_tokens`` int32 (cumulative counts) and
+  ``max_spec_len = K``;
+* ``draft_probs [B, K, V]`` -> ``draft_probs [B*K, V]`` float32;
+* ``target_probs[:, :K]`` -> ``target_probs [B*K, V]`` float32 in versions before vLLM #32852,
+  ``target_logits`` (``log p``, ``-inf`` for zeros) after it: the function's own parameter name
+  tells which;
+* ``target_probs[:, K]`` -> ``bonus_token_ids [B, 1]`` int32: vLLM draws the bonus token outside
+  the rejection sampler with its ordinary sampler, so the adapter draws it from that row with
+  ``torch.multinomial`` and the contract's generator;
+* ``sampling_metadata``: temperature 1 for every row (all random, none greedy) and no per-request
+  generators, so vLLM draws its uniforms and exponentials from the device's global generator, which
+  the adapter seeds from the contract's generator and restores afterwards;
+* output ``[B, K+1]`` int32 with ``-1`` placeholders -> int64; ``num_accepted`` = emitted - 1.
+
+The ``sampling_metadata`` is a namespace with the attributes ``rejection_sample`` reads, not a full
+``SamplingMetadata`` (whose constructor changes with every release).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._contract import Capabilities
+from ._common import (
+    AdapterUnavailable,
+    contract_output,
+    cuda_device,
+    import_library,
+    logits_from_probs,
+    parameter_names,
+    seed_from,
+    seeded_global_rng,
+)
+
+__all__ = ["VLLMSampler", "sampler", "synthetic"]
+
+_MODULE = "vllm.v1.sample.rejection_sampler"
+_INSTALL = "pip install vllm"
+#: ``rejection_sample``'s leading parameters, before and after vLLM #32852.
+_LAYOUTS = {
+    "target_probs": [
+        "draft_token_ids",
+        "num_draft_tokens",
+        "max_spec_len",
+        "cu_num_draft_tokens",
+        "draft_probs",
+        "target_probs",
+        "bonus_token_ids",
+        "sampling_metadata",
+    ],
+}
+_LAYOUTS["target_logits"] = [*_LAYOUTS["target_probs"][:5], "target_logits", *_LAYOUTS["target_probs"][6:]]
+
+
+class VLLMSampler:
+    """``rejection_sample`` behind the sampler contract.
+
+    Args:
+        rejection_sample: the library function.
+        device: where it runs (a CUDA device; tests pass ``cpu`` with a stand-in function).
+        max_spec_len: the library's ``MAX_SPEC_LEN``, the largest K it accepts.
+        synthetic_rate: conditional acceptance rate of ``synthetic_mode``, or ``None`` (exact mode).
+        version: shown in the sampler's name.
+    """
+
+    def __init__(
+        self,
+        rejection_sample: Callable[..., Any],
+        *,
+        device: torch.device | str,
+        max_spec_len: int,
+        synthetic_rate: float | None = None,
+        version: str = "?",
+    ) -> None:
+        names = parameter_names(rejection_sample)
+        layout = next((key for key, expected in _LAYOUTS.items() if names[:8] == expected), None)
+        if layout is None:
+            raise AdapterUnavailable(
+                f"vLLM {version}: rejection_sample takes {names}, this adapter knows "
+                f"{_LAYOUTS['target_probs']} or {_LAYOUTS['target_logits']}"
+            )
+        if synthetic_rate is not None and "synthetic_mode" not in names:
+            raise AdapterUnavailable(f"vLLM {version}: rejection_sample has no synthetic_mode")
+        self._rejection_sample = rejection_sample
+        self._takes_logits = layout == "target_logits"
+        self._synthetic_rate = synthetic_rate
+        device = torch.device(device)
+        mode = "" if synthetic_rate is None else f" (synthetic_mode, rate {synthetic_rate:g})"
+        self.name = f"vLLM {version} rejection_sample{mode}"
+        self.capabilities = Capabilities(
+            device=device.type if device.index is None else str(device),
+            dtypes=(torch.float32,),
+            max_k=max_spec_len,
+            uniforms=False,
+        )
+
+    @classmethod
+    def load(cls, *, synthetic_rate: float | None = None, device: torch.device | str | None = None) -> VLLMSampler:
+        """Import vLLM's rejection sampler; ``device`` defaults to the current GPU (required)."""
+        module = import_library(_MODULE, adapter="vLLM", install=_INSTALL)
+        device = device if device is not None else cuda_device(adapter="vLLM")
+        version = getattr(import_library("vllm", adapter="vLLM", install=_INSTALL), "__version__", "?")
+        return cls(
+            module.rejection_sample,
+            device=device,
+            max_spec_len=int(getattr(module, "MAX_SPEC_LEN", 32)),
+            synthetic_rate=synthetic_rate,
+            version=version,
+        )
+
+    def __call__(
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, k = draft_tokens.shape
+        vocab = target_probs.shape[-1]
+        device = target_probs.device
+        bonus = torch.multinomial(target_probs[:, k].to(torch.float32), 1, generator=generator).to(torch.int32)
+        verified = target_probs[:, :k].reshape(batch * k, vocab)
+        verified = logits_from_probs(verified) if self._takes_logits else verified.to(torch.float32)
+        counts = torch.full((batch,), k, dtype=torch.int32, device=device)
+        metadata = types.SimpleNamespace(
+            all_greedy=False,
+            all_random=True,
+            temperature=torch.ones(batch, dtype=torch.float32, device=device),
+            generators={},
+            top_k=None,
+            top_p=None,
+        )
+        extra: dict[str, Any] = {}
+        if self._synthetic_rate is not None:
+            extra = {
+                "synthetic_mode": True,
+                "synthetic_conditional_rates": torch.full(
+                    (k,), self._synthetic_rate, dtype=torch.float32, device=device
+                ),
+            }
+        with seeded_global_rng(device, seed_from(generator)):
+            output = self._rejection_sample(
+                draft_tokens.reshape(-1).to(torch.int32).contiguous(),
+                [k] * batch,
+                k,
+                counts.cumsum(0, dtype=torch.int32),
+                draft_probs.reshape(batch * k, vocab).to(torch.float32).contiguous(),
+                verified.contiguous(),
+                bonus.contiguous(),
+                metadata,
+                **extra,
+            )
+        return contract_output(output)
+
+
+def sampler() -> VLLMSampler:
+    """vLLM's exact mode on the current GPU; :class:`AdapterUnavailable` without vLLM or a GPU."""
+    return VLLMSampler.load()
+
+
+def synthetic() -> VLLMSampler:
+    """vLLM's synthetic acceptance mode (rate 0.8): lossy by design, so its loss is measured."""
+    return VLLMSampler.load(synthetic_rate=0.8)
