@@ -23,7 +23,7 @@ this module registers the settings profiles ``specverify-dev``, ``specverify-ci`
 """
 
 from ._internal.cases import EDGE_KINDS, MIXABLE_STEP_KINDS, MIXED, STEP_KINDS, step_batches, step_cases
-from ._internal.models import MIXABLE_MODEL_KINDS, MODEL_KINDS, model_batches, model_cases
+from ._internal.models import MAX_CHAIN_ORDER, MIXABLE_MODEL_KINDS, MODEL_KINDS, model_batches, model_cases
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
 from ._internal.profiles import PROFILES, register_profiles
 from ._internal.vectors import (
@@ -41,6 +41,7 @@ register_profiles()
 __all__ = [
     "EDGE_KINDS",
     "LOW_PRECISIONS",
+    "MAX_CHAIN_ORDER",
     "MIXABLE_MODEL_KINDS",
     "MIXABLE_STEP_KINDS",
     "MIXED",

@@ -77,7 +77,10 @@ def _spread(total: int, drawn: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=MAX_DRAWN_BYTES + 1)
 def _binary(size: int) -> st.SearchStrategy[bytes]:
-    return st.binary(min_size=size, max_size=size)
+    # Longer strings are allowed and their tail ignored: when the shrinker lowers V or K, the bytes
+    # drawn for the larger case still fit this draw and are reused, instead of being replaced by
+    # zeros (which would make every law uniform and lose the failure).
+    return st.binary(min_size=size, max_size=MAX_DRAWN_BYTES)
 
 
 def draw_bytes(draw: st.DrawFn, shape: tuple[int, ...]) -> np.ndarray:
@@ -85,12 +88,17 @@ def draw_bytes(draw: st.DrawFn, shape: tuple[int, ...]) -> np.ndarray:
 
     Past that size the drawn bytes are spread over the cells by a fixed map (no randomness of its
     own), so an all-zero draw still gives an all-zero array and shrinking still simplifies it.
+    Row-major cells of a step are positions in order, of a table prefixes shortest first: what
+    is read first is what a failure shrinks onto.
     """
     total = math.prod(shape)
     if total == 0:
         return np.zeros(shape, dtype=np.uint8)
     size = min(total, MAX_DRAWN_BYTES)
-    raw = np.frombuffer(draw(_binary(size)), dtype=np.uint8)
+    # Cells are read from the *end* of the string backwards.  Hypothesis shrinks a string toward
+    # zeros at its front, so the detail that remains sits at the first cells (position 0, the
+    # root of a table), and a shorter case (lower K or V) keeps exactly those cells.
+    raw = np.frombuffer(draw(_binary(size)), dtype=np.uint8)[::-1][:size]
     if size < total:
         raw = raw[_spread(total, size)]
     return raw.reshape(shape)
