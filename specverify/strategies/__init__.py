@@ -55,6 +55,7 @@ __all__ = [
     "model_batches",
     "model_cases",
     "probability_rows",
+    "register_profiles",
     "probability_vectors",
     "round_to",
     "step_batches",
