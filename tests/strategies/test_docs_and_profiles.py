@@ -6,7 +6,7 @@ import pathlib
 import re
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from specverify import strategies as sv
 
@@ -29,6 +29,7 @@ def test_each_doc_example_runs(index):
 def test_profiles_are_registered_on_import():
     ci = settings.get_profile("specverify-ci")
     assert ci.derandomize and ci.database is None and ci.deadline is None
+    assert HealthCheck.too_slow in ci.suppress_health_check
     dev, thorough = settings.get_profile("specverify-dev"), settings.get_profile("specverify-thorough")
     assert dev.max_examples < ci.max_examples < thorough.max_examples
     assert thorough.deadline is None and dev.deadline is None

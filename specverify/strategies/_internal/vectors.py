@@ -77,9 +77,9 @@ def _spread(total: int, drawn: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=MAX_DRAWN_BYTES + 1)
 def _binary(size: int) -> st.SearchStrategy[bytes]:
-    # Longer strings are allowed and their tail ignored: when the shrinker lowers V or K, the bytes
-    # drawn for the larger case still fit this draw and are reused, instead of being replaced by
-    # zeros (which would make every law uniform and lose the failure).
+    # Longer strings are allowed and only their last ``size`` bytes read: when the shrinker lowers
+    # V or K, the string drawn for the larger case still fits this draw and is reused, instead of
+    # being replaced by zeros (which would make every law uniform and lose the failure).
     return st.binary(min_size=size, max_size=MAX_DRAWN_BYTES)
 
 
