@@ -22,8 +22,21 @@ this module registers the settings profiles ``specverify-dev``, ``specverify-ci`
 ``specverify-thorough`` (see :data:`PROFILES`).
 """
 
-from ._internal.cases import EDGE_KINDS, MIXABLE_STEP_KINDS, MIXED, STEP_KINDS, step_batches, step_cases
-from ._internal.models import MAX_CHAIN_ORDER, MIXABLE_MODEL_KINDS, MODEL_KINDS, model_batches, model_cases
+from ._internal.cases import (
+    EDGE_KINDS,
+    MIXABLE_STEP_KINDS,
+    MIXED,
+    STEP_KINDS,
+    step_batches,
+    step_cases,
+)
+from ._internal.models import (
+    MAX_CHAIN_ORDER,
+    MIXABLE_MODEL_KINDS,
+    MODEL_KINDS,
+    model_batches,
+    model_cases,
+)
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
 from ._internal.profiles import PROFILES, register_profiles
 from ._internal.vectors import (
@@ -55,8 +68,8 @@ __all__ = [
     "model_batches",
     "model_cases",
     "probability_rows",
-    "register_profiles",
     "probability_vectors",
+    "register_profiles",
     "round_to",
     "step_batches",
     "step_cases",

@@ -23,7 +23,7 @@ def test_each_doc_example_runs(index):
     code = BLOCKS[index]
     if "load_profile" in code:  # would change the profile of the whole test session
         code = code.replace('settings.load_profile("specverify-ci")', 'settings.get_profile("specverify-ci")')
-    exec(compile(code, f"{DOC.name}[{index}]", "exec"), {"__name__": f"doc_example_{index}"})
+    exec(compile(code, f"{DOC.name}[{index}]", "exec"), {"__name__": f"doc_example_{index}"})  # noqa: S102 (our own docs)
 
 
 def test_profiles_are_registered_on_import():

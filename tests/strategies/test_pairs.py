@@ -97,9 +97,7 @@ def test_each_relation_is_produced_for_real(kind, nontrivial):
 
 @pytest.mark.parametrize("precision", sv.LOW_PRECISIONS)
 def test_one_ulp_is_an_ulp_of_the_declared_precision(precision):
-    p, q = find(
-        sv.target_draft_pairs(5, "one-ulp", precision), lambda pq: not torch.equal(*pq), settings=ci(200)
-    )
+    p, q = find(sv.target_draft_pairs(5, "one-ulp", precision), lambda pq: not torch.equal(*pq), settings=ci(200))
     assert torch.equal(sv.round_to(q, precision), q)
     assert holds("one-ulp", p, q, precision)
 

@@ -14,7 +14,14 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .vectors import PRECISIONS, _probability_rows, draw_bytes, normalise_rows, round_to, vocab_sizes
+from .vectors import (
+    PRECISIONS,
+    _probability_rows,
+    draw_bytes,
+    normalise_rows,
+    round_to,
+    vocab_sizes,
+)
 
 __all__ = ["NEAR_EQUAL_KINDS", "PAIR_KINDS", "pair_rows", "target_draft_pairs"]
 
@@ -157,6 +164,8 @@ def target_draft_pairs(
 
 
 @st.composite
-def _target_draft_pair(draw: st.DrawFn, sizes: st.SearchStrategy[int], kind: str, precision: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _target_draft_pair(
+    draw: st.DrawFn, sizes: st.SearchStrategy[int], kind: str, precision: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     p, q = pair_rows(draw, 1, draw(sizes), kind, precision)
     return p[0], q[0]
