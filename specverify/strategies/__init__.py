@@ -2,26 +2,77 @@
 
 Use them in your own tests::
 
-    from hypothesis import given
+    from hypothesis import given, settings
     from specverify import strategies as sv
 
+    @settings(settings.get_profile("specverify-ci"))
     @given(sv.step_cases(max_vocab=6, kind="near-equal"))
     def test_my_sampler_is_valid(case):
         ...
 
+* vectors: :func:`probability_vectors` (and :func:`probability_rows` for a matrix) of every
+  :data:`VECTOR_KINDS`, rounded to any of :data:`PRECISIONS` without renormalising;
+* one position: :func:`target_draft_pairs` of every :data:`PAIR_KINDS` relation;
+* one step: :func:`step_cases` and :func:`step_batches` (kinds :data:`STEP_KINDS`, ``"mixed"``);
+* a model: :func:`model_cases` and :func:`model_batches` (kinds :data:`MODEL_KINDS`, ``"mixed"``).
+
 Everything shrinks toward a small vocabulary, few drafts and simple numbers.  No strategy draws a
-sampler's random seed: seeds are derived from the example (see ``specverify._seeds``).
+sampler's random seed: seeds are derived from the example (see ``specverify._seeds``).  Importing
+this module registers the settings profiles ``specverify-dev``, ``specverify-ci`` and
+``specverify-thorough`` (see :data:`PROFILES`).
 """
 
-from ._internal.cases import EDGE_KINDS, model_cases, step_batches, step_cases
-from ._internal.vectors import VECTOR_KINDS, probability_vectors, round_to
+from ._internal.cases import (
+    EDGE_KINDS,
+    MIXABLE_STEP_KINDS,
+    MIXED,
+    STEP_KINDS,
+    step_batches,
+    step_cases,
+)
+from ._internal.models import (
+    MAX_CHAIN_ORDER,
+    MIXABLE_MODEL_KINDS,
+    MODEL_KINDS,
+    model_batches,
+    model_cases,
+)
+from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
+from ._internal.profiles import PROFILES, register_profiles
+from ._internal.vectors import (
+    LOW_PRECISIONS,
+    PRECISIONS,
+    VECTOR_KINDS,
+    probability_rows,
+    probability_vectors,
+    round_to,
+    vocab_sizes,
+)
+
+register_profiles()
 
 __all__ = [
     "EDGE_KINDS",
+    "LOW_PRECISIONS",
+    "MAX_CHAIN_ORDER",
+    "MIXABLE_MODEL_KINDS",
+    "MIXABLE_STEP_KINDS",
+    "MIXED",
+    "MODEL_KINDS",
+    "NEAR_EQUAL_KINDS",
+    "PAIR_KINDS",
+    "PRECISIONS",
+    "PROFILES",
+    "STEP_KINDS",
     "VECTOR_KINDS",
+    "model_batches",
     "model_cases",
+    "probability_rows",
     "probability_vectors",
+    "register_profiles",
     "round_to",
     "step_batches",
     "step_cases",
+    "target_draft_pairs",
+    "vocab_sizes",
 ]
