@@ -8,6 +8,7 @@ lossless (lossy or contract broken), 2 the harness could not run (bad spec, impo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -124,8 +125,11 @@ def _check(args: argparse.Namespace) -> int:
     from ._contract import SamplerSpecError, load_sampler
     from ._runner import check
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     out = Console()
+    # As `python -m` and pytest do: a spec names modules relative to where the command runs.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         sampler = load_sampler(args.spec)
     except SamplerSpecError as exc:

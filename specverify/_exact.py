@@ -137,7 +137,7 @@ def sequence_of(index: int, vocab: int, k: int) -> tuple[int, ...]:
     code = index - offsets[length - 1]
     tokens = []
     for _ in range(length):
-        tokens.append(code % vocab)
+        tokens.append(int(code % vocab))
         code //= vocab
     return tuple(reversed(tokens))
 

@@ -1,16 +1,13 @@
-"""Shared test settings: the package's ci profile is deterministic (no database, derandomised)."""
+"""Tests run under the package's deterministic ci profile (derandomised, no database, no deadline)."""
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+import os
 
-settings.register_profile(
-    "specverify-tests",
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.load_profile("specverify-tests")
+from hypothesis import settings
+
+import specverify.strategies  # noqa: F401 - registers the specverify-* profiles
+
+settings.load_profile(os.environ.get("SPECVERIFY_HYPOTHESIS_PROFILE", "specverify-ci"))
 
 pytest_plugins = ["pytester"]

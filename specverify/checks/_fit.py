@@ -91,8 +91,12 @@ class StepLawCheck:
             counts = step_counts(ctx, cases, rows, seed)
             gof = gof_test(counts, laws, alpha=alpha, random_state=seed)
             power = ctx.budget.stage_power
-            claim = gof.min_detectable_tv(alpha, power)
-            claim = min(1.0, claim * np.sqrt(len(cases)))  # per case, not per batch
+            if gof.df:
+                claim = min(1.0, gof.min_detectable_tv(alpha, power) * np.sqrt(len(cases)))  # per case, not per batch
+            else:
+                # every case has a single possible outcome: a deviation of TV t puts mass t on outcomes
+                # of probability 0, an exact failure as soon as one of a case's rows lands there
+                claim = 1.0 - (1.0 - power) ** (1.0 / rows)
             if stage == "screen":
                 planned = plan_samples(ctx, df, confirm_alpha, groups=len(cases))
                 claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_alpha, power))

@@ -7,6 +7,11 @@ and then *confirmed* on fresh samples at a level chosen so that the whole decisi
 of the run's false-positive budget (see :func:`specverify.stats.confirmation_alpha`): a false
 failure needs a screen false alarm and an independent false confirmation.
 
+An alarm that fresh samples do not confirm is set aside and the search goes on with the examples
+it has left, so a false alarm (the shrinker, trying many cases, can stumble on one) never costs the
+check its power.  Under the null, each round needs a screen false alarm (probability at most
+``examples * screen_alpha`` in all) and then a false confirmation, so the bound holds over rounds.
+
 A sampler fault (exception, hang, broken contract) on a case counts as an alarm too, so a crash is
 also reported on the smallest case that shows it.
 """
@@ -33,6 +38,8 @@ C = TypeVar("C")
 
 #: A search stops shrinking after this many screened cases: enough for a small case, bounded cost.
 MAX_SCREENS_FACTOR = 12
+#: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
+MAX_ROUNDS = 3
 
 
 @dataclasses.dataclass
@@ -63,7 +70,10 @@ class SearchResult(Generic[C]):
         minimal: the smallest case that alarmed, or ``None``.
         first: the first case that alarmed, or ``None``.
         confirmed: the case and outcome that confirmed a failure (or showed a fault), or ``None``.
+        unconfirmed: alarms that fresh samples did not confirm (the search went on past them).
         confirm_alpha: the level confirmations were held to.
+        exhausted: every search round alarmed and none confirmed: a deviation near the detection
+            limit is likely, and the check is inconclusive.
     """
 
     examples: int
@@ -95,8 +105,11 @@ def search_and_confirm(
     examples = examples or budget.examples
     screen_alpha = budget.screen_alpha if statistical else 1.0
     seen: dict[str, Outcome] = {}
-    state: dict[str, Any] = {"first": None, "calls": 0}
+    excluded: set[str] = set()  # alarms that fresh samples did not confirm
     limit = MAX_SCREENS_FACTOR * examples + 50
+    result: SearchResult[C] = SearchResult(examples=0, screens=[])
+    if statistical:
+        result.confirm_alpha = confirmation_alpha(ctx.alpha, examples, screen_alpha, confirmations=2)
 
     def screen(case: C) -> Outcome:
         key = fingerprint(case)
@@ -105,56 +118,82 @@ def search_and_confirm(
             seen[key] = _guarded(evaluate, case, seed, screen_alpha, "screen")
         return seen[key]
 
-    def alarms(case: C) -> bool:
-        state["calls"] += 1
-        if state["calls"] > limit and state["first"] is not None:
-            # Shrinking budget spent: keep only what is already known to alarm.
-            return fingerprint(case) in seen and _alarm(seen[fingerprint(case)], screen_alpha, statistical)
-        outcome = screen(case)
-        alarm = _alarm(outcome, screen_alpha, statistical)
-        if alarm and state["first"] is None:
-            state["first"] = case
-        return alarm
+    generated = 0
+    for round_ in range(MAX_ROUNDS):
+        if generated >= examples:
+            break
+        state: dict[str, Any] = {"first": None, "calls": 0, "generated": examples - generated}
 
-    search_settings = settings(
-        max_examples=examples,
-        database=None,
-        deadline=None,
-        derandomize=False,
-        phases=(Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-    )
-    rng = random.Random(ctx.seed_for(check_id, "search"))
-    try:
-        with _shrink_time_limit(budget.shrink_seconds):
-            minimal = find(strategy, alarms, settings=search_settings, random=rng)
-    except (NoSuchExample, Unsatisfiable):
-        return SearchResult(examples=len(seen), screens=list(seen.values()))
+        def alarms(case: C, state: dict[str, Any] = state) -> bool:
+            state["calls"] += 1
+            key = fingerprint(case)
+            if key in excluded:
+                return False
+            if state["calls"] > limit and state["first"] is not None:
+                # Shrinking budget spent: keep only what is already known to alarm.
+                return key in seen and _alarm(seen[key], screen_alpha, statistical)
+            alarm = _alarm(screen(case), screen_alpha, statistical)
+            if alarm and state["first"] is None:
+                state["first"] = case
+                state["generated"] = state["calls"]  # generation stops at the first alarm
+            return alarm
 
-    result: SearchResult[C] = SearchResult(
-        examples=len(seen), screens=list(seen.values()), minimal=minimal, first=state["first"]
-    )
-    candidates = [minimal]
-    if state["first"] is not None and fingerprint(state["first"]) != fingerprint(minimal):
-        candidates.append(state["first"])
-    if not statistical:
-        result.confirmed = (minimal, screen(minimal))
-        return result
-    result.confirm_alpha = confirmation_alpha(ctx.alpha, examples, screen_alpha, confirmations=len(candidates))
+        search_settings = settings(
+            max_examples=examples - generated,
+            database=None,
+            deadline=None,
+            derandomize=False,
+            phases=(Phase.generate, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+        )
+        rng = random.Random(ctx.seed_for(check_id, "search", round_))
+        try:
+            with _shrink_time_limit(budget.shrink_seconds):
+                minimal = find(strategy, alarms, settings=search_settings, random=rng)
+        except (NoSuchExample, Unsatisfiable):
+            break
+        generated += state["generated"]
+        result.minimal, result.first = minimal, state["first"]
+        candidates = [minimal]
+        if state["first"] is not None and fingerprint(state["first"]) != fingerprint(minimal):
+            candidates.append(state["first"])
+        if not statistical:
+            result.confirmed = (minimal, screen(minimal))
+            break
+        result.confirmed = _confirm(ctx, check_id, candidates, screen, evaluate, fingerprint, result)
+        if result.confirmed is not None:
+            break
+        # Not confirmed: a screen false alarm (or a deviation near the limit). Search on, past it.
+        excluded.update(fingerprint(case) for case in candidates)
+    else:
+        result.exhausted = True  # every round alarmed and none confirmed
+    result.examples = len(seen)
+    result.screens = list(seen.values())
+    return result
+
+
+def _confirm(
+    ctx: Context,
+    check_id: str,
+    candidates: list[C],
+    screen: Callable[[C], Outcome],
+    evaluate: Callable[[C, int, float, str], Outcome],
+    fingerprint: Callable[[C], str],
+    result: SearchResult[C],
+) -> tuple[C, Outcome] | None:
+    """Confirm the smallest alarming case, then the first, on fresh samples."""
     for case in candidates:
         outcome = screen(case)
         if outcome.fault is not None:
-            result.confirmed = (case, outcome)
-            return result
+            return (case, outcome)
         seed = ctx.seed_for(check_id, "confirm", fingerprint(case))
         confirmation = _guarded(evaluate, case, seed, result.confirm_alpha, "confirm")
         if confirmation.rejects(result.confirm_alpha):
-            result.confirmed = (case, confirmation)
-            return result
+            return (case, confirmation)
         result.unconfirmed.append((case, confirmation))
-    return result
+    return None
 
 
 @contextlib.contextmanager
@@ -247,7 +286,13 @@ def decisions_from_search(
                 continue
         status = "pass"
         message = f"{found.examples} cases, no deviation found"
-        if claim is None:
+        if found.exhausted:
+            status = "inconclusive"
+            message = (
+                f"{len(found.unconfirmed)} screen alarms in {MAX_ROUNDS} search rounds, none confirmed on fresh "
+                "samples: a deviation near the detection limit is likely; rerun with a larger budget"
+            )
+        elif claim is None:
             status, message = "inconclusive", "no case could be tested"
         elif claim > ctx.budget.ceiling_tv:
             status = "inconclusive"

@@ -100,7 +100,7 @@ def test_a_model_batch_shares_its_shape_and_precision(data, kind):
 
 
 def test_mixed_model_batches_hold_different_models():
-    batches = examples(sv.model_batches(kind=sv.MIXED), 100)
+    batches = examples(sv.model_batches(kind=sv.MIXED), 300)
     assert {c.label for b in batches for c in b} == set(sv.MIXABLE_MODEL_KINDS)
     assert any({type(c.model) for c in b} == {ChainModel, TableModel} for b in batches)
 

@@ -43,10 +43,12 @@ PAIR_KINDS = (
     "crossed-supports",  # both of the above at once, sharing a token (disjoint when V = 2)
     "overconfident",  # draft = target sharpened (q ~ p**g, g in 2, 4, 16)
     "flat-draft",  # draft within 3% of uniform, any target
+    "sub-ulp",  # one dominant token, tails far below float32 resolution, the draft's tails twice the target's
 )
 
 _ZERO_RESIDUAL_SCALES = (1.0 + 2.0**-8, 1.001, 1.01)
 _SHARPENING = (2.0, 4.0, 16.0)
+_SUB_ULP_TAILS = (1e-8, 1e-17)
 
 
 def _smooth(draw: st.DrawFn, rows: int, vocab: int) -> np.ndarray:
@@ -144,6 +146,17 @@ def _pair_float64(draw: st.DrawFn, rows: int, vocab: int, kind: str) -> tuple[np
         return p, normalise_rows(p**power)
     if kind == "flat-draft":
         return _any(draw, rows, vocab), normalise_rows(256.0 + draw_bytes(draw, (rows, vocab)) % 8)
+    if kind == "sub-ulp":
+        # Rejecting a drafted tail token leaves a residual of mass below one float32 ulp of 1, on
+        # the dominant token: a kernel without a zero-mass guard divides 0 by 0 there.
+        top = draw_bytes(draw, (rows, 1)).astype(np.int64)[:, 0] % vocab
+        tail = np.asarray(_SUB_ULP_TAILS)[draw_bytes(draw, (rows, 1)).astype(np.int64) % len(_SUB_ULP_TAILS)]
+        p = np.broadcast_to(tail, (rows, vocab)).copy()
+        q = 2.0 * p
+        index = np.arange(rows)
+        p[index, top] = 1.0 - tail[:, 0] * (vocab - 1)
+        q[index, top] = 1.0 - 2.0 * tail[:, 0] * (vocab - 1)
+        return p, q
     raise ValueError(f"unknown pair kind {kind!r}; choose one of {', '.join(PAIR_KINDS)}")
 
 
