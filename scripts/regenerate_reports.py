@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("specs", nargs="*", metavar="SPEC", help=f"samplers to run (default: {' '.join(SPECS)})")
-    parser.add_argument("--budget", default="standard", choices=sorted(specverify.BUDGETS), help="default: standard")
+    parser.add_argument("--budget", default="quick", choices=sorted(specverify.BUDGETS), help="default: quick (about a minute a sampler)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="default: reports/")
     parser.add_argument("--render-only", action="store_true", help="only re-render the JSON already in --out")

@@ -6,12 +6,13 @@ may be missing, so every formatter takes anything and falls back to ``str``.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
 from typing import Any
 
-__all__ = ["FILTERS", "anchor", "compact", "count", "duration", "number", "pvalue", "slug"]
+__all__ = ["FILTERS", "anchor", "compact", "count", "duration", "number", "pvalue", "slug", "timestamp"]
 
 _ABSENT = "–"
 
@@ -73,6 +74,17 @@ def duration(seconds: Any) -> str:
     return f"{minutes} min {rest} s"
 
 
+def timestamp(value: Any) -> str:
+    """An ISO 8601 time as ``2026-11-30 03:12 UTC`` (its own offset kept); anything else as text."""
+    try:
+        moment = datetime.datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    if moment.utcoffset() == datetime.timedelta(0):
+        return moment.strftime("%Y-%m-%d %H:%M UTC")
+    return moment.strftime("%Y-%m-%d %H:%M") + (moment.strftime(" %z") if moment.tzinfo else "")
+
+
 def compact(value: Any, limit: int = 240) -> str:
     """A one-line rendering of any JSON value, floats to 4 significant digits, cut at ``limit``."""
     text = value if isinstance(value, str) else json.dumps(_rounded(value), ensure_ascii=False, default=str)
@@ -99,4 +111,4 @@ def anchor(check_id: str) -> str:
     return "check-" + (re.sub(r"[^a-z0-9]+", "-", check_id.lower()).strip("-") or "unnamed")
 
 
-FILTERS = {"number": number, "pvalue": pvalue, "count": count, "duration": duration, "compact": compact, "anchor": anchor}
+FILTERS = {"timestamp": timestamp, "number": number, "pvalue": pvalue, "count": count, "duration": duration, "compact": compact, "anchor": anchor}

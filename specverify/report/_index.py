@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._result import RunResult
-from ._format import number, slug
+from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
 from ._view import FAMILIES, STATUSES, VERDICT_TEXT
@@ -122,7 +122,7 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         f"seed {info['seed']}" if "seed" in info else "",
         f"{info.get('device')}, {info.get('dtype')}" if info.get("device") else "",
         f"torch {versions['torch']}" if versions.get("torch") else "",
-        str(info.get("started") or ""),
+        timestamp(info["started"]) if info.get("started") else "",
     ]
     claims = [c.get("min_detectable_tv") for c in checks if c.get("status") == "pass" and isinstance(c.get("min_detectable_tv"), (int, float))]
     summary = [(s, sum(c.get("status") == s for c in checks)) for s in STATUSES]

@@ -16,7 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ._example import Example, example, shape_summary, size_key
-from ._format import anchor, compact, count, number
+from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg
 
 __all__ = ["FAMILIES", "STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
@@ -418,7 +418,7 @@ def _run_line(run: Mapping[str, Any]) -> list[str]:
         f"dtype {run['dtype']}" if run.get("dtype") else None,
         f"torch {versions['torch']}" if versions.get("torch") else None,
         f"specverify {versions['specverify']}" if versions.get("specverify") else None,
-        str(run["started"]) if run.get("started") else None,
+        timestamp(run["started"]) if run.get("started") else None,
     ]
     return [p for p in parts if p]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specverify.report._example import example, shape_summary, size_key
-from specverify.report._format import anchor, compact, count, duration, number, pvalue, slug
+from specverify.report._format import anchor, compact, count, duration, number, pvalue, slug, timestamp
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,12 @@ def test_pvalues_counts_and_durations() -> None:
     assert pvalue(0.0) == "0" and pvalue(6.9e-261) == "6.9e-261" and pvalue(None) == "–"
     assert count(1e6) == "1\u202f000\u202f000" and count(2.5) == "2.5"
     assert duration(0.04) == "0.0 s" and duration(12.4) == "12 s" and duration(185) == "3 min 5 s" and duration("x") == "–"
+
+
+def test_timestamps_read_as_dates() -> None:
+    assert timestamp("2026-11-30T03:12:36+00:00") == "2026-11-30 03:12 UTC"
+    assert timestamp("2026-11-30T03:12:36+02:00") == "2026-11-30 03:12 +0200"
+    assert timestamp("<yesterday>") == "<yesterday>"
 
 
 def test_compact_rounds_and_cuts() -> None:
