@@ -12,7 +12,7 @@ sampler as escaped text.
 
 from __future__ import annotations
 
-from ._index import build_index, load_run
+from ._index import build_index
 from ._page import render_report, write_report
 
-__all__ = ["build_index", "load_run", "render_report", "write_report"]
+__all__ = ["build_index", "render_report", "write_report"]

@@ -10,15 +10,16 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._result import RunResult
+from ..checks import FAMILIES
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
-from ._view import FAMILIES, STATUSES, VERDICT_TEXT
+from ._view import STATUSES, VERDICT_TEXT
 
 __all__ = ["build_index", "load_run"]
 
@@ -74,7 +75,7 @@ def build_index(json_paths: Sequence[str | os.PathLike[str]], output: str | os.P
     try:
         runs = [load_run(path) for path in json_paths]
     except RunFileError as exc:
-        print(f"specverify: error: {exc}", file=sys.stderr)
+        print("specverify: error: " + " ".join(str(exc).split()), file=sys.stderr)
         return 2
     index = Path(output)
     names = page_names(runs, reserved={index.name})
@@ -88,7 +89,7 @@ def build_index(json_paths: Sequence[str | os.PathLike[str]], output: str | os.P
     return 0
 
 
-def page_names(runs: Sequence[Mapping[str, Any]], *, reserved: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def page_names(runs: Sequence[Mapping[str, Any]], *, reserved: Collection[str] = ()) -> list[str]:
     """A distinct file name per run, from its sampler's name."""
     taken = set(reserved)
     names = []

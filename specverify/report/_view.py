@@ -15,18 +15,18 @@ from typing import Any
 
 from markupsafe import Markup
 
+from .._result import FINDINGS
+from ..checks import FAMILIES
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg
 
-__all__ = ["FAMILIES", "STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
+__all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
 
-#: Worst first: the order failures and cells are ranked in.
+#: Worst first: the order sections and matrix cells rank statuses in.
 STATUSES = ("fail", "error", "inconclusive", "skip", "pass")
-FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness")
 #: The matrix row of checks that run on no particular case (``case`` is ``None``).
 NO_CASE = "(any case)"
-_FINDINGS = ("contract", "support", "loss", "non-canonical", "suboptimal")
 
 VERDICT_TEXT = {
     "conformant": "Lossless and optimal: no check found a deviation from the canonical algorithm.",
@@ -150,10 +150,9 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
     anchors: set[str] = set()
     views = [_check_view(c, i, anchors, plots) for i, c in enumerate(checks_json)]
     by_status = {s: [v for v in views if v.status == s] for s in STATUSES}
-    failures = sorted(
-        by_status["fail"],
-        key=lambda v: (_rank(v.finding, _FINDINGS), v.case_size, views.index(v)),
-    )
+    position = {id(v): i for i, v in enumerate(views)}
+    # Most decisive finding first (the order the verdict weighs them in), then the smallest case.
+    failures = sorted(by_status["fail"], key=lambda v: (_rank(v.finding, FINDINGS), v.case_size, position[id(v)]))
     verdict = str(data.get("verdict") or "error")
     summary = [(s, len(by_status[s])) for s in STATUSES if by_status[s]]
     return RunView(
@@ -164,7 +163,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         finished=bool(data.get("finished", True)),
         summary=summary,
         guarantee=_guarantee(verdict, run, views),
-        headline=failures[0] if failures else (by_status["error"] or [None])[0],
+        headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
         failures=failures,
         errors=by_status["error"],
         inconclusive=by_status["inconclusive"],

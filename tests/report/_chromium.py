@@ -86,20 +86,27 @@ class Chromium:
         for fd in (to_browser_r, from_browser_w):
             os.close(fd)
         command = [executable, *_FLAGS, f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}", "about:blank"]
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _WIRE_AND_EXEC, str(child_r), str(child_w), *command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(child_r, child_w),
-        )
+        self._log = Path(self._profile.name) / "chromium.log"
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _WIRE_AND_EXEC, str(child_r), str(child_w), *command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(child_r, child_w),
+            )
         os.close(child_r)
         os.close(child_w)
         self._out, self._in = to_browser_w, from_browser_r
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
-        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        try:
+            target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            tail = self._log.read_text(errors="replace").strip().splitlines()[-15:]
+            self.close()
+            raise RuntimeError(f"Chromium did not start: {exc}\n" + "\n".join(tail)) from exc
         self._session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=True)
