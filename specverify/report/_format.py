@@ -12,9 +12,24 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FILTERS", "anchor", "compact", "count", "duration", "number", "pvalue", "slug", "timestamp"]
+__all__ = ["FILTERS", "anchor", "compact", "count", "duration", "number", "pvalue", "slug", "timestamp", "visible"]
 
 _ABSENT = "–"
+
+
+#: Bidirectional controls: in a sampler's text they could reorder what follows them on the page
+#: ("Trojan Source"), so they are shown as their code points instead of obeyed.
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(value: Any) -> Any:
+    """Text with bidirectional controls shown as ``<U+202E>``; other values unchanged.
+
+    Applied to every value a template prints (Jinja's ``finalize``), before autoescaping.
+    """
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        return _BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m.group()):04X}>", value)
+    return value
 
 
 def _as_float(value: Any) -> float | None:

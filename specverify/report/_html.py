@@ -21,6 +21,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from ._format import FILTERS, visible
+
 __all__ = ["render", "write_text"]
 
 
@@ -32,8 +34,8 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible,
     )
-    from ._format import FILTERS
 
     environment.filters.update(FILTERS)
     return environment

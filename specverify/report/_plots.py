@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ._format import visible
 from ._svg import INK, inline_svg
 
 __all__ = ["Comparison", "comparison", "comparison_svg"]
@@ -163,6 +164,7 @@ def comparison_svg(data: Comparison, prefix: str, *, label: str) -> str:
 
 
 def _shorten(label: str) -> str:
+    label = visible(label)
     return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
 
 

@@ -12,7 +12,7 @@ import glob
 import specverify
 from specverify import CheckResult, RunResult
 
-__all__ = ["HOSTILE", "hostile_run", "real_run"]
+__all__ = ["HOSTILE", "HOSTILE_SHOWN", "hostile_run", "real_run"]
 
 #: Text that would run code, break out of an element or a comment, or fetch something, if not escaped.
 HOSTILE = (
@@ -20,8 +20,10 @@ HOSTILE = (
     "<img src=x onerror=\"window.__pwned = 2\">"
     "</code></pre></svg></style></textarea>--><!--"
     "<a href=\"javascript:window.__pwned = 3\">x</a>"
-    "{{ 7*7 }} $x$ & &amp; \u202e"
+    "{{ 7*7 }} $x$ & &amp; \u202e reversed?"
 )
+#: HOSTILE as a page shows it: the right-to-left override as its code point, not obeyed.
+HOSTILE_SHOWN = HOSTILE.replace("\u202e", "<U+202E>")
 
 
 def only(*ids: str) -> list[str]:

@@ -19,7 +19,7 @@ from specverify import RunResult
 from specverify.report import build_index, write_report
 
 from ._chromium import Chromium, find_chromium
-from ._runs import HOSTILE
+from ._runs import HOSTILE_SHOWN
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +90,9 @@ def test_a_hostile_sampler_cannot_run_code(browser: Chromium, hostile: RunResult
     assert load.requests == [page.resolve().as_uri()]
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     assert browser.evaluate("document.querySelectorAll('script').length") == 1
-    assert browser.evaluate("document.querySelector('.banner .sampler').textContent") == HOSTILE
+    assert browser.evaluate("document.querySelector('.banner .sampler').textContent") == HOSTILE_SHOWN
+    # Long unbroken text wraps: the page never scrolls sideways.
+    assert browser.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
 
 def test_the_index_loads_cleanly_and_its_links_resolve(browser: Chromium, lossy_run, support_run, tmp_path: Path) -> None:

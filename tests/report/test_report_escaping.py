@@ -21,7 +21,7 @@ from specverify.report._plots import Comparison, comparison_svg
 from specverify.report._svg import INK, inline_svg
 
 from ._audit import Audit, audit
-from ._runs import HOSTILE
+from ._runs import HOSTILE, HOSTILE_SHOWN
 
 _SCRIPT = (resources.files("specverify.report") / "templates" / "report.js").read_text(encoding="utf-8")
 
@@ -38,8 +38,15 @@ def test_hostile_text_everywhere_stays_text(hostile: RunResult) -> None:
     found = audit(page)
     _assert_inert(found)
     # Shown, verbatim, as text: in the banner, the messages, the skip reason, the environment.
-    assert found.text.count(HOSTILE) >= 8
+    assert found.text.count(HOSTILE_SHOWN) >= 8
     assert "{{ 7*7 }}" in " ".join(found.text)  # data is never a template
+
+
+def test_bidirectional_controls_are_shown_not_obeyed(hostile: RunResult) -> None:
+    """A right-to-left override in a sampler's text would reverse what the page says after it."""
+    page = render_report(hostile)
+    assert "\u202e" not in page
+    assert "&lt;U+202E&gt; reversed?" in page
 
 
 def test_a_real_sampler_named_script_that_raises_markup_is_escaped(raising_run: RunResult) -> None:
