@@ -1,0 +1,442 @@
+"""What a report page shows, computed from a run's JSON; the templates only lay it out.
+
+Everything here reads the JSON form of a :class:`~specverify.RunResult` (``RunResult.to_json()``),
+so a page from a live run and a page from a JSON file are the same page.  Every evidence field is
+optional: what a check recorded is shown, what it did not is left out, and fields this module
+does not know are listed as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from markupsafe import Markup
+
+from .._result import FINDINGS
+from ..checks import FAMILIES
+from ._example import Example, example, shape_summary, size_key
+from ._format import anchor, compact, count, number, timestamp
+from ._plots import comparison, comparison_svg
+
+__all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
+
+#: Worst first: the order sections and matrix cells rank statuses in.
+STATUSES = ("fail", "error", "inconclusive", "skip", "pass")
+#: The matrix row of checks that run on no particular case (``case`` is ``None``).
+NO_CASE = "(any case)"
+
+VERDICT_TEXT = {
+    "conformant": "Lossless and optimal: no check found a deviation from the canonical algorithm.",
+    "lossless-suboptimal": "Lossless, but it accepts fewer drafts than the canonical algorithm.",
+    "lossy": "Not lossless: the tokens it emits do not follow the target model's distribution.",
+    "non-conformant": "Not lossless: it broke the sampler contract or emitted a token the target gives probability 0.",
+    "inconclusive": "Undecided: the budget was too small for some checks to reach their promised power.",
+    "error": "Undecided: the harness could not run every check (see the errors below).",
+}
+FINDING_TEXT = {
+    "contract": "broke the sampler contract",
+    "support": "emitted a token of target probability 0",
+    "loss": "emitted tokens do not follow the target's law",
+    "non-canonical": "law given the drafts differs from the canonical algorithm's",
+    "suboptimal": "accepts fewer drafts than the canonical algorithm",
+}
+#: Evidence shown in its own place on a check; every other field goes to the generic list.
+_PLACED = {
+    "tv", "where", "minimal_example", "model", "repro", "observed", "expected", "outcome_labels",
+    "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
+    "min_detectable_drop", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
+}  # fmt: skip
+
+
+@dataclasses.dataclass
+class Efficiency:
+    observed: str
+    optimum: str
+    ratio: str
+    ratio_percent: float | None
+    detectable_drop: str
+
+
+@dataclasses.dataclass
+class CheckView:
+    """One check as shown: its result, its evidence, and (for failures) its plot."""
+
+    id: str
+    anchor: str
+    family: str
+    case: str | None
+    status: str
+    finding: str | None
+    finding_text: str | None
+    message: str
+    p_value: Any
+    alpha: Any
+    samples: Any
+    min_detectable_tv: Any
+    duration_s: Any
+    tv: dict[str, Any] | None
+    where: str | None
+    violation: str | None
+    example: Example | None
+    example_title: str
+    model: Example | None
+    repro: str | None
+    plot: Markup | None
+    plot_note: str | None
+    first_mismatch: dict[str, str] | None
+    positions: list[tuple[str, str]]
+    unconfirmed: list[tuple[str, str]]
+    traceback: str | None
+    efficiency: Efficiency | None
+    other: list[tuple[str, str]]
+    case_size: tuple[int, int]
+
+    @property
+    def smallest_case(self) -> str:
+        return self.example.summary if self.example else ""
+
+
+@dataclasses.dataclass
+class Cell:
+    counts: list[tuple[str, int]]
+    worst: str
+    href: str
+    title: str
+
+
+@dataclasses.dataclass
+class Matrix:
+    """Status counts by (case, family); the totals are (passed, total) per family."""
+
+    families: list[str]
+    cases: list[str]
+    cells: dict[tuple[str, str], Cell]
+    family_totals: dict[str, tuple[int, int]]
+
+
+@dataclasses.dataclass
+class RunView:
+    """A whole page."""
+
+    sampler: str
+    spec: str | None
+    verdict: str
+    verdict_text: str
+    finished: bool
+    summary: list[tuple[str, int]]
+    guarantee: str | None
+    headline: CheckView | None
+    failures: list[CheckView]
+    errors: list[CheckView]
+    inconclusive: list[CheckView]
+    passed: list[CheckView]
+    skipped: list[CheckView]
+    efficiency: list[CheckView]
+    matrix: Matrix
+    environment: list[tuple[str, list[tuple[str, str]]]]
+    run_line: list[str]
+    rerun: str | None
+    selection: list[str] | None
+
+
+def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
+    """The view of a run's JSON (``RunResult.to_json()``); ``plots=False`` skips matplotlib."""
+    run = data.get("run") or {}
+    sampler = run.get("sampler") or {}
+    checks_json = list(data.get("checks") or [])
+    anchors: set[str] = set()
+    views = [_check_view(c, i, anchors, plots) for i, c in enumerate(checks_json)]
+    by_status = {s: [v for v in views if v.status == s] for s in STATUSES}
+    position = {id(v): i for i, v in enumerate(views)}
+    # Most decisive finding first (the order the verdict weighs them in), then the smallest case.
+    failures = sorted(by_status["fail"], key=lambda v: (_rank(v.finding, FINDINGS), v.case_size, position[id(v)]))
+    verdict = str(data.get("verdict") or "error")
+    summary = [(s, len(by_status[s])) for s in STATUSES if by_status[s]]
+    return RunView(
+        sampler=str(sampler.get("name") or "unnamed sampler"),
+        spec=run.get("spec"),
+        verdict=verdict,
+        verdict_text=VERDICT_TEXT.get(verdict, ""),
+        finished=bool(data.get("finished", True)),
+        summary=summary,
+        guarantee=_guarantee(verdict, run, views),
+        headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
+        failures=failures,
+        errors=by_status["error"],
+        inconclusive=by_status["inconclusive"],
+        passed=by_status["pass"],
+        skipped=by_status["skip"],
+        efficiency=[v for v in views if v.efficiency is not None],
+        matrix=_matrix(views),
+        environment=_environment(run),
+        run_line=_run_line(run),
+        rerun=_rerun(run),
+        selection=[str(p) for p in run["select"]] if isinstance(run.get("select"), list) and run["select"] else None,
+    )
+
+
+def _rank(value: Any, order: tuple[str, ...]) -> int:
+    return order.index(value) if value in order else len(order)
+
+
+def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: bool) -> CheckView:
+    evidence = data.get("evidence") if isinstance(data.get("evidence"), Mapping) else {}
+    check_id = str(data.get("id") or f"check {index}")
+    name = anchor(check_id)
+    while name in anchors:
+        name += "-"
+    anchors.add(name)
+    status = data.get("status") if data.get("status") in STATUSES else "error"
+    finding = data.get("finding")
+    plot, note = None, None
+    if plots and status in ("fail", "error"):
+        data_to_plot = comparison(evidence)
+        if data_to_plot is not None:
+            plot = Markup(comparison_svg(data_to_plot, f"plot-{name}", label=f"observed versus expected counts, {check_id}"))
+            note = data_to_plot.note
+    minimal = evidence.get("minimal_example")
+    example_title, placed = "Smallest failing case", _PLACED
+    if minimal is None and isinstance(evidence.get("shape"), Mapping):
+        minimal, example_title, placed = evidence["shape"], "Failing call", _PLACED | {"shape"}
+    where = _text(evidence.get("where"))
+    return CheckView(
+        id=check_id,
+        anchor=name,
+        family=str(data.get("family") or check_id.split(".", 1)[0]),
+        case=data.get("case"),
+        status=status,
+        finding=finding,
+        finding_text=FINDING_TEXT.get(finding) if finding else None,
+        message=str(data.get("message") or ""),
+        p_value=data.get("p_value"),
+        alpha=data.get("alpha"),
+        samples=data.get("samples"),
+        min_detectable_tv=data.get("min_detectable_tv"),
+        duration_s=data.get("duration_s"),
+        tv=_tv(evidence.get("tv")),
+        where=where if where and where not in str(data.get("message") or "") else None,
+        violation=_text(evidence.get("violation")),
+        example=example(minimal) if minimal is not None else None,
+        example_title=example_title,
+        model=example(evidence["model"]) if "model" in evidence and status != "pass" else None,
+        repro=_text(evidence.get("repro")),
+        plot=plot,
+        plot_note=note,
+        first_mismatch=_first_mismatch(evidence.get("first_mismatch")),
+        positions=_positions(evidence.get("positions")),
+        unconfirmed=_unconfirmed(evidence.get("unconfirmed_alarms")),
+        traceback=_text(evidence.get("traceback")),
+        efficiency=_efficiency(evidence),
+        other=[(str(k), compact(v)) for k, v in evidence.items() if k not in placed],
+        case_size=size_key(minimal),
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _tv(value: Any) -> dict[str, Any] | None:
+    if not isinstance(value, Mapping) or "estimate" not in value:
+        return None
+    confidence = value.get("confidence")
+    return {
+        "estimate": number(value.get("estimate")),
+        "low": number(value.get("low")) if "low" in value else None,
+        "high": number(value.get("high")) if "high" in value else None,
+        "confidence": f"{float(confidence):.0%}" if isinstance(confidence, (int, float)) else None,
+        "plug_in": number(value.get("plug_in")) if "plug_in" in value else None,
+    }
+
+
+def _first_mismatch(value: Any) -> dict[str, str] | None:
+    if not isinstance(value, Mapping):
+        return None
+    rows = {}
+    if "uniforms" in value:
+        rows["uniforms"] = compact(value["uniforms"])
+    for key, label in (("expected", "canonical algorithm"), ("got", "sampler")):
+        out = value.get(key)
+        if isinstance(out, Mapping):
+            rows[label] = f"tokens {compact(out.get('tokens'))}, {out.get('num_accepted')} accepted"
+        elif out is not None:
+            rows[label] = compact(out)
+    if "mismatched_volume" in value:
+        rows["mismatched volume of uniforms"] = number(value["mismatched_volume"])
+    rows.update({str(k): compact(v) for k, v in value.items() if k not in ("uniforms", "expected", "got", "mismatched_volume")})
+    return rows
+
+
+def _positions(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        return []
+    return [
+        (str(p.get("position")), number(p.get("pvalue"))) if isinstance(p, Mapping) else ("", compact(p)) for p in value
+    ]
+
+
+def _unconfirmed(value: Any) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        return []
+    rows = []
+    for alarm in value:
+        if isinstance(alarm, Mapping):
+            rows.append((shape_summary(alarm.get("example")) or compact(alarm.get("example")), number(alarm.get("confirm_pvalue"))))
+        else:
+            rows.append((compact(alarm), ""))
+    return rows
+
+
+def _efficiency(evidence: Mapping[str, Any]) -> Efficiency | None:
+    if "expected_accepted" not in evidence and "observed_accepted" not in evidence:
+        return None
+    ratio = evidence.get("ratio")
+    return Efficiency(
+        observed=number(evidence.get("observed_accepted"), 4),
+        optimum=number(evidence.get("expected_accepted"), 4),
+        ratio=number(ratio, 4),
+        ratio_percent=100 * ratio if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) else None,
+        detectable_drop=number(evidence.get("min_detectable_drop")),
+    )
+
+
+def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView]) -> str | None:
+    alpha, power = run.get("family_wise_alpha"), run.get("power")
+    if verdict in ("conformant", "lossless-suboptimal"):
+        claims = [v.min_detectable_tv for v in views if v.status == "pass" and isinstance(v.min_detectable_tv, (int, float))]
+        if claims and alpha is not None and power is not None:
+            return (
+                f"Every statistical check detects a deviation of total variation ≥ {number(max(claims))} with probability "
+                f"≥ {number(power)}; the probability of any false alarm in this run is ≤ {number(alpha)}."
+            )
+        return None
+    if any(v.status == "fail" for v in views) and alpha is not None:
+        return (
+            "Contract and support failures are exact: no statistics. A statistical failure is a false alarm with "
+            f"probability ≤ {number(alpha)} for the whole run."
+        )
+    return None
+
+
+def _matrix(views: list[CheckView]) -> Matrix:
+    """Case by family: status counts per cell, coloured by the worst status in it.
+
+    Families are the columns, as on the index page, so a page and the index read the same way.
+    """
+    families = [f for f in FAMILIES if any(v.family == f for v in views)]
+    families += list(dict.fromkeys(v.family for v in views if v.family not in FAMILIES))
+    cases = list(dict.fromkeys(v.case or NO_CASE for v in views))
+    cells = {}
+    for family in families:
+        for case in cases:
+            members = [v for v in views if v.family == family and (v.case or NO_CASE) == case]
+            if not members:
+                continue
+            counts = [(s, sum(v.status == s for v in members)) for s in STATUSES]
+            counts = [(s, n) for s, n in counts if n]
+            worst = counts[0][0]
+            first = next(v for v in members if v.status == worst)
+            title = "\n".join(f"{v.status}: {v.id}" for v in members)
+            cells[(case, family)] = Cell(counts, worst, f"#{first.anchor}", title)
+    totals = {f: (sum(v.status == "pass" for v in views if v.family == f), sum(v.family == f for v in views)) for f in families}
+    return Matrix(families, cases, cells, totals)
+
+
+def _environment(run: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Sampler, run, budget and software, each as (label, value) rows; unknown keys kept."""
+    sampler = run.get("sampler") if isinstance(run.get("sampler"), Mapping) else {}
+    sections = []
+    rows = [("name", str(sampler.get("name", "")))]
+    if run.get("spec"):
+        rows.append(("spec", str(run["spec"])))
+    capabilities = sampler.get("capabilities")
+    if isinstance(capabilities, Mapping):
+        rows += [(str(k), _value(v)) for k, v in capabilities.items()]
+    rows += [(str(k), _value(v)) for k, v in sampler.items() if k not in ("name", "capabilities")]
+    sections.append(("Sampler", rows))
+
+    labels = {
+        "seed": "seed",
+        "family_wise_alpha": "family-wise false-alarm probability α",
+        "alpha_per_decision": "α per statistical decision",
+        "power": "power",
+        "tv": "target total variation",
+        "device": "device",
+        "dtype": "dtype",
+        "planned_checks": "planned checks",
+        "select": "only checks matching",
+        "started": "started",
+        "sampler_calls": "sampler calls",
+        "sampler_rows": "sampler rows",
+        "sampler_seconds": "seconds inside the sampler",
+    }
+    rows = [(label, _value(run[key])) for key, label in labels.items() if key in run]
+    budget = run.get("budget")
+    if isinstance(budget, Mapping):
+        rows.insert(0, ("budget", str(budget.get("name", ""))))
+        sections.append(("Run", rows))
+        sections.append(("Budget", [(str(k), _value(v)) for k, v in budget.items() if k != "name"]))
+    else:
+        if budget is not None:
+            rows.insert(0, ("budget", _value(budget)))
+        sections.append(("Run", rows))
+    software = []
+    if isinstance(run.get("versions"), Mapping):
+        software = [(str(k), _value(v)) for k, v in run["versions"].items()]
+    if "platform" in run:
+        software.append(("platform", _value(run["platform"])))
+    sections.append(("Software", software))
+    known = set(labels) | {"sampler", "spec", "budget", "versions", "platform"}
+    extra = [(str(k), _value(v)) for k, v in run.items() if k not in known]
+    if extra:
+        sections.append(("Other", extra))
+    return [(title, rows) for title, rows in sections if rows]
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, (list, dict)):
+        return compact(value, 400)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
+        return count(value)
+    if isinstance(value, float):
+        return number(value, 4)
+    return number(value) if not isinstance(value, str) else value
+
+
+def _run_line(run: Mapping[str, Any]) -> list[str]:
+    """The few facts a reader checks first: budget, seed, device, dtype, torch, date."""
+    budget = run.get("budget")
+    versions = run.get("versions") if isinstance(run.get("versions"), Mapping) else {}
+    parts = [
+        f"budget {budget.get('name')}" if isinstance(budget, Mapping) and budget.get("name") else None,
+        f"seed {run['seed']}" if "seed" in run else None,
+        f"device {run['device']}" if run.get("device") else None,
+        f"dtype {run['dtype']}" if run.get("dtype") else None,
+        f"torch {versions['torch']}" if versions.get("torch") else None,
+        f"specverify {versions['specverify']}" if versions.get("specverify") else None,
+        timestamp(run["started"]) if run.get("started") else None,
+    ]
+    return [p for p in parts if p]
+
+
+def _rerun(run: Mapping[str, Any]) -> str | None:
+    """The command that repeats this run exactly (same spec, budget, seed and α)."""
+    spec = run.get("spec")
+    if not spec:
+        return None
+    words = ["specverify", "check", shlex.quote(str(spec))]
+    budget = run.get("budget")
+    if isinstance(budget, Mapping) and budget.get("name"):
+        words += ["--budget", shlex.quote(str(budget["name"]))]
+    if "seed" in run:
+        words += ["--seed", shlex.quote(str(run["seed"]))]
+    alpha = run.get("family_wise_alpha")
+    if isinstance(budget, Mapping) and alpha is not None and alpha != budget.get("alpha"):
+        words += ["--alpha", shlex.quote(str(alpha))]
+    if isinstance(run.get("select"), list):
+        for pattern in run["select"]:
+            words += ["--only", shlex.quote(str(pattern))]
+    return " ".join(words)

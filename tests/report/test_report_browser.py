@@ -1,0 +1,114 @@
+"""The report in a real browser: headless Chromium loads it cleanly and shows the verdict.
+
+Chromium is driven over the DevTools protocol on a pipe (see ``_chromium``), so the test hears every
+console message, exception, CSP violation and network request.  Where Chromium is not installed the
+tests skip with the reason, unless ``SPECVERIFY_REQUIRE_BROWSER=1`` (set it in CI) makes that a
+failure.  ``SPECVERIFY_SCREENSHOTS=DIR`` keeps screenshots of the pages for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specverify import RunResult
+from specverify.report import build_index, write_report
+
+from ._chromium import Chromium, find_chromium
+from ._runs import HOSTILE_SHOWN
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Chromium]:
+    executable = find_chromium()
+    if executable is None:
+        reason = "Chromium is not installed (Debian: apt-get install -y chromium); CI installs it"
+        if os.environ.get("SPECVERIFY_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + ", but SPECVERIFY_REQUIRE_BROWSER=1")
+        pytest.skip(reason)
+    with Chromium(executable) as chromium:
+        yield chromium
+
+
+def _screenshot(browser: Chromium, tmp_path: Path, name: str) -> Path:
+    folder = Path(os.environ.get("SPECVERIFY_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    browser.screenshot(path)
+    assert path.stat().st_size > 10_000  # a rendered page, not a blank one
+    return path
+
+
+def test_a_failing_report_loads_cleanly_and_leads_with_the_failure(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
+    page = tmp_path / "lossy.html"
+    write_report(lossy_run, page)
+    load = browser.load(page)
+    assert load.problems == []
+    assert load.requests == [page.resolve().as_uri()], "nothing fetched but the page itself"
+    assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
+    # Above the fold: what failed, on which case, and the way to the repro.
+    headline = browser.evaluate("(() => { const r = document.querySelector('.headline').getBoundingClientRect(); return [r.top, r.bottom]; })()")
+    assert 0 <= headline[0] and headline[1] <= 900
+    text = browser.evaluate("document.querySelector('.headline').innerText")
+    first = browser.evaluate("document.querySelector('section.card code').innerText")
+    assert first in text and "Smallest failing case" in text and "How to reproduce it" in text
+    assert browser.evaluate("document.querySelectorAll('section.card svg').length") >= 1
+    _screenshot(browser, tmp_path, "failing-report")
+    # The copy button works without an error (clipboard, or the selection fallback) and says so.
+    browser.evaluate("document.querySelector('button[data-copy]').click()")
+    assert browser.settle().problems == []
+    assert browser.evaluate("document.querySelector('button[data-copy]').innerText") in ("Copied", "Selected: press Ctrl+C")
+
+
+def test_dark_mode_follows_the_reader(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
+    page = tmp_path / "lossy.html"
+    write_report(lossy_run, page)
+    colours = {}
+    for dark in (False, True):
+        assert browser.load(page, dark=dark).problems == []
+        colours[dark] = browser.evaluate(
+            "[getComputedStyle(document.documentElement).backgroundColor, getComputedStyle(document.body).color,"
+            " getComputedStyle(document.querySelector('figure svg')).color]"
+        )
+    assert colours[False][0] == "rgb(255, 255, 255)" and colours[True][0] == "rgb(13, 17, 23)"
+    for background, text, plot in colours.values():
+        assert plot == text != background  # plot ink is the page's text colour
+    _screenshot(browser, tmp_path, "failing-report-dark")
+
+
+def test_a_hostile_sampler_cannot_run_code(browser: Chromium, hostile: RunResult, tmp_path: Path) -> None:
+    page = tmp_path / "hostile.html"
+    write_report(hostile, page)
+    load = browser.load(page)
+    assert load.dialogs == [] and load.problems == []
+    assert load.requests == [page.resolve().as_uri()]
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('script').length") == 1
+    assert browser.evaluate("document.querySelector('.banner .sampler').textContent") == HOSTILE_SHOWN
+    # Long unbroken text wraps: the page never scrolls sideways.
+    assert browser.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
+def test_the_index_loads_cleanly_and_its_links_resolve(browser: Chromium, lossy_run, support_run, tmp_path: Path) -> None:
+    inputs = []
+    for name, run in (("a", lossy_run), ("b", support_run)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(run.to_json()), encoding="utf-8")
+        inputs.append(str(path))
+    index = tmp_path / "site" / "index.html"
+    assert build_index(inputs, str(index)) == 0
+    load = browser.load(index)
+    assert load.problems == [] and load.requests == [index.resolve().as_uri()]
+    links = browser.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))")
+    targets = {link.split("#")[0] for link in links if not link.startswith("#")}
+    assert targets == {"replacement-from-target.html", "abs-residual.html"}
+    assert all((index.parent / target).exists() for target in targets)
+    verdicts = browser.evaluate("[...document.querySelectorAll('td .badge')].map(b => b.innerText.toLowerCase())")
+    assert verdicts == ["lossy", "non-conformant"]
+    _screenshot(browser, tmp_path, "index")
