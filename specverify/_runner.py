@@ -158,6 +158,7 @@ def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as handle:
         json.dump(result.to_json(), handle, indent=2)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a result is for reading
     os.replace(tmp, path)
 
 

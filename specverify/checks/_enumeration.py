@@ -250,7 +250,15 @@ class EmittedLawCheck:
         gof = gof_test(tally.emitted, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "mc"))
         claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = law * tally.samples
-        evidence: dict[str, Any] = {"test": gof.method, "df": gof.df, "statistic": gof.statistic, "model": case.describe(), "observed": tally.emitted.tolist(), "expected": expected.tolist()}
+        evidence: dict[str, Any] = {
+            "test": gof.method,
+            "df": gof.df,
+            "statistic": gof.statistic,
+            "model": case.describe(),
+            "observed": tally.emitted.tolist(),
+            "expected": expected.tolist(),
+            "outcome_labels": [" ".join(map(str, sequence_of(i, case.vocab_size, case.k))) for i in range(law.size)],
+        }
         common = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = dataclasses.asdict(tv_estimate(tally.emitted, law, random_state=0))

@@ -225,6 +225,8 @@ class ModelFitCheck:
                 if obs.size <= 4096:
                     entry["observed"] = np.atleast_2d(obs).tolist()
                     entry["expected"] = expected.tolist()
+                    length = k_case + 1 if key == step_id else 1
+                    entry["outcome_labels"] = [" ".join(map(str, _decode(c, vocab_size, length))) for c in range(expected.shape[-1])]
                 if stage == "confirm":
                     entry["tv"] = dataclasses.asdict(tv_estimate(obs, law, random_state=seed))
                 evidence[key] = entry
