@@ -152,7 +152,7 @@ def replacement_from_target(t, d, y, g):
     return canonical_with(t, d, y, g, final=final)
 
 
-@member("lossy", ("fit", "exact"), "quick", "flashinfer #425: the residual is computed from position 0 whatever the rejection position.")
+@member("non-conformant", ("contract", "support", "fit"), "quick", "flashinfer #425: the residual is computed from position 0 whatever the rejection position, so it can emit a token the target forbids there.")
 def residual_from_row_zero(t, d, y, g):
     def final(p, q, n):
         k = q.shape[1]
@@ -188,7 +188,7 @@ def temperature_applied_twice(t, d, y, g):
     return canonical_with(p, d, y, g)
 
 
-@member("lossy", ("fit", "exact"), "standard", "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the kernel's stride).")
+@member("lossy", ("fit", "exact"), "quick", "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the kernel's stride).")
 def position_two_off_by_one(t, d, y, g):
     batch, k = y.shape
     shifted = d.clone()
