@@ -126,7 +126,7 @@ def _check(args: argparse.Namespace) -> int:
     from ._runner import check
 
     err = Console(stderr=True, soft_wrap=True)
-    out = Console()
+    out = Console(soft_wrap=True)
     # As `python -m` and pytest do: a spec names modules relative to where the command runs.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -180,7 +180,7 @@ def _zoo(args: argparse.Namespace) -> int:
 
     from .zoo._matrix import kill_matrix, write_matrix
 
-    console = Console()
+    console = Console(soft_wrap=True)
 
     def show(row) -> None:
         style = "green" if row.meets else "bold red"

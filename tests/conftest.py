@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 
+import torch
 from hypothesis import settings
 
 import specverify.strategies  # noqa: F401 - registers the specverify-* profiles
 
 settings.load_profile(os.environ.get("SPECVERIFY_HYPOTHESIS_PROFILE", "specverify-ci"))
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker gets one core: torch's own threads would only contend with the other worker.
+    torch.set_num_threads(1)
 
 pytest_plugins = ["pytester"]

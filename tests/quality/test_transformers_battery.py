@@ -1,0 +1,29 @@
+"""transformers' speculative sampling through the whole battery, as `specverify check` runs it.
+
+The harness finds, by itself, the defect the adapters' notes describe: with no guard on a residual
+of zero mass, the library raises when the target exceeds the draft only below float32 resolution
+(the ``sub-ulp`` edge cases), so the verdict is non-conformant; every statistical check passes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers", reason="transformers is not installed (pip install -e '.[dev]')")
+
+from specverify._cli import main  # noqa: E402
+
+
+def test_transformers_battery_finds_the_zero_residual_crash(tmp_path):
+    out = tmp_path / "transformers.json"
+    code = main(["check", "specverify.adapters.transformers:sampler", "--budget", "quick", "--json", str(out), "--no-progress", "-q"])
+    data = json.loads(out.read_text())
+    failing = {c["id"]: c for c in data["checks"] if c["status"] in ("fail", "error", "inconclusive")}
+    assert code == 1 and data["verdict"] == "non-conformant"
+    crash = failing.pop("robustness.edge[sub-ulp]")
+    assert "raised RuntimeError" in crash["message"]
+    example = crash["evidence"]["minimal_example"]["cases"][0]
+    assert (example["K"], example["V"]) == (1, 2)
+    assert not failing, f"only the crash should fail: {sorted(failing)}"
