@@ -100,7 +100,10 @@ def sequential_stopping(law: np.ndarray, tv: float, alpha: float, power: float, 
         crossed = (mixture_log_e_value(counts, law[None, :], tv) >= math.log(1 / alpha)) & np.isinf(stopped)
         stopped[crossed] = look
     finite = np.isfinite(stopped)
-    quantile = lambda q: float(np.quantile(stopped, q) / bound)  # noqa: E731
+
+    def quantile(q: float) -> float:
+        return float(np.quantile(stopped, q) / bound)
+
     return {
         "bound": int(bound),
         "looks": int(schedule.size),

@@ -19,9 +19,6 @@ import functools
 
 import numpy as np
 import pytest
-
-from specverify.stats import gof_test
-
 from _stats_sim import (
     distance_from_uniform,
     dkw_one_sided,
@@ -33,6 +30,8 @@ from _stats_sim import (
     pvalues,
     rng,
 )
+
+from specverify.stats import gof_test
 
 CHECKS = 10_000
 

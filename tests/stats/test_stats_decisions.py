@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _stats_sim import draw, most_rejections, rate_interval, rng
 
 from specverify.stats import (
     AlphaBudget,
@@ -17,8 +18,6 @@ from specverify.stats import (
     plan_two_stage,
     samples_needed,
 )
-
-from _stats_sim import draw, most_rejections, rate_interval, rng
 
 
 def test_budget_shares_sum_to_the_total_whatever_the_number_of_decisions() -> None:

@@ -6,13 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
+from _stats_sim import draw, rng
 from scipy import stats
 
 from specverify.stats import gof_pvalues, gof_test
 from specverify.stats._gof import MIN_EXPECTED, _bartlett, _pool_cells
 from specverify.stats._gof_resampling import g_statistic, monte_carlo_pvalues
-
-from _stats_sim import draw, rng
 
 
 def _brute_force_exact(observed: list[int], probs: np.ndarray) -> float:

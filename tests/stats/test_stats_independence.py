@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from specverify.stats import homogeneity_test, independence_test, least_favourable
-
 from _stats_sim import (
     distance_from_uniform,
     dkw_one_sided,
@@ -19,6 +15,9 @@ from _stats_sim import (
     rate_interval,
     rng,
 )
+from scipy import stats
+
+from specverify.stats import homogeneity_test, independence_test, least_favourable
 
 #: A law of 12 outcomes, a few of them rare (as a step's outcomes are).
 LAW = np.r_[np.full(8, 0.12), [0.025, 0.0125, 0.0075, 0.005]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _stats_sim import draw, rate_interval, rng
 from scipy import stats
 
 from specverify.stats import (
@@ -22,8 +23,6 @@ from specverify.stats import (
     power_of,
     samples_needed,
 )
-
-from _stats_sim import draw, rate_interval, rng
 
 #: Model error allowed between measured power and the noncentral chi-square formula.
 FORMULA_ERROR = 0.03

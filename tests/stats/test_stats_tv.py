@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _stats_sim import rate_interval, rng
 
 from specverify.stats import least_favourable, tv_distance, tv_estimate
-
-from _stats_sim import rate_interval, rng
 
 UNIFORM16 = np.full(16, 1 / 16)
 #: 8 common outcomes and 56 rare ones: at 500 samples most rare outcomes are never seen.
