@@ -70,6 +70,8 @@ class GoodnessOfFit:
             occur).
         rare_pvalue: that tail's p-value (1 where there is no rare cell).
         draws: Monte Carlo draws made (0 for other methods).
+        forbidden_cells: cells of null probability 0 (in groups with samples): one observation
+            there is an exact failure.
     """
 
     statistic: float
@@ -86,6 +88,7 @@ class GoodnessOfFit:
     rare_expected: float = 0.0
     rare_pvalue: float = 1.0
     draws: int = 0
+    forbidden_cells: int = 0
 
     def min_detectable_tv(self, alpha: float, power: float = 0.99) -> float:
         """Smallest TV deviation this test detects with probability ``power`` at level ``alpha``.
@@ -95,25 +98,34 @@ class GoodnessOfFit:
         pools adds at most their null mass; mass moved into the rare cell is seen by its tail once
         it exceeds a shift ``s``, and mass moved out of it is at most its null mass.  So any
         deviation of at least ``d + merged_mass + rare_expected / samples + s`` is detected by one
-        part or the other with at least ``power``.  ``1.0`` when nothing could be compared.
+        part or the other with at least ``power``.
+
+        Where the law forbids some outcomes, mass moved onto them is an exact failure as soon as
+        one sample lands there, which happens with probability at least ``power`` once that mass
+        reaches ``log(1 / (1 - power)) / samples``; that term is added too.  So a law with one
+        possible outcome per group (``df = 0``, nothing pooled) detects a deviation of
+        ~4.6 / samples.  ``1.0`` when nothing at all could be compared.
         """
         if self.method == "impossible":
             return 0.0
         if self.samples == 0:
             return 1.0
+        forbidden = math.log(1.0 / (1.0 - power)) / self.samples if self.forbidden_cells else 0.0
         has_rare = self.rare_expected > 0
         main_alpha = alpha * (1.0 - RARE_WEIGHT) if has_rare else alpha
         shift = _rare_shift(self.rare_expected, self.samples, alpha * RARE_WEIGHT, power) if has_rare else 0.0
         rare_share = self.rare_expected / self.samples
         if not self.df:
-            # Nothing compared but the rare cell: only mass moved into it (or all of it) is visible.
-            return min(1.0, shift + self.merged_mass + rare_share) if has_rare else 1.0
+            if not (has_rare or self.forbidden_cells):
+                return 1.0
+            # Only mass moved into the rare or forbidden cells (or all of the rare mass) is visible.
+            return min(1.0, forbidden + shift + self.merged_mass + rare_share)
         compared = self.samples
         if has_rare:  # samples left to the compared cells when less than ``shift`` moved away
             rare_mean = self.rare_expected + shift * self.samples
             compared -= math.ceil(rare_mean + 5.0 * math.sqrt(rare_mean) + 5.0)
         detectable = min_detectable_tv(max(compared, 0), self.df, main_alpha, power)
-        return min(1.0, detectable + self.merged_mass + rare_share + shift)
+        return min(1.0, detectable + self.merged_mass + rare_share + shift + forbidden)
 
 
 def gof_test(
@@ -143,6 +155,7 @@ def gof_test(
     if impossible:
         return GoodnessOfFit(math.inf, 0.0, 0, "impossible", samples, 0, 0.0, impossible, math.inf, 0.0)
     batch = _run(observed, probs, totals, alpha, method, np.random.default_rng(random_state))
+    forbidden = int((probs == 0).sum())
     return GoodnessOfFit(
         statistic=float(batch.statistic[0]),
         pvalue=float(batch.pvalue[0]),
@@ -158,6 +171,7 @@ def gof_test(
         rare_expected=batch.rare_expected,
         rare_pvalue=float(batch.rare_pvalue[0]),
         draws=int(batch.draws[0]),
+        forbidden_cells=forbidden,
     )
 
 
