@@ -1,21 +1,27 @@
 """Statistics for conformance decisions: every test states its level and its power.
 
-* :func:`gof_test`: goodness of fit against an exact law (G-test, Monte Carlo, exact).
+* :func:`gof_test`, :func:`gof_pvalues`: goodness of fit against an exact law (G-test, Monte
+  Carlo, exact), for one check or a batch of them.
 * :func:`samples_needed`, :func:`min_detectable_tv`, :func:`noncentrality`, :func:`power_of`:
   the sample size for a stated power against a total-variation deviation, and its inverse.
-* :class:`AlphaBudget`, :func:`confirmation_alpha`: one false-positive budget for a whole run.
-* :class:`SequentialTest`: an anytime-valid test that stops failing runs early.
+* :class:`AlphaBudget`, :func:`confirmation_alpha`, :func:`plan_two_stage`: one false-positive
+  budget for a whole run, and two-stage (screen, then confirm) decisions inside it.
+* :class:`SequentialTest`, :func:`mixture_log_e_value`: an anytime-valid test that stops failing
+  runs early.
 * :func:`independence_test`, :func:`homogeneity_test`: outcomes that should not depend on each other.
 * :func:`tv_estimate`: how lossy a lossy sampler is, with an interval.
+* :func:`least_favourable`, :func:`chi_square_distance`: the planted deviation power is stated
+  against.
 * :func:`mean_test`: accepted drafts per call against the exact expectation.
 """
 
-from ._budget import AlphaBudget, confirmation_alpha
-from ._gof import GoodnessOfFit, gof_test
+from ._budget import AlphaBudget, TwoStagePlan, confirmation_alpha, plan_two_stage
+from ._gof import GoodnessOfFit, gof_pvalues, gof_test
 from ._independence import IndependenceTest, homogeneity_test, independence_test
 from ._mean import MeanTest, mean_test
+from ._planted import chi_square_distance, least_favourable
 from ._power import min_detectable_tv, noncentrality, power_of, samples_needed
-from ._sequential import SequentialTest
+from ._sequential import SequentialTest, mixture_log_e_value
 from ._tv import TVEstimate, tv_distance, tv_estimate
 
 __all__ = [
@@ -25,13 +31,19 @@ __all__ = [
     "MeanTest",
     "SequentialTest",
     "TVEstimate",
+    "TwoStagePlan",
+    "chi_square_distance",
     "confirmation_alpha",
+    "gof_pvalues",
     "gof_test",
     "homogeneity_test",
     "independence_test",
+    "least_favourable",
     "mean_test",
     "min_detectable_tv",
+    "mixture_log_e_value",
     "noncentrality",
+    "plan_two_stage",
     "power_of",
     "samples_needed",
     "tv_distance",
