@@ -8,6 +8,7 @@ here depends on timing or on the order tests run in.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -125,14 +126,14 @@ def assert_canonical(sampler, target, draft, drafts, uniforms, dtype) -> None:
     assert int((ties & random_rows).sum()) <= max(2, drafts.shape[0] // 500), "suspiciously many random rows at a tie"
 
 
-SHAPES = [(1, 2), (2, 3), (3, 5), (4, 8), (8, 17), (16, 6), (16, 64), (2, 1000), (5, 3000)]
+SHAPES = [(1, 2), (3, 5), (4, 8), (8, 17), (16, 6), (2, 1000), (5, 3000)]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("k", "vocab"), SHAPES, ids=[f"K{k}-V{v}" for k, v in SHAPES])
 def test_injected_uniforms_give_the_canonical_output(kind, k, vocab):
     g = generator("canonical", kind, k, vocab)
-    batch = 2048 if vocab <= 64 else 96
+    batch = 1024 if vocab <= 64 else 96
     target, draft, drafts = step_batch(kind, batch, k, vocab, g)
     dtype = torch.bfloat16 if kind == "softmax-bf16" else torch.float32
     assert_canonical(triton_sampler, target, draft, drafts, uniforms_for(batch, k, g), dtype)
@@ -218,10 +219,17 @@ def test_philox_draws_are_exact_in_law_across_vocabulary_blocks():
     assert result.pvalue > 1e-6, str(result)
 
 
-def test_the_quick_battery_finds_it_conformant():
-    result = specverify.check(triton_sampler, budget="quick", spec="specverify.samplers:triton")
-    bad = [f"{c.id}: {c.status} {c.message}" for c in result.checks if c.status not in ("pass", "skip")]
-    assert result.verdict == "conformant", "\n".join(bad)
+def test_the_quick_battery_finds_it_conformant(tmp_path):
+    """The documented command, in a fresh process: Hypothesis seeds its generation with constants
+    found in the local modules a process has imported, so the battery's cases depend on what else
+    is loaded; a fresh ``specverify check`` process makes them depend on the code alone."""
+    command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:triton", "--budget", "quick",
+               "--json", str(tmp_path / "triton.json"), "--no-progress", "-q"]
+    out = subprocess.run(command, capture_output=True, text=True, env=_env(TRITON_INTERPRET="1"), timeout=1200)
+    result = json.loads((tmp_path / "triton.json").read_text())
+    bad = [f"{c['id']}: {c['status']} {c['message']}" for c in result["checks"] if c["status"] != "pass"]
+    assert result["verdict"] == "conformant" and out.returncode == 0, "\n".join(bad) or out.stderr[-2000:]
+    assert not bad and len(result["checks"]) >= 30
 
 
 def test_the_spec_loads_lazily():
