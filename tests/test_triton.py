@@ -162,6 +162,29 @@ def test_vocabulary_blocks_carry_their_masses_across(block_v):
         assert_canonical(TritonSampler(block_v=block_v), target, draft, drafts, uniforms_for(512, 3, g), torch.float32)
 
 
+def test_no_drafts_is_one_draw_from_the_bonus_row():
+    g = generator("no-drafts")
+    target = torch.rand(512, 1, 9, generator=g) * (torch.rand(512, 1, 9, generator=g) < 0.7)
+    target[:, 0, 4] += 0.01
+    drafts = torch.zeros(512, 0, dtype=torch.int64)
+    u = uniforms_for(512, 0, g)
+    tokens, accepted = triton_sampler(target, torch.zeros(512, 0, 9), drafts, None, uniforms=u)
+    cdf = (target[:, 0].double() / target[:, 0].double().sum(-1, keepdim=True)).cumsum(-1)
+    last_positive = torch.where(target[:, 0] > 0, torch.arange(9), -1).amax(-1)
+    expected = torch.minimum(torch.searchsorted(cdf, u, right=True)[:, 0], last_positive)
+    assert torch.equal(accepted, torch.zeros(512, dtype=torch.int64)) and torch.equal(tokens[:, 0], expected)
+
+
+def test_draft_ids_outside_the_vocabulary_are_rejected_not_read():
+    g = generator("bad-ids")
+    target, draft, _ = step_batch("dense", 4, 2, 5, g)
+    drafts = torch.tensor([[0, 7], [-3, 1], [5, 0], [2, 2]])
+    u = torch.zeros(4, 3, dtype=torch.float64)
+    tokens, accepted = triton_sampler(target.float(), draft.float(), drafts, None, uniforms=u)
+    assert accepted[:3].tolist() == [1, 0, 0]
+    assert ((tokens >= 0) & (tokens < 5)).sum(-1).tolist()[:3] == [2, 1, 1]
+
+
 def test_large_vocabulary_agrees_and_is_valid():
     g = generator("large")
     vocab, k, batch = 131_072, 2, 3
@@ -215,7 +238,8 @@ def test_philox_draws_are_exact_in_law_across_vocabulary_blocks():
     case = StepCase(target, draft, torch.tensor([5, 11]))
     df = int((case.law() > 0).sum()) - 1
     rows = samples_needed(0.03, df, 1e-6, 0.99)
-    result = specverify.step_law_test(TritonSampler(block_v=4), [case], rows_per_case=rows, seed=derive_seed("tests/test_triton", "law"))
+    seed = derive_seed("tests/test_triton", "law")
+    result = specverify.step_law_test(TritonSampler(block_v=4), [case], rows_per_case=rows, seed=seed)
     assert result.pvalue > 1e-6, str(result)
 
 
@@ -235,7 +259,7 @@ def test_the_quick_battery_finds_it_conformant(tmp_path):
 def test_the_spec_loads_lazily():
     code = "import sys, specverify; import specverify.samplers as s; assert 'triton' not in sys.modules; " \
            "t = specverify.load_sampler('specverify.samplers:triton'); print(t.name, t.capabilities.device)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    out = _python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["specverify.triton", "cpu" if not torch.cuda.is_available() else "cuda"]
 
@@ -243,7 +267,7 @@ def test_the_spec_loads_lazily():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is only forced where there is no CUDA device")
 def test_a_kernel_built_for_a_gpu_on_a_machine_without_one_is_a_clear_error():
     code = "import specverify; specverify.load_sampler('specverify.samplers:triton')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(TRITON_INTERPRET="0"), timeout=300)
+    out = _python(code, TRITON_INTERPRET="0")
     assert out.returncode != 0
     assert "set TRITON_INTERPRET=1" in out.stderr.strip().splitlines()[-1]
 
@@ -270,9 +294,14 @@ def test_the_gpu_kernel_compiles_for_ampere_and_hopper():
             print(arch, use_uniforms, vocab, "ok")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(TRITON_INTERPRET="0"), timeout=600)
+    out = _python(code, TRITON_INTERPRET="0")
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("ok") == 4
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (triton not yet imported), with ``env`` changes."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(**env), timeout=600)
 
 
 def _env(**changes: str) -> dict[str, str]:

@@ -78,9 +78,9 @@ class TritonSampler:
         *,
         uniforms: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_shapes(target_probs, draft_probs, draft_tokens, uniforms)
         batch, k = draft_tokens.shape
         vocab = target_probs.shape[-1]
-        _check_shapes(target_probs, draft_probs, draft_tokens, uniforms)
         device = target_probs.device
         if device.type != "cuda" and not INTERPRETED:
             raise ValueError(f"the Triton sampler was compiled for CUDA and got tensors on {device}")

@@ -32,7 +32,7 @@ law error of order ``V * 6e-8``; in float64 it is ``V * 1e-16``.
 
 Residual fallback (as the reference's): if the residual's normalised mass is at most ``V`` units of
 float64 round-off, the rejection was a rounding artefact of ``p = q`` and the token is drawn from
-``p_j``.  Never a division, never NaN, never a token of weight 0.
+``p_j``.  No division by a mass that can be zero, never NaN, never a token of weight 0.
 """
 
 from __future__ import annotations
@@ -275,7 +275,8 @@ def verify_kernel(
     drafted = tl.load(drafts_ptr + rows64[:, None] * K + positions[None, :],
                       mask=in_batch[:, None] & (positions < K)[None, :], other=-1)
     count = accepted[:, None]
-    out = tl.where(positions[None, :] < count, drafted, tl.where(positions[None, :] == count, token[:, None].to(tl.int64), -1))
+    emitted = tl.where(positions[None, :] == count, token[:, None].to(tl.int64), -1)
+    out = tl.where(positions[None, :] < count, drafted, emitted)
     tl.store(tokens_ptr + rows64[:, None] * (K + 1) + positions[None, :], out,
              mask=in_batch[:, None] & (positions <= K)[None, :])
     tl.store(accepted_ptr + rows64, accepted.to(tl.int64), mask=in_batch)
