@@ -36,7 +36,7 @@ class Budget:
     tv: float = 0.01
     power: float = 0.99
     examples: int = 20
-    screen_alpha: float = 1e-3
+    screen_alpha: float = 1e-4
     max_samples: int = 2_000_000
     validity_examples: int = 60
     timeout: float = 120.0

@@ -67,7 +67,7 @@ def step_law(
     )
     reach = torch.cumprod(torch.cat([torch.ones_like(accept[:, :1]), accept], dim=1), dim=1)
     stop = reach * torch.cat([1.0 - accept, torch.ones_like(accept[:, :1])], dim=1)
-    q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+    q_padded = torch.cat([q, q.new_zeros(batch, 1, q.shape[-1])], dim=1)
     dist = residual_distribution(p, q_padded)
     dist = dist / dist.sum(dim=-1, keepdim=True)
     return stop.unsqueeze(-1) * dist

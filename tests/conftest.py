@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 import torch
+
+if not torch.cuda.is_available():
+    # The Triton sampler's tests run through Triton's interpreter, which must be chosen before
+    # anything imports triton.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 from hypothesis import settings
 
 import specverify.strategies  # noqa: F401 - registers the specverify-* profiles

@@ -19,7 +19,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
-from ..stats import homogeneity_test, independence_test, min_detectable_tv
+from ..stats import homogeneity_test, independence_test
 from ._base import Context, check_id, fault_result
 from ._fixtures import random_step_batch
 from ._fit import plan_samples
@@ -289,7 +289,7 @@ class CallIndependenceCheck:
                 samples=rows * calls,
             )
         test = independence_test(outcomes_arr[:-1].reshape(-1), outcomes_arr[1:].reshape(-1))
-        claim = min_detectable_tv(test.samples, max(test.df, 1), ctx.alpha, ctx.budget.power)
+        claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
         evidence = {"statistic": test.statistic, "df": test.df, "cramers_v": test.cramers_v, "calls": calls, "rows": rows}
         if test.pvalue <= ctx.alpha:
             return _result(
@@ -364,8 +364,8 @@ class RowIndependenceCheck:
         mix_test = homogeneity_test(np.stack(counts))
         p = min(1.0, 2 * min(pair_test.pvalue, mix_test.pvalue))
         claim = max(
-            min_detectable_tv(pair_test.samples, max(pair_test.df, 1), alpha, ctx.budget.power),
-            min_detectable_tv(rows, max(mix_test.df, 1), alpha, ctx.budget.power) * math.sqrt(2),
+            pair_test.min_detectable_tv(alpha, ctx.budget.power),
+            mix_test.min_detectable_tv(alpha, ctx.budget.power) * math.sqrt(2),
         )
         evidence = {
             "adjacent_rows": {"pvalue": pair_test.pvalue, "cramers_v": pair_test.cramers_v, "pairs": pair_test.samples},

@@ -14,11 +14,8 @@ the tail the decision level lies.
 from __future__ import annotations
 
 import dataclasses
-import math
-
 import numpy as np
 import torch
-from scipy import stats as sps
 
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase
@@ -70,11 +67,8 @@ class AcceptanceCheck:
         except SamplerFault as fault:
             return fault_result(self, fault)
         values = np.repeat(np.arange(case.k + 1), tally.accepted)
-        test = mean_test(values, law)
-        support = np.arange(case.k + 1)
-        sd = math.sqrt(float((law * support**2).sum() - (law * support).sum() ** 2))
-        z = sps.norm.isf(ctx.alpha / 2) + sps.norm.isf(1 - ctx.budget.power)
-        detectable = z * sd / math.sqrt(tally.samples)
+        test = mean_test(values, law, alpha=ctx.alpha / 2, power=ctx.budget.power)
+        detectable = test.min_detectable_drop
         evidence = {
             "expected_accepted": test.expected_mean,
             "observed_accepted": test.observed_mean,

@@ -150,7 +150,7 @@ def search_and_confirm(
         )
         rng = random.Random(ctx.seed_for(check_id, "search", round_))
         try:
-            with _shrink_time_limit(budget.shrink_seconds):
+            with _isolated_search(budget.shrink_seconds):
                 minimal = find(strategy, alarms, settings=search_settings, random=rng)
         except (NoSuchExample, Unsatisfiable):
             break
@@ -197,23 +197,39 @@ def _confirm(
 
 
 @contextlib.contextmanager
-def _shrink_time_limit(seconds: float):
-    """Bound the time Hypothesis spends shrinking one failure (its own default is five minutes).
+def _isolated_search(shrink_seconds: float):
+    """Make a search a pure function of its seed, and bound its shrinking.
 
-    This is the one Hypothesis internal the harness touches, the engine's module constant; if a
-    future Hypothesis drops it, shrinking simply keeps Hypothesis's default bound.
+    Two Hypothesis internals, each guarded so that a future Hypothesis without them only loses the
+    refinement:
+
+    * Hypothesis seeds some draws with constants found in the *local* modules loaded in the
+      process, so the same search would generate different cases in the CLI, a script or an xdist
+      worker.  During the search no local constants are offered (and the cache of permitted
+      constants is cleared on the way in and out, so the user's own tests are unaffected).
+    * Hypothesis shrinks one failure for up to five minutes; a check gets ``shrink_seconds``.
     """
-    from hypothesis.internal.conjecture import engine
+    from hypothesis.internal.conjecture import engine, providers
 
-    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
-    if previous is None:
-        yield
-        return
-    engine.MAX_SHRINKING_SECONDS = seconds
+    previous_limit = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    previous_locals = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if previous_limit is not None:
+        engine.MAX_SHRINKING_SECONDS = shrink_seconds
+    if previous_locals is not None and hasattr(providers, "Constants"):
+        empty = providers.Constants()
+        providers._get_local_constants = lambda: empty
+    if cache is not None:
+        cache.clear()
     try:
         yield
     finally:
-        engine.MAX_SHRINKING_SECONDS = previous
+        if previous_limit is not None:
+            engine.MAX_SHRINKING_SECONDS = previous_limit
+        if previous_locals is not None:
+            providers._get_local_constants = previous_locals
+        if cache is not None:
+            cache.clear()
 
 
 def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:

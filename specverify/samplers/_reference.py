@@ -69,7 +69,7 @@ def canonical_emit(
     num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
 
     rows = torch.arange(batch, device=p.device)
-    q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+    q_padded = torch.cat([q, q.new_zeros(batch, 1, q.shape[-1])], dim=1)
     dist = residual_distribution(p[rows, num_accepted], q_padded[rows, num_accepted])
     last = inverse_cdf(dist, uniforms[:, k])
 

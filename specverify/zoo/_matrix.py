@@ -91,7 +91,7 @@ def kill_matrix(
     members: list[str] | None = None,
     seeds: int = 1,
     jobs: int = 1,
-    timeout: float = 10.0,
+    timeout: float = 60.0,
     on_row: Any = None,
 ) -> list[MatrixRow]:
     """Run the selected members (glob patterns on names) on ``seeds`` run seeds each."""

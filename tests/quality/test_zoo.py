@@ -14,8 +14,9 @@ import specverify
 from specverify._budgets import get_budget
 from specverify.zoo import ZOO
 
-# A hang costs its time limit: keep it short here.
-QUICK = get_budget("quick").with_(timeout=10.0)
+# A hang costs its time limit: shorter than the default, long enough for a per-row Python loop
+# over the largest chunk the harness passes on a loaded machine.
+QUICK = get_budget("quick").with_(timeout=60.0)
 
 AT_QUICK = [name for name, member in ZOO.items() if member.budget == "quick"]
 LATER = [name for name, member in ZOO.items() if member.budget != "quick"]
@@ -42,6 +43,6 @@ def test_member_gets_its_declared_verdict(name):
 @pytest.mark.parametrize("name", LATER)
 def test_subtle_member_is_caught_by_its_family_at_its_budget(name):
     member = ZOO[name]
-    budget = get_budget(member.budget).with_(timeout=10.0)
+    budget = get_budget(member.budget).with_(timeout=60.0)
     result = specverify.check(member, budget=budget, seed=0, select=[f"{f}.*" for f in member.caught_by if f == "fit"] or list(member.caught_by))
     assert result.verdict == member.verdict, _describe(result)
