@@ -9,6 +9,7 @@ that check with a :class:`SamplerFault` that says exactly what happened, and the
 from __future__ import annotations
 
 import dataclasses
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,8 @@ __all__ = ["SamplerFault", "SamplerUnderTest", "Violation", "audit_output"]
 
 #: Rows per call when the sampler declares no ``max_batch``: bounds the harness's memory.
 DEFAULT_CHUNK = 65_536
+#: An unbatched sampler's outputs are audited together, this many rows at a time.
+UNBATCHED_AUDIT_ROWS = 4_096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +61,7 @@ class SamplerUnderTest:
         self.device = torch.device(self.capabilities.device or device or "cpu")
         self.dtype = self.capabilities.dtypes[0]
         self.timeout = timeout
+        self._worker: _Worker | None = None
         self.calls = 0
         self.rows = 0
         self.seconds = 0.0
@@ -81,63 +85,63 @@ class SamplerUnderTest:
         Larger batches are split into calls of the sampler's ``max_batch`` (one row per call for
         an unbatched sampler); the same generator is passed to every call, as an engine would.
         """
-        batch = draft_tokens.shape[0]
+        batch, k = draft_tokens.shape
         if batch == 0:
-            k = draft_tokens.shape[1]
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
-        chunk = 1 if not self.capabilities.batched else (self.capabilities.max_batch or DEFAULT_CHUNK)
-        tokens, accepted = [], []
-        for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
-            rows = slice(start, start + chunk)
-            out = self._call(
-                target_probs[rows],
-                draft_probs[rows],
-                draft_tokens[rows],
-                generator,
-                None if uniforms is None else uniforms[rows],
-                dtype or self.dtype,
-                row_offset=start,
-            )
-            tokens.append(out[0])
-            accepted.append(out[1])
-        return torch.cat(tokens), torch.cat(accepted)
-
-    def _call(
-        self,
-        target_probs: torch.Tensor,
-        draft_probs: torch.Tensor,
-        draft_tokens: torch.Tensor,
-        generator: torch.Generator | None,
-        uniforms: torch.Tensor | None,
-        dtype: torch.dtype,
-        row_offset: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = dtype or self.dtype
         target = target_probs.to(device=self.device, dtype=dtype).contiguous()
         draft = draft_probs.to(device=self.device, dtype=dtype).contiguous()
         drafts = draft_tokens.to(device=self.device, dtype=torch.int64).contiguous()
-        originals = (target.clone(), draft.clone(), drafts.clone())
-        kwargs: dict[str, Any] = {}
         if uniforms is not None:
-            kwargs["uniforms"] = uniforms.to(device=self.device, dtype=torch.float64).contiguous()
+            uniforms = uniforms.to(device=self.device, dtype=torch.float64).contiguous()
+        if self.capabilities.batched:
+            chunk, per_call = self.capabilities.max_batch or DEFAULT_CHUNK, None
+        else:
+            chunk, per_call = UNBATCHED_AUDIT_ROWS, 1
+        outputs = []
+        for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
+            rows = slice(start, start + chunk)
+            parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows]]
+            originals = [p.clone() for p in parts[:3]]  # the sampler sees views of these: in-place writes show
+            if per_call is None:
+                output = self._calls([parts], generator)[0]
+            else:  # one row per call, as the sampler asks; the chunk is audited at once
+                rows_parts = [[p if p is None else p[i : i + 1] for p in parts] for i in range(parts[2].shape[0])]
+                calls = self._calls(rows_parts, generator)
+                output = (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
+            for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), originals, parts):
+                if not torch.equal(before, after):
+                    raise SamplerFault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
+            violations = audit_output(output, parts[0], parts[2], first_only=True)
+            if violations:
+                v = violations[0]
+                raise SamplerFault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
+            outputs.append(output)
+        return torch.cat([o[0] for o in outputs]).to("cpu"), torch.cat([o[1] for o in outputs]).to("cpu")
+
+    def _calls(self, calls: list[list[torch.Tensor | None]], generator: torch.Generator | None) -> list[Any]:
+        """Make the sampler's calls in order, each time-limited, each output of the contract's structure."""
+        if self._worker is None:
+            self._worker = _Worker()
+        requests = [
+            ((target, draft, drafts, generator), {} if uniforms is None else {"uniforms": uniforms})
+            for target, draft, drafts, uniforms in calls
+        ]
         start = time.perf_counter()
-        output = _call_with_timeout(
-            self.sampler, (target, draft, drafts, generator), kwargs, self.timeout
-        )
+        try:
+            outputs = self._worker.run(self.sampler, requests, self.timeout)
+        except SamplerFault as fault:
+            if fault.violation.rule == "hang":
+                self._worker = None  # abandoned with the hung call; the next call gets a fresh one
+            raise
         self.seconds += time.perf_counter() - start
-        self.calls += 1
-        self.rows += drafts.shape[0]
-        for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), originals, (target, draft, drafts)):
-            if not torch.equal(before, after):
-                raise SamplerFault(
-                    Violation("inputs-unmodified", f"the sampler modified its input {name} in place")
-                )
-        violations = audit_output(output, target, drafts, first_only=True)
-        if violations:
-            v = violations[0]
-            row = None if v.row is None else v.row + row_offset
-            raise SamplerFault(dataclasses.replace(v, row=row))
-        tokens, accepted = output
-        return tokens.to("cpu"), accepted.to("cpu")
+        self.calls += len(calls)
+        for (_, _, drafts, _), output in zip(calls, outputs):
+            self.rows += drafts.shape[0]
+            problems = _structure(output, drafts.shape[0], drafts.shape[1])
+            if problems:
+                raise SamplerFault(problems[0])
+        return outputs
 
 
 def audit_output(
@@ -146,19 +150,10 @@ def audit_output(
     """Every contract rule the output breaks (exact; no statistics)."""
     batch, k = draft_tokens.shape
     vocab = target_probs.shape[-1]
-    if not isinstance(output, (tuple, list)) or len(output) != 2:
-        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
-    tokens, accepted = output
-    problems = []
-    for name, value, shape in (("tokens", tokens, (batch, k + 1)), ("num_accepted", accepted, (batch,))):
-        if not isinstance(value, torch.Tensor):
-            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
-        elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
-        elif value.dtype != torch.int64:
-            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
+    problems = _structure(output, batch, k)
     if problems:
         return problems[:1] if first_only else problems
+    tokens, accepted = output
     tokens = tokens.to(draft_tokens.device)
     accepted = accepted.to(draft_tokens.device)
 
@@ -194,6 +189,21 @@ def audit_output(
     return violations
 
 
+def _structure(output: Any, batch: int, k: int) -> list[Violation]:
+    """A pair of int64 tensors of the contract's shapes, or what is wrong with it."""
+    if not isinstance(output, (tuple, list)) or len(output) != 2:
+        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
+    problems = []
+    for name, value, shape in (("tokens", output[0], (batch, k + 1)), ("num_accepted", output[1], (batch,))):
+        if not isinstance(value, torch.Tensor):
+            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
+        elif tuple(value.shape) != shape:
+            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
+        elif value.dtype != torch.int64:
+            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
+    return problems
+
+
 def _first(values: torch.Tensor, mask: torch.Tensor) -> int:
     return int(values[mask][0])
 
@@ -206,25 +216,42 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _call_with_timeout(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float) -> Any:
-    """Call in a daemon thread; a hang becomes a fault and the thread is abandoned."""
-    box: dict[str, Any] = {}
+class _Worker:
+    """A daemon thread that makes the sampler's calls, so a hang can be abandoned, not awaited.
 
-    def target() -> None:
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-            box["error"] = exc
+    It takes a list of calls at a time (an unbatched sampler's chunk of rows, one call each) and
+    beats a heartbeat before each: a call that has not returned ``timeout`` seconds after its beat
+    is a hang, whatever came before it.  After a hang the thread is left to its fate and the next
+    call gets a fresh worker.
+    """
 
-    thread = threading.Thread(target=target, name="specverify-sampler-call", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
-    if "error" in box:
-        exc = box["error"]
-        text = str(exc).strip().splitlines()
-        raise SamplerFault(
-            Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
-        ) from exc
-    return box["value"]
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="specverify-sampler-calls", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, calls, state, done = self._requests.get()
+            try:
+                for args, kwargs in calls:
+                    state["beat"] = time.monotonic()
+                    state["results"].append(fn(*args, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+                state["error"] = exc
+            done.set()
+
+    def run(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float) -> list[Any]:
+        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "error": None}
+        done = threading.Event()
+        self._requests.put((fn, calls, state, done))
+        poll = min(0.5, timeout / 8)
+        while not done.wait(poll):
+            if time.monotonic() - state["beat"] > timeout:
+                raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
+        if state["error"] is not None:
+            exc = state["error"]
+            text = str(exc).strip().splitlines()
+            raise SamplerFault(
+                Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
+            ) from exc
+        return state["results"]

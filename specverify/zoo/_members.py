@@ -73,16 +73,50 @@ def non_strict_comparison(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: (u * qy <= py) & (py > 0))
 
 
-@member("conformant", (), "quick", "A per-row Python loop over a scalar implementation: slow, exact.")
+@member("conformant", (), "quick", "A per-row Python loop over a scalar implementation in Python floats: slow, exact.")
 def per_row_loop(t, d, y, g):
-    rows = [reference(t[b : b + 1], d[b : b + 1], y[b : b + 1], g) for b in range(y.shape[0])]
-    return torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows])
+    batch, k = y.shape
+    u = torch.rand((batch, k + 1), generator=g, dtype=torch.float64).tolist()
+    rows = [_scalar_step(pr, qr, yr, ur) for pr, qr, yr, ur in zip(t.double().tolist(), d.double().tolist(), y.tolist(), u)]
+    n = torch.tensor([r[0] for r in rows], dtype=torch.int64)
+    return assemble(y, n, torch.tensor([r[1] for r in rows], dtype=torch.int64))
 
 
 @member("conformant", (), "quick", "Declares batched=False: the harness calls it one row at a time.", Capabilities(batched=False))
 def one_row_per_call(t, d, y, g):
     assert y.shape[0] == 1, "one row per call"
-    return reference(t, d, y, g)
+    drafts = y[0].tolist()
+    u = torch.rand(len(drafts) + 1, generator=g, dtype=torch.float64).tolist()
+    accepted, last = _scalar_step(t[0].double().tolist(), d[0].double().tolist(), drafts, u)
+    tokens = drafts[:accepted] + [last] + [-1] * (len(drafts) - accepted)
+    return torch.tensor([tokens]), torch.tensor([accepted])
+
+
+def _scalar_step(p_rows: list, q_rows: list, drafts: list, u: list) -> tuple[int, int]:
+    """One row of the canonical step in plain Python: ``(accepted, last token)``."""
+    k = len(drafts)
+    accepted = 0
+    for i in range(k):
+        p, q, token = p_rows[i], q_rows[i], drafts[i]
+        if u[i] * q[token] * sum(p) < p[token] * sum(q):  # u * q/Sq < p/Sp without dividing
+            accepted += 1
+        else:
+            break
+    p_total = sum(p_rows[accepted])
+    p = [x / p_total for x in p_rows[accepted]]
+    dist = p
+    if accepted < k:
+        q_total = sum(q_rows[accepted])
+        residual = [max(a - b / q_total, 0.0) for a, b in zip(p, q_rows[accepted])]
+        if sum(residual) > len(p) * 2.220446049250313e-16:
+            dist = residual
+    needle, running = u[k] * sum(dist), 0.0
+    last = max(i for i, x in enumerate(dist) if x > 0)
+    for token, mass in enumerate(dist):
+        running += mass
+        if running > needle and mass > 0:
+            return accepted, token
+    return accepted, last
 
 
 # --- lossless, suboptimal -------------------------------------------------------------------
@@ -201,15 +235,12 @@ def position_two_off_by_one(t, d, y, g):
     return assemble(y, n, inverse_cdf(final_distribution(p, q, n), u[:, k]))
 
 
-@member("lossy", ("fit", "contract"), "quick", "Heterogeneous batches only: the residual of every row is built from row 0's laws (a shared-memory index bug).")
-def batch_row_zero_residual(t, d, y, g):
-    def final(p, q, n):
-        k = q.shape[1]
-        own = final_distribution(p, q, n)
-        row0 = final_distribution(p[:1].expand_as(p), q[:1].expand_as(q), n)
-        return torch.where((n < k)[:, None], row0, own)
+@member("lossy", ("fit",), "quick", "Heterogeneous batches only: the accept ratio's draft probability is read from row 0 (a shared-memory index bug); identical rows hide it.")
+def batch_row_zero_ratio(t, d, y, g):
+    def accept(u, p_y, q_y):
+        return u * q_y[:1].expand_as(q_y) < p_y
 
-    return canonical_with(t, d, y, g, final=final)
+    return canonical_with(t, d, y, g, accept=accept)
 
 
 @member("lossy", ("fit", "exact"), "thorough", "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3.")

@@ -40,7 +40,7 @@ def test_member_gets_its_declared_verdict(name):
         assert not caught
 
 
-@pytest.mark.parametrize("name", LATER)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if ZOO[n].budget == "thorough" else []) for n in LATER])
 def test_subtle_member_is_caught_by_its_family_at_its_budget(name):
     member = ZOO[name]
     budget = get_budget(member.budget).with_(timeout=60.0)
