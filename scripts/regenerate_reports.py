@@ -21,8 +21,16 @@ from specverify._contract import name_of
 from specverify.report import build_index
 from specverify.report._format import slug
 
-#: The samplers whose reports are kept in the repository.
-SPECS = ["specverify.samplers:reference"]
+#: The samplers whose reports are kept in the repository: the built-in samplers, the transformers
+#: adapter, and zoo members showing each verdict a failing sampler can get.
+SPECS = [
+    "specverify.samplers:reference",
+    "specverify.samplers:triton",
+    "specverify.adapters.transformers:sampler",
+    "specverify.zoo:sample_and_compare",
+    "specverify.zoo:replacement_from_target",
+    "specverify.zoo:ignores_generator",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -80,14 +80,14 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
             "through the battery, print which family caught each and at what cost, count false alarms, and write "
-            "the matrix to reports/kill-matrix-BUDGET.md and .json."
+            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json."
         ),
     )
     zoo.add_argument("--budget", choices=["quick", "standard", "thorough"], default="standard")
     zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
-    zoo.add_argument("--output", default="reports", metavar="DIR", help="where to write the matrix (default reports/)")
+    zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
 
     commands.add_parser(
         "adapters",

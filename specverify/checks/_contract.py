@@ -9,7 +9,6 @@ law depends on what the other rows hold).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 
 from .._calling import SamplerFault, SamplerUnderTest
-from .._cases import StepCase
+from .._cases import StepCase, tensor_code
 from .._result import CheckResult
 from ..stats import homogeneity_test, independence_test
 from ._base import Context, check_id, fault_result
@@ -57,21 +56,30 @@ def _rich_case() -> StepCase:
     return StepCase(target, draft, torch.tensor([3]), label="rich")  # accepted with probability 1/2
 
 
-@dataclasses.dataclass
-class OutputContractCheck:
-    """Every output audited on a spread of shapes, zeros included."""
+class _ContractCheck:
+    """What the contract checks share: their family, their id, the case size they need."""
 
-    family: str = "contract"
+    family = "contract"
     case: str | None = None
-    statistical: bool = False
+    statistical = False
     decisions = 0
+    name = ""
+    needs: tuple[int, int] | None = None  # (K, V) of the check's own cases
 
     @property
     def id(self) -> str:
-        return check_id(self.family, "output")
+        return check_id(self.family, self.name)
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        if self.needs is not None and not _fits(sut, *self.needs):
+            return f"needs K={self.needs[0]}, V={self.needs[1]}"
         return None
+
+
+class OutputContractCheck(_ContractCheck):
+    """Every output audited on a spread of shapes, zeros included."""
+
+    name = "output"
 
     def run(self, ctx: Context) -> CheckResult:
         rows = calls = 0
@@ -84,7 +92,7 @@ class OutputContractCheck:
                 ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", index)))
             except SamplerFault as fault:
                 body = (
-                    f"target_probs = {_code(target)}\ndraft_probs = {_code(draft)}\ndraft_tokens = {_code(drafts)}\n"
+                    f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = {tensor_code(drafts)}\n"
                     "tokens, num_accepted = sampler(target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
                 )
                 return fault_result(self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)})
@@ -101,29 +109,16 @@ class OutputContractCheck:
         )
 
 
-def _code(tensor: torch.Tensor) -> str:
-    from .._cases import tensor_code
-
-    return tensor_code(tensor)
-
-
-@dataclasses.dataclass
-class DeterminismCheck:
+class DeterminismCheck(_ContractCheck):
     """Generators seeded alike give identical outputs."""
 
-    family: str = "contract"
-    case: str | None = None
-    statistical: bool = False
-    decisions = 0
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "determinism")
+    name = "determinism"
+    needs = (3, 6)
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         if not sut.capabilities.deterministic:
             return "the sampler declares deterministic=False"
-        return None
+        return super().skip_reason(sut)
 
     def run(self, ctx: Context) -> CheckResult:
         generator = torch.Generator().manual_seed(ctx.seed_for(self.id))
@@ -149,21 +144,11 @@ class DeterminismCheck:
         return _result(self, "pass", "identical outputs from identically seeded generators (256 rows)", samples=512)
 
 
-@dataclasses.dataclass
-class SeedSensitivityCheck:
+class SeedSensitivityCheck(_ContractCheck):
     """Different seeds give different outputs (unless chance explains it, which is computed)."""
 
-    family: str = "contract"
-    case: str | None = None
-    statistical: bool = False
-    decisions = 0
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "seed-sensitivity")
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None if _fits(sut, 1, 4) else "needs K=1, V=4"
+    name = "seed-sensitivity"
+    needs = (1, 4)
 
     def run(self, ctx: Context) -> CheckResult:
         case = ctx.as_passed(_rich_case())
@@ -191,21 +176,11 @@ class SeedSensitivityCheck:
         return _result(self, "pass", f"different seeds, different outputs ({rows} rows)", samples=2 * rows)
 
 
-@dataclasses.dataclass
-class OneHotCheck:
+class OneHotCheck(_ContractCheck):
     """A one-hot target forces every emitted token; exact."""
 
-    family: str = "contract"
-    case: str | None = None
-    statistical: bool = False
-    decisions = 0
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "one-hot")
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None if _fits(sut, 3, 5) else "needs K=3, V=5"
+    name = "one-hot"
+    needs = (3, 5)
 
     def run(self, ctx: Context) -> CheckResult:
         batch, k, vocab = 512, 3, 5
@@ -243,21 +218,13 @@ class OneHotCheck:
         return _result(self, "pass", f"{batch} rows with one-hot targets emitted exactly the forced tokens{note}", samples=batch)
 
 
-@dataclasses.dataclass
-class CallIndependenceCheck:
+class CallIndependenceCheck(_ContractCheck):
     """Consecutive calls sharing one generator give independent outputs."""
 
-    family: str = "contract"
-    case: str | None = None
-    statistical: bool = True
+    name = "call-independence"
+    needs = (1, 4)
+    statistical = True
     decisions = 1
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "call-independence")
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None if _fits(sut, 1, 4) else "needs K=1, V=4"
 
     def run(self, ctx: Context) -> CheckResult:
         case = ctx.as_passed(_rich_case())
@@ -315,23 +282,18 @@ class CallIndependenceCheck:
         )
 
 
-@dataclasses.dataclass
-class RowIndependenceCheck:
+class RowIndependenceCheck(_ContractCheck):
     """Rows of one batch are independent, and a row's law ignores what the other rows hold."""
 
-    family: str = "contract"
-    case: str | None = None
-    statistical: bool = True
+    name = "row-independence"
+    needs = (1, 4)
+    statistical = True
     decisions = 1
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "row-independence")
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         if not sut.capabilities.batched:
             return "the sampler handles one row per call"
-        return None if _fits(sut, 1, 4) else "needs K=1, V=4"
+        return super().skip_reason(sut)
 
     def run(self, ctx: Context) -> CheckResult:
         case = ctx.as_passed(_rich_case())
