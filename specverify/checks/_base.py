@@ -93,10 +93,17 @@ class Context:
 
 
 class Check(Protocol):
+    """A check of the battery.
+
+    ``statistical`` checks spend ``decisions`` shares of the run's false-positive budget, one per
+    result they report; exact checks spend none.
+    """
+
     id: str
     family: str
     case: str | None
     statistical: bool
+    decisions: int
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None: ...
 
