@@ -86,7 +86,7 @@ def main() -> None:
         first = r["first_failure_seconds"]
         lines.append(
             f"| {r['member']} | {r['declared']} | {r['verdict']} | {'' if first is None else f'{first:.1f}'} | "
-            f"{'' if first is None else f'{first / baseline['seconds']:.3f}x'} | {r['seconds']:.1f} |"
+            f"{'' if first is None else format(first / baseline['seconds'], '.3f') + 'x'} | {r['seconds']:.1f} |"
         )
     (out / f"verdict-{args.budget}.md").write_text("\n".join(lines) + "\n")
 
