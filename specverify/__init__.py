@@ -21,6 +21,7 @@ from ._models import ChainModel, Model, TableModel
 from ._replay import LawTest, model_law_test, step_law_test
 from ._result import CheckResult, RunResult
 from ._runner import check
+from ._seeds import derive_seed
 from .samplers import reference
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "__version__",
     "check",
     "completed_law",
+    "derive_seed",
     "emitted_law",
     "load_sampler",
     "model_law_test",

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, capabilities_of, name_of
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, name_of
 
 __all__ = ["SamplerFault", "SamplerUnderTest", "Violation", "audit_output"]
 
@@ -59,6 +59,8 @@ class SamplerUnderTest:
         self.name = name_of(sampler)
         self.capabilities: Capabilities = capabilities_of(sampler)
         self.device = torch.device(self.capabilities.device or device or "cpu")
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise SamplerSpecError(f"{self.name} runs on {self.device}, but torch sees no CUDA device here")
         self.dtype = self.capabilities.dtypes[0]
         self.timeout = timeout
         self._worker: _Worker | None = None
@@ -96,6 +98,8 @@ class SamplerUnderTest:
             uniforms = uniforms.to(device=self.device, dtype=torch.float64).contiguous()
         if self.capabilities.batched:
             chunk, per_call = self.capabilities.max_batch or DEFAULT_CHUNK, None
+            if chunk > 1:
+                chunk -= chunk % 2  # keep adjacent row pairs (2i, 2i+1) in one call
         else:
             chunk, per_call = UNBATCHED_AUDIT_ROWS, 1
         outputs = []
@@ -122,7 +126,7 @@ class SamplerUnderTest:
     def _calls(self, calls: list[list[torch.Tensor | None]], generator: torch.Generator | None) -> list[Any]:
         """Make the sampler's calls in order, each time-limited, each output of the contract's structure."""
         if self._worker is None:
-            self._worker = _Worker()
+            self._worker = _Worker(self.device)
         requests = [
             ((target, draft, drafts, generator), {} if uniforms is None else {"uniforms": uniforms})
             for target, draft, drafts, uniforms in calls
@@ -132,7 +136,7 @@ class SamplerUnderTest:
             outputs = self._worker.run(self.sampler, requests, self.timeout)
         except SamplerFault as fault:
             if fault.violation.rule == "hang":
-                self._worker = None  # abandoned with the hung call; the next call gets a fresh one
+                self._worker = None  # abandoned with its hung call; the next call gets a fresh worker
             raise
         self.seconds += time.perf_counter() - start
         self.calls += len(calls)
@@ -221,32 +225,42 @@ class _Worker:
 
     It takes a list of calls at a time (an unbatched sampler's chunk of rows, one call each) and
     beats a heartbeat before each: a call that has not returned ``timeout`` seconds after its beat
-    is a hang, whatever came before it.  After a hang the thread is left to its fate and the next
-    call gets a fresh worker.
+    is a hang, whatever came before it.  An abandoned worker makes no further call; the next call
+    gets a fresh worker.  On a CUDA device each call is synchronised before it counts as returned,
+    so a hung kernel is a hang of the call that launched it (and the time measured is the kernel's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._device = device
         threading.Thread(target=self._serve, name="specverify-sampler-calls", daemon=True).start()
 
     def _serve(self) -> None:
+        cuda = self._device.type == "cuda"
+        if cuda:
+            torch.cuda.set_device(self._device)  # the current device is per thread
         while True:
             fn, calls, state, done = self._requests.get()
             try:
                 for args, kwargs in calls:
+                    if state["abandoned"]:
+                        break
                     state["beat"] = time.monotonic()
                     state["results"].append(fn(*args, **kwargs))
+                    if cuda:
+                        torch.cuda.synchronize(self._device)
             except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
                 state["error"] = exc
             done.set()
 
     def run(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float) -> list[Any]:
-        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "error": None}
+        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "error": None, "abandoned": False}
         done = threading.Event()
         self._requests.put((fn, calls, state, done))
         poll = min(0.5, timeout / 8)
         while not done.wait(poll):
             if time.monotonic() - state["beat"] > timeout:
+                state["abandoned"] = True
                 raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
         if state["error"] is not None:
             exc = state["error"]

@@ -61,7 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
     check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
     check.add_argument(
-        "--only", action="append", metavar="PATTERN", help="run only checks whose id or family matches (repeatable; e.g. 'fit.*')"
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="run only checks whose id or family matches (repeatable; globs, with [ ] literal: 'fit.*', 'fit.conditional[*]'); "
+        "a subset can fail a sampler but not pass it",
     )
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
@@ -80,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
             "through the battery, print which family caught each and at what cost, count false alarms, and write "
-            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json."
+            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json. Exits 1 on a false alarm, or on a "
+            "bug missed at a budget it is declared catchable at."
         ),
     )
     zoo.add_argument("--budget", choices=["quick", "standard", "thorough"], default="standard")
@@ -88,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
     zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
+    zoo.add_argument("--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)")
 
     commands.add_parser(
         "adapters",
@@ -166,10 +172,17 @@ def _check(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         err.print("specverify: interrupted; " + (f"results so far are in {args.json}" if args.json else "no --json given"))
         return 130
+    except (SamplerSpecError, OSError) as exc:  # a device that is absent, an unwritable --json
+        err.print(f"specverify: error: {exc}", markup=False, highlight=False)
+        return 2
     if args.report:
         from .report import write_report
 
-        write_report(result, args.report)
+        try:
+            write_report(result, args.report)
+        except OSError as exc:
+            err.print(f"specverify: error: cannot write the report: {exc}", markup=False, highlight=False)
+            return 2
     _print_verdict(out, result, args)
     return result.exit_code
 
@@ -190,11 +203,12 @@ def _zoo(args: argparse.Namespace) -> int:
             f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
         )
 
-    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, on_row=show)
+    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show)
     markdown, data = write_matrix(rows, args.budget, args.output)
     console.print(markdown.read_text().split("\n\n")[-1].strip())
     console.print(f"written: {markdown}, {data}")
-    return 0 if not any(r.false_alarm for r in rows) else 1
+    due_missed = [r for r in rows if r.miss and r.due(args.budget)]
+    return 1 if any(r.false_alarm for r in rows) or due_missed else 0
 
 
 _STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "inconclusive": "yellow", "error": "bold magenta"}

@@ -72,13 +72,19 @@ class Capabilities:
 
     Attributes:
         device: ``"cpu"``, ``"cuda"``, ... or ``None`` for "whatever device the inputs are on".
-        dtypes: probability dtypes the sampler accepts, best first; the harness passes the first.
+        dtypes: probability dtypes the sampler accepts, best first.  A case is passed in its own
+            precision when the sampler takes it (a bf16-rounded case in bf16), else in the first
+            declared dtype at least as wide.
         max_k: largest number of draft tokens, or ``None`` for no limit.
         max_vocab: largest vocabulary, or ``None`` for no limit.
         max_batch: largest batch per call, or ``None``; larger requests are split into calls.
         batched: ``False`` if the sampler handles one row per call (the harness then loops).
         uniforms: accepts ``uniforms=`` following the canonical convention (module docstring).
         deterministic: same generator state, same output.  ``False`` skips the determinism check.
+        canonical: implements the canonical token-wise verification, so its law *given the
+            drafts* must be the canonical algorithm's.  ``False`` for another lossless verifier
+            (block verification, sample-and-compare): the checks of the canonical law are skipped,
+            and the target's own law alone decides whether it is lossless.
     """
 
     device: str | None = None
@@ -89,6 +95,7 @@ class Capabilities:
     batched: bool = True
     uniforms: bool = False
     deterministic: bool = True
+    canonical: bool = True
 
     def __post_init__(self) -> None:
         if not self.dtypes:

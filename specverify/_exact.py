@@ -28,10 +28,11 @@ from .samplers._reference import normalise, residual_distribution
 
 __all__ = [
     "all_sequences",
+    "chain_law_fns",
     "completed_law",
     "emitted_law",
     "emitted_law_scalar",
-    "expected_accepted",
+    "model_law_fns",
     "sequence_index",
     "sequence_of",
     "sequence_offsets",
@@ -71,14 +72,6 @@ def step_law(
     dist = residual_distribution(p, q_padded)
     dist = dist / dist.sum(dim=-1, keepdim=True)
     return stop.unsqueeze(-1) * dist
-
-
-def expected_accepted(
-    target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor
-) -> torch.Tensor:
-    """``[B]``: the canonical algorithm's expected number of accepted drafts."""
-    law = step_law(target_probs, draft_probs, draft_tokens).sum(dim=-1)
-    return (law * torch.arange(law.shape[1], dtype=law.dtype)).sum(dim=-1)
 
 
 def step_law_scalar(p: Sequence[Sequence[N]], q: Sequence[Sequence[N]], y: Sequence[int]) -> list[list[N]]:

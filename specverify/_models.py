@@ -141,10 +141,6 @@ class ChainModel:
     def draft(self, prefix: torch.Tensor) -> torch.Tensor:
         return self.draft_table[self._rows(prefix)]
 
-    def advanced(self, tokens: tuple[int, ...]) -> ChainModel:
-        """The same chain after ``tokens`` were emitted (used to enumerate streams)."""
-        return dataclasses.replace(self, context=(self.context + tuple(tokens))[-max(self.order, 1) :])
-
 
 def sample_next(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row from ``probs [B, V]`` (rows need not be normalised)."""

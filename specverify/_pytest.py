@@ -13,7 +13,6 @@ For a user's own test file, :func:`battery` is a one-line helper::
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +24,16 @@ from ._budgets import get_budget
 from ._calling import SamplerUnderTest
 from ._contract import SamplerSpecError, load_sampler
 from ._result import CheckResult, RunResult
-from ._runner import PlannedCheck, plan, run_check, run_info, write_json
+from ._runner import PlannedCheck, plan, run_check, run_info, selects, write_json
 
-__all__ = ["SpecverifyPlugin", "battery"]
+__all__ = [
+    "CheckFailed",
+    "SpecverifyCollector",
+    "SpecverifyItem",
+    "SpecverifyPlugin",
+    "battery",
+    "describe_failure",
+]
 
 _PROPERTY = "specverify"
 
@@ -50,7 +56,8 @@ def describe_failure(results: list[CheckResult]) -> str:
         if r.message:
             lines.append(f"  {r.message}")
         if r.p_value is not None:
-            lines.append(f"  p-value {r.p_value:.3g} at alpha {r.alpha:.3g}; samples {r.samples}")
+            level = f" at alpha {r.alpha:.3g}" if r.alpha is not None else ""
+            lines.append(f"  p-value {r.p_value:.3g}{level}; samples {r.samples}")
         example = r.evidence.get("minimal_example")
         if example:
             lines.append(f"  smallest case: {json.dumps(example)[:600]}")
@@ -62,7 +69,7 @@ def describe_failure(results: list[CheckResult]) -> str:
 
 
 def _load_expected_failures(path: str | None) -> dict[str, str]:
-    """``check-id-or-glob  # reason`` per line."""
+    """``check-id-or-family-or-glob  # reason`` per line (ids with brackets match literally)."""
     if not path:
         return {}
     entries = {}
@@ -112,7 +119,7 @@ class SpecverifyCollector(pytest.Collector):
         for planned in self.plugin.planned:
             item = SpecverifyItem.from_parent(self, name=planned.id, planned=planned, plugin=self.plugin)
             for pattern, reason in self.plugin.expected_failures.items():
-                if fnmatch.fnmatch(planned.id, pattern):
+                if selects(pattern, planned.check):
                     item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=CheckFailed))
             items.append(item)
         return items
@@ -183,7 +190,9 @@ class SpecverifyPlugin:
         if not result.finished:
             terminalreporter.write_line("(not every planned check ran: the verdict is inconclusive)")
         elif result.run["select"]:
-            terminalreporter.write_line(f"(only checks matching {result.run['select']}: the verdict covers those)")
+            terminalreporter.write_line(
+                f"(only checks matching {result.run['select']}: failures stand, but a lossless verdict needs a test of the target's law)"
+            )
         json_path = self.config.getoption("specverify_json")
         html_path = self.config.getoption("specverify_html")
         if json_path:
@@ -217,8 +226,8 @@ def battery(
     marks = {
         check_id: [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)]
         for pattern, reason in (expected_failures or {}).items()
-        for check_id in planned
-        if fnmatch.fnmatch(check_id, pattern)
+        for check_id, item in planned.items()
+        if selects(pattern, item.check)
     }
     params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
 

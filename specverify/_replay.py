@@ -75,16 +75,25 @@ def step_law_test(
 
 
 def model_law_test(
-    sampler: Callable[..., Any], model: Model, k: int, *, samples: int = 100_000, seed: int = 0, law: str = "completed"
+    sampler: Callable[..., Any],
+    model: Model,
+    k: int,
+    *,
+    samples: int = 100_000,
+    seed: int = 0,
+    law: str = "completed",
+    precision: str = "float64",
 ) -> LawTest:
     """Draw drafts from ``model`` and test the emitted tokens.
+
+    ``precision`` is the dtype the model's probabilities are passed in (as the failing check did).
 
     ``law="completed"``: completed to ``K + 1`` tokens with the target, against the target's joint
     law (every lossless sampler passes); ``law="emitted"``: the emitted sequences against the
     canonical algorithm's exact law.
     """
     ctx = _context(sampler, seed)
-    case = ctx.model_as_passed(ModelCase(model, k))
+    case = ctx.model_as_passed(ModelCase(model, k, precision=precision))
     tally = model_tally(ctx, case, samples, seed)
     if law == "completed":
         expected, observed = target_law(case.model, k + 1).numpy(), tally.completed

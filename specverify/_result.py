@@ -11,9 +11,11 @@ findings into a verdict, so no check decides the outcome of the run on its own:
   otherwise it is a bias the marginal checks were too weak to see (``lossy``);
 * ``suboptimal``: fewer accepted drafts than the canonical algorithm -> ``lossless-suboptimal``.
 
-A check that could not reach its promised power is ``inconclusive``, never a pass, and so is a run
-that was interrupted or in which nothing could be checked; a check the harness itself could not run
-is an ``error``.
+A lossless verdict needs evidence for it: at least one check whose failure would have proved a
+``loss`` (a test of the emitted tokens against the target's own law) must have passed.  A run of a
+subset of the battery that holds none, a run that was interrupted, and a check that could not reach
+its promised power are ``inconclusive``, never a pass; a check the harness itself could not run is
+an ``error``.
 """
 
 from __future__ import annotations
@@ -22,13 +24,7 @@ import dataclasses
 import math
 from typing import Any
 
-__all__ = [
-    "EXIT_CODES",
-    "SCHEMA_VERSION",
-    "CheckResult",
-    "RunResult",
-    "verdict",
-]
+__all__ = ["CheckResult", "EXIT_CODES", "RunResult", "SCHEMA_VERSION", "summarise", "verdict"]
 
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "fail", "skip", "inconclusive", "error")
@@ -49,8 +45,10 @@ class CheckResult:
     """The outcome of one check, with its evidence.
 
     ``p_value``, ``samples`` and ``min_detectable_tv`` are ``None`` where they do not apply (exact
-    checks have no p-value).  ``evidence`` holds what a person needs to believe the result: counts,
-    the TV estimate, the minimal example and a repro snippet.
+    checks have no p-value); a ``p_value`` is always compared with the ``alpha`` beside it.
+    ``finding`` says what a failure proves; ``proves`` says what this check's failure *would* prove
+    (set on passes too, so a verdict can tell which laws were tested).  ``evidence`` holds what a
+    person needs to believe the result: counts, the TV estimate, the minimal example and a repro.
     """
 
     id: str
@@ -65,12 +63,19 @@ class CheckResult:
     message: str | None = None
     evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
     duration_s: float = 0.0
+    proves: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
-        if self.finding is not None and self.finding not in FINDINGS:
-            raise ValueError(f"unknown finding {self.finding!r}")
+        for name in ("finding", "proves"):
+            value = getattr(self, name)
+            if value is not None and value not in FINDINGS:
+                raise ValueError(f"unknown {name} {value!r}")
+        if self.status == "fail" and self.finding is None:
+            raise ValueError(f"a failing check must say what its failure proves ({self.id})")
+        if self.status == "fail" and self.proves is None:
+            self.proves = self.finding
 
     def to_json(self) -> dict[str, Any]:
         return _jsonable(dataclasses.asdict(self))
@@ -131,7 +136,8 @@ def verdict(checks: list[CheckResult], *, finished: bool = True) -> str:
         return "lossy"
     if any(c.status == "error" for c in checks):
         return "error"
-    if not finished or not any(c.status == "pass" for c in checks) or any(c.status == "inconclusive" for c in checks):
+    law_tested = any(c.status == "pass" and c.proves == "loss" for c in checks)
+    if not finished or not law_tested or any(c.status == "inconclusive" for c in checks):
         return "inconclusive"
     if failing & {"suboptimal", "non-canonical"}:
         return "lossless-suboptimal"
@@ -139,7 +145,8 @@ def verdict(checks: list[CheckResult], *, finished: bool = True) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    """Plain JSON types only: numpy scalars to Python, NaN and infinities to strings."""
+    """Plain JSON types only: numpy scalars to Python; NaN and infinities (an impossible outcome's
+    statistic, a ratio to zero) become null."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -147,11 +154,7 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return _jsonable(value.tolist())
     if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
+        return value if math.isfinite(value) else None  # JSON has no NaN or infinity
     if value is None or isinstance(value, (bool, int, str)):
         return value
     return str(value)

@@ -27,7 +27,7 @@ from ._result import CheckResult, RunResult
 from .checks import Check, Context, battery
 from .checks._base import fault_result
 
-__all__ = ["PlannedCheck", "check", "check_selection", "plan", "run_check", "write_json"]
+__all__ = ["PlannedCheck", "check", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,13 +49,19 @@ def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = N
     ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).
     """
     patterns = list(select or [])
-    checks = [c for c in battery() if not patterns or any(_selects(p, c) for p in patterns)]
+    checks = [c for c in battery() if not patterns or any(selects(p, c) for p in patterns)]
     if patterns and not checks:
         raise ValueError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
-    reasons = {c.id: c.skip_reason(sut) for c in checks}
+    reasons = {c.id: _skip_reason(c, sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)
     return [PlannedCheck(c, reasons[c.id], share if c.statistical else 0.0) for c in checks]
+
+
+def _skip_reason(check: Check, sut: SamplerUnderTest) -> str | None:
+    if getattr(check, "proves", None) == "non-canonical" and not sut.capabilities.canonical:
+        return "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
+    return check.skip_reason(sut)
 
 
 def check_selection(select: Iterable[str] | None) -> str | None:
@@ -63,14 +69,22 @@ def check_selection(select: Iterable[str] | None) -> str | None:
     if not select:
         return None
     checks = battery()
-    missing = [p for p in select if not any(_selects(p, c) for c in checks)]
+    missing = [p for p in select if not any(selects(p, c) for c in checks)]
     return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
 
 
-def _selects(pattern: str, check: Check) -> bool:
-    """A family name, an exact id (brackets and all), or a glob on ids."""
-    ids = [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
-    return pattern == check.family or any(pattern == i or fnmatch.fnmatchcase(i, pattern) for i in [check.id, *ids])
+def result_ids(check: Check) -> list[str]:
+    """The ids of the results a check reports (one per decision)."""
+    return [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
+
+
+def selects(pattern: str, check: Check) -> bool:
+    """A family name, or a glob on the check's ids; ``[`` and ``]`` may be taken literally (ids
+    contain them: ``fit.conditional[*]`` matches every conditional check) or as glob classes
+    (``fit.conditional[[]random]``, as :func:`glob.escape` writes it)."""
+    literal = pattern.replace("[", "\x00").replace("]", "[]]").replace("\x00", "[[]")
+    ids = [check.id, *result_ids(check)]
+    return pattern == check.family or any(fnmatch.fnmatchcase(i, p) for i in ids for p in (pattern, literal))
 
 
 def run_check(
@@ -109,13 +123,14 @@ def run_check(
     elapsed = time.perf_counter() - start
     for result in results:
         result.duration_s = elapsed / len(results)
+        if result.proves is None and result.status != "error":
+            result.proves = getattr(check, "proves", None)
     return results
 
 
 def _skips(check: Check, reason: str) -> list[CheckResult]:
     """One skip per result the check would have reported, counted apart from passes."""
-    ids = [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
-    return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in ids]
+    return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
 def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_batches_are_split_and_rows_reported_globally():
     target, draft, drafts = inputs(batch=10)
     seen = []
 
-    @specverify.sampler(max_batch=3)
+    @specverify.sampler(max_batch=4)
     def small(t, d, y, g):
         seen.append(y.shape[0])
         tokens, n = specverify.reference(t, d, y, g)
@@ -99,5 +99,38 @@ def test_batches_are_split_and_rows_reported_globally():
 
     with pytest.raises(SamplerFault) as info:
         SamplerUnderTest(small).step(target, draft, drafts, generator=torch.Generator())
-    assert seen == [3, 3, 3]
-    assert info.value.violation.row == 6
+    assert seen == [4, 4, 2]
+    assert info.value.violation.row == 8
+
+
+def test_odd_max_batch_keeps_row_pairs_in_one_call():
+    target, draft, drafts = inputs(batch=10)
+    seen = []
+
+    @specverify.sampler(max_batch=5)
+    def odd(t, d, y, g):
+        seen.append(y.shape[0])
+        return specverify.reference(t, d, y, g)
+
+    SamplerUnderTest(odd).step(target, draft, drafts, generator=torch.Generator())
+    assert seen == [4, 4, 2]
+
+
+def test_a_hung_call_is_abandoned_and_the_next_call_gets_a_fresh_worker():
+    target, draft, drafts = inputs(batch=3)
+    calls = []
+
+    @specverify.sampler(batched=False)
+    def first_call_hangs(t, d, y, g):
+        calls.append(1)
+        if len(calls) == 1:
+            threading.Event().wait(2)
+        return specverify.reference(t, d, y, g)
+
+    sut = SamplerUnderTest(first_call_hangs, timeout=0.2)
+    with pytest.raises(SamplerFault, match="did not return"):
+        sut.step(target, draft, drafts, generator=torch.Generator())
+    tokens, _ = sut.step(target, draft, drafts, generator=torch.Generator())
+    assert tokens.shape == (3, 3)
+    threading.Event().wait(2.5)
+    assert len(calls) == 4  # the abandoned worker made no call after its hung one

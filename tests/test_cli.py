@@ -30,7 +30,7 @@ def test_help_explains_itself():
 
 def test_conformant_sampler_exits_0_with_json(tmp_path):
     out = tmp_path / "out.json"
-    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract", "--json", str(out), "--no-progress"])
+    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--json", str(out), "--no-progress"])
     data = json.loads(out.read_text())
     assert code == 0
     assert data["verdict"] == "conformant"
@@ -38,6 +38,14 @@ def test_conformant_sampler_exits_0_with_json(tmp_path):
     assert {"seed", "budget", "family_wise_alpha", "device", "versions", "sampler"} <= set(data["run"])
     for check in data["checks"]:
         assert {"id", "family", "status", "p_value", "samples", "min_detectable_tv", "message"} <= set(check)
+
+
+def test_a_subset_can_fail_a_sampler_but_not_pass_it(tmp_path):
+    out = tmp_path / "out.json"
+    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract", "--json", str(out), "--no-progress"])
+    data = json.loads(out.read_text())
+    assert code == 3 and data["verdict"] == "inconclusive"
+    assert all(c["status"] == "pass" for c in data["checks"])
 
 
 def test_replacement_from_target_exits_1(tmp_path):

@@ -6,7 +6,16 @@ import importlib
 
 import pytest
 
-MODULES = ["specverify", "specverify.stats", "specverify.strategies", "specverify.samplers", "specverify.checks"]
+MODULES = [
+    "specverify",
+    "specverify.adapters",
+    "specverify.checks",
+    "specverify.report",
+    "specverify.samplers",
+    "specverify.stats",
+    "specverify.strategies",
+    "specverify.zoo",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

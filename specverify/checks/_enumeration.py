@@ -81,6 +81,7 @@ class UniformGridCheck:
     family: str = "exact"
     statistical: bool = False
     decisions = 0
+    proves = "non-canonical"
 
     @property
     def id(self) -> str:
@@ -101,7 +102,9 @@ class UniformGridCheck:
             uniforms, volume, skipped = uniform_grid(case)
             target, draft, drafts = case.batch(uniforms.shape[0])
             expected = canonical_emit(target, draft, drafts, uniforms)
-            got = ctx.sut.step(target, draft, drafts, uniforms=uniforms, dtype=ctx.dtype_for(case.precision))
+            # the generator is passed as the contract says; a sampler given uniforms must not use it
+            generator = ctx.sut.generator(seed)
+            got = ctx.sut.step(target, draft, drafts, generator=generator, uniforms=uniforms, dtype=ctx.dtype_for(case.precision))
             ctx.advance(uniforms.shape[0])
             points["n"] += uniforms.shape[0]
             wrong = (got[0] != expected[0]).any(-1) | (got[1] != expected[1])
@@ -123,7 +126,7 @@ class UniformGridCheck:
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint(), examples=ctx.budget.validity_examples, statistical=False)
         if found.confirmed is None:
             return CheckResult(
-                id=self.id, family=self.family, case=self.case, status="pass", samples=points["n"],
+                id=self.id, family=self.family, case=self.case, status="pass" if found.examples else "inconclusive", samples=points["n"],
                 message=f"{found.examples} cases, {points['n']} uniform points: every output canonical; induced law exact",
                 evidence={"examples": found.examples, "tie": TIE},
             )
@@ -136,7 +139,7 @@ class UniformGridCheck:
         m = ev["first_mismatch"]
         repro = ctx.repro(
             f"{case.to_code()}\nuniforms = torch.tensor([{m['uniforms']!r}], dtype=torch.float64)\n"
-            "print(sampler(target_probs[None], draft_probs[None], draft_tokens[None], None, uniforms=uniforms))\n"
+            "print(sampler(target_probs[None], draft_probs[None], draft_tokens[None], torch.Generator(), uniforms=uniforms))\n"
             f"# canonical: tokens {m['expected']['tokens']}, num_accepted {m['expected']['num_accepted']}"
         )
         return CheckResult(
@@ -160,6 +163,7 @@ class ConditionalEnumerationCheck:
     family: str = "exact"
     statistical: bool = True
     decisions = 1
+    proves = "non-canonical"
 
     @property
     def id(self) -> str:
@@ -225,6 +229,7 @@ class EmittedLawCheck:
     family: str = "exact"
     statistical: bool = True
     decisions = 1
+    proves = "non-canonical"
 
     @property
     def id(self) -> str:

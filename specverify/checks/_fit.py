@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,12 @@ from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
 from .. import strategies as sv
-from ..stats import confirmation_alpha, gof_test, min_detectable_tv, samples_needed, tv_estimate
+from ..stats import confirmation_alpha, gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ._base import Context, check_id
 from ._sampling import model_tally, step_counts
 from ._search import Decision, Outcome, decisions_from_search, search_and_confirm
 
-__all__ = ["ModelFitCheck", "StepLawCheck", "plan_samples"]
+__all__ = ["ModelFitCheck", "StepLawCheck", "confirm_level", "largest_deviation", "plan_samples"]
 
 _OUTCOME_NAMES = "accepted {j}, then token {t}"
 
@@ -67,12 +68,12 @@ class StepLawCheck:
     max_cases: int = 3
     family: str = "fit"
     statistical: bool = True
+    decisions = 1
+    proves = "non-canonical"
 
     @property
     def id(self) -> str:
         return check_id(self.family, "conditional", self.case)
-
-    decisions = 1
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return None
@@ -84,45 +85,61 @@ class StepLawCheck:
         confirm_alpha = confirm_level(ctx)
 
         def evaluate(cases: list[StepCase], seed: int, alpha: float, stage: str) -> Outcome:
+            # One batch, the cases interleaved row by row; each case tested on its own rows, at
+            # its Bonferroni share, so the claim is per case and the failure names the case.
             cases = [ctx.as_passed(c) for c in cases]
             laws = np.stack([c.law().reshape(-1).numpy() for c in cases])
-            df = int(((laws > 0).sum(axis=1) - 1).sum())
-            rows = plan_samples(ctx, df, alpha, groups=len(cases))
-            counts = step_counts(ctx, cases, rows, seed)
-            gof = gof_test(counts, laws, alpha=alpha, random_state=seed)
+            # A confirmation also runs an anytime-valid test at half its level, so a failing
+            # sampler stops as soon as the evidence is in; the fixed test gets the other half.
+            sequential = stage == "confirm"
+            fixed_alpha = alpha / 2 if sequential else alpha
+            share = fixed_alpha / len(cases)
+            df = int(((laws > 0).sum(axis=1) - 1).max())
+            rows = plan_samples(ctx, df, share, groups=len(cases))
+            threshold = math.log(2.0 / alpha)
+            log_e = [0.0]
+
+            def stop(counts_so_far: np.ndarray) -> bool:
+                log_e[0] = float(mixture_log_e_value(counts_so_far, laws, ctx.budget.tv))
+                return log_e[0] >= threshold
+
+            counts = step_counts(ctx, cases, rows, seed, stop=stop if sequential else None)
             power = ctx.budget.stage_power
-            if gof.df:
-                claim = min(1.0, gof.min_detectable_tv(alpha, power) * np.sqrt(len(cases)))  # per case, not per batch
-            else:
-                # every case has a single possible outcome: a deviation of TV t puts mass t on outcomes
-                # of probability 0, an exact failure as soon as one of a case's rows lands there
-                claim = 1.0 - (1.0 - power) ** (1.0 / rows)
+            tests = [gof_test(counts[g], laws[g], alpha=share, random_state=seed + g) for g in range(len(cases))]
+            worst = min(range(len(cases)), key=lambda g: tests[g].pvalue)
+            pvalue = min(1.0, tests[worst].pvalue * len(cases))
+            if sequential:  # Bonferroni over the fixed test and the e-value (1/e is a valid p-value)
+                pvalue = min(1.0, 2 * pvalue, 2 * math.exp(-min(log_e[0], 700.0)))
+            claim = max(t.min_detectable_tv(share, power) for t in tests)
             if stage == "screen":
-                planned = plan_samples(ctx, df, confirm_alpha, groups=len(cases))
-                claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_alpha, power))
+                confirm_share = confirm_alpha / len(cases)
+                planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
+                claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_share, power))
             vocab_size = cases[0].vocab_size
             expected = laws * rows
             evidence: dict[str, Any] = {
-                "test": gof.method,
-                "df": gof.df,
-                "statistic": gof.statistic,
+                "test": tests[worst].method,
+                "df": tests[worst].df,
+                "statistic": tests[worst].statistic,
+                "case_pvalues": [t.pvalue for t in tests],
                 "observed": counts.tolist(),
                 "expected": expected.tolist(),
                 "outcome_labels": [f"a{j}:t{t}" for j in range(cases[0].k + 1) for t in range(vocab_size)],
-                "where": largest_deviation(
-                    counts, expected, lambda g, c: f"case {g}, outcome (accepted {c // vocab_size}, token {c % vocab_size})"
+                "where": f"case {worst} of {len(cases)}; " + largest_deviation(
+                    counts[worst], expected[worst], lambda g, c: f"outcome (accepted {c // vocab_size}, token {c % vocab_size})"
                 ),
             }
-            if stage == "confirm":
-                est = tv_estimate(counts, laws, random_state=seed)
-                evidence["tv"] = dataclasses.asdict(est)
-            return Outcome({self.id: gof.pvalue}, int(counts.sum()), {self.id: claim}, {self.id: evidence})
+            if sequential:
+                evidence["tv"] = dataclasses.asdict(tv_estimate(counts[worst], laws[worst], random_state=seed))
+                evidence["log_e_value"] = log_e[0]
+                evidence["stopped_early"] = bool(counts.sum() < rows * len(cases))
+            return Outcome({self.id: pvalue}, int(counts.sum()), {self.id: claim}, {self.id: evidence})
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint_cases)
 
         def repro(cases: list[StepCase], outcome: Outcome) -> str:
             body = "\n".join(
-                f"# case {i}\n{c.to_code()}\ncase{i} = specverify.StepCase(target_probs, draft_probs, draft_tokens)"
+                f"# case {i}\n{c.to_code()}\ncase{i} = specverify.StepCase(target_probs, draft_probs, draft_tokens, precision={c.precision!r})"
                 for i, c in enumerate(cases)
             )
             names = ", ".join(f"case{i}" for i in range(len(cases)))
@@ -175,7 +192,8 @@ class ModelFitCheck:
 
         def evaluate(case: ModelCase, seed: int, alpha: float, stage: str) -> Outcome:
             case = ctx.model_as_passed(case)
-            share = alpha / 3
+            # a screen alarm covers the three decisions; a confirmation tests each at its own share
+            share = alpha / 3 if stage == "screen" else alpha
             vocab_size, k_case = case.vocab_size, case.k
             joint = target_law(case.model, k_case + 1).numpy()
             df_step = int((joint > 0).sum()) - 1
@@ -207,9 +225,9 @@ class ModelFitCheck:
                 g.min_detectable_tv(share / k_case, power) for g, *_ in position_results
             )
             if stage == "screen":
-                planned = plan_samples(ctx, df_step, confirm_alpha / 3)
+                planned = plan_samples(ctx, df_step, confirm_alpha)
                 for key in claims:
-                    claims[key] = max(claims[key], min_detectable_tv(planned, max(df_step, 1), confirm_alpha / 3, power))
+                    claims[key] = max(claims[key], min_detectable_tv(planned, max(df_step, 1), confirm_alpha, power))
             for key, (gof, obs, law, _) in {**tests, position_id: worst}.items():
                 law2, obs2 = np.atleast_2d(law), np.atleast_2d(obs)
                 mass = law2.sum(axis=-1, keepdims=True)
@@ -236,7 +254,7 @@ class ModelFitCheck:
 
         def repro(case: ModelCase, outcome: Outcome) -> str:
             return ctx.repro(
-                f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={outcome.samples}, seed=0)\nprint(result)"
+                f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={outcome.samples}, seed=0, precision={case.precision!r})\nprint(result)"
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, lambda c: c.describe(), repro)

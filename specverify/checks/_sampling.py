@@ -14,10 +14,12 @@ Work is done in chunks of rows; nothing loops over samples in Python.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from .._calling import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_index, sequence_offsets
 from .._models import draw_drafts, sample_next, step_inputs
@@ -25,7 +27,7 @@ from ._base import Context
 
 __all__ = ["ModelTally", "model_tally", "outcome_codes", "step_counts", "stack_cases"]
 
-CHUNK = 65_536
+CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
 
 
 def stack_cases(cases: list[StepCase]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -42,8 +44,19 @@ def outcome_codes(tokens: torch.Tensor, num_accepted: torch.Tensor, vocab: int) 
     return num_accepted * vocab + last
 
 
-def step_counts(ctx: Context, cases: list[StepCase], rows_per_case: int, seed: int) -> np.ndarray:
-    """``[cases, (K+1) * V]`` outcome counts, the cases interleaved row by row in each batch."""
+def step_counts(
+    ctx: Context,
+    cases: list[StepCase],
+    rows_per_case: int,
+    seed: int,
+    *,
+    stop: Callable[[np.ndarray], bool] | None = None,
+) -> np.ndarray:
+    """``[cases, (K+1) * V]`` outcome counts, the cases interleaved row by row in each batch.
+
+    ``stop`` is asked after every chunk, with the counts so far, whether to stop early (an
+    anytime-valid test that has already rejected).
+    """
     k, vocab = cases[0].shape_key
     cells = (k + 1) * vocab
     target, draft, drafts = stack_cases(cases)
@@ -57,6 +70,8 @@ def step_counts(ctx: Context, cases: list[StepCase], rows_per_case: int, seed: i
         code = which * cells + outcome_codes(tokens, accepted, vocab)
         counts += np.bincount(code.numpy(), minlength=counts.size)
         ctx.advance(which.numel())
+        if stop is not None and stop(counts.reshape(len(cases), cells)):
+            break
     return counts.reshape(len(cases), cells)
 
 

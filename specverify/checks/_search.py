@@ -32,7 +32,7 @@ from .._calling import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context
 
-__all__ = ["Outcome", "SearchResult", "search_and_confirm"]
+__all__ = ["Decision", "Outcome", "SearchResult", "decisions_from_search", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -52,12 +52,14 @@ class Outcome:
     evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
     fault: SamplerFault | None = None
 
-    def rejects(self, alpha: float) -> bool:
-        """Alarm if any of the ``len(pvalues)`` decisions rejects at ``alpha`` (Bonferroni)."""
+    def rejects(self, alpha: float, *, each: bool = False) -> bool:
+        """Any decision rejects: at ``alpha`` shared among them (a screen alarm covers all of a
+        case's decisions), or at ``alpha`` each (``each=True``: a confirmation, where every
+        decision holds its own share of the budget)."""
         if self.fault is not None:
             return True
-        share = alpha / max(1, len(self.pvalues))
-        return any(p <= share for p in self.pvalues.values())
+        level = alpha if each else alpha / max(1, len(self.pvalues))
+        return any(p <= level for p in self.pvalues.values())
 
 
 @dataclasses.dataclass
@@ -190,7 +192,7 @@ def _confirm(
             return (case, outcome)
         seed = ctx.seed_for(check_id, "confirm", fingerprint(case))
         confirmation = _guarded(evaluate, case, seed, result.confirm_alpha, "confirm")
-        if confirmation.rejects(result.confirm_alpha):
+        if confirmation.rejects(result.confirm_alpha, each=True):
             return (case, confirmation)
         result.unconfirmed.append((case, confirmation))
     return None
@@ -268,14 +270,19 @@ def decisions_from_search(
 
     results = []
     screens = found.screens
-    base_evidence = {"examples": found.examples, "screen_alpha": ctx.budget.screen_alpha, "confirm_alpha": found.confirm_alpha}
+    base_evidence = {
+        "examples": found.examples,
+        "screen_alpha": ctx.budget.screen_alpha,
+        "confirm_alpha": found.confirm_alpha,
+        "alpha_share": ctx.alpha,  # what screen and confirmation together spend of the run's budget
+    }
     total_samples = sum(o.samples for o in screens)
     for decision in decisions:
         key = decision.id
         pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
         claims = [o.min_detectable_tv[key] for o in screens if key in o.min_detectable_tv]
         claim = max(claims) if claims else None
-        common = dict(id=decision.id, family=decision.family, case=decision.case, alpha=ctx.alpha)
+        common = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
         if found.confirmed is not None:
             case, outcome = found.confirmed
             evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
@@ -293,6 +300,7 @@ def decisions_from_search(
                         status="fail",
                         finding=decision.finding,
                         p_value=p,
+                        alpha=found.confirm_alpha,
                         samples=total_samples + outcome.samples,
                         min_detectable_tv=outcome.min_detectable_tv.get(key),
                         message=_failure_message(decision, p, found.confirm_alpha, outcome.evidence.get(key, {})),
@@ -302,7 +310,9 @@ def decisions_from_search(
                 continue
         status = "pass"
         message = f"{found.examples} cases, no deviation found"
-        if found.exhausted:
+        if found.examples == 0:
+            status, message = "inconclusive", "no case could be generated"
+        elif found.exhausted:
             status = "inconclusive"
             message = (
                 f"{len(found.unconfirmed)} screen alarms in {MAX_ROUNDS} search rounds, none confirmed on fresh "
@@ -314,6 +324,8 @@ def decisions_from_search(
             status = "inconclusive"
             message = f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
         evidence = dict(base_evidence)
+        if pvalues:
+            evidence["smallest_screen_pvalue"] = min(pvalues)
         if found.unconfirmed:
             evidence["unconfirmed_alarms"] = [
                 {"example": describe(case), "confirm_pvalue": o.pvalues.get(key)} for case, o in found.unconfirmed
@@ -323,7 +335,7 @@ def decisions_from_search(
             CheckResult(
                 **common,
                 status=status,
-                p_value=min(pvalues) if pvalues else None,
+                alpha=ctx.alpha,
                 samples=total_samples,
                 min_detectable_tv=claim,
                 message=message,

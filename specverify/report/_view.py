@@ -434,8 +434,11 @@ def _rerun(run: Mapping[str, Any]) -> str | None:
     if "seed" in run:
         words += ["--seed", shlex.quote(str(run["seed"]))]
     alpha = run.get("family_wise_alpha")
-    if isinstance(budget, Mapping) and alpha is not None and alpha != budget.get("alpha"):
+    if alpha is not None:  # the budget records the alpha used, not its default: always state it
         words += ["--alpha", shlex.quote(str(alpha))]
+    device = run.get("device")
+    if device and device != "cpu":
+        words += ["--device", shlex.quote(str(device))]
     if isinstance(run.get("select"), list):
         for pattern in run["select"]:
             words += ["--only", shlex.quote(str(pattern))]

@@ -24,7 +24,14 @@ import torch
 
 from .._contract import Capabilities
 
-__all__ = ["ReferenceSampler", "canonical_emit", "normalise", "reference"]
+__all__ = [
+    "ReferenceSampler",
+    "canonical_emit",
+    "inverse_cdf",
+    "normalise",
+    "reference",
+    "residual_distribution",
+]
 
 
 def normalise(probs: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,15 @@ import torch
 from .._contract import Capabilities
 from ..samplers._reference import inverse_cdf, normalise, residual_distribution
 
-__all__ = ["ZooSampler", "assemble", "draft_ratio_terms", "first_rejection", "uniforms"]
+__all__ = [
+    "ZooSampler",
+    "assemble",
+    "canonical_with",
+    "draft_ratio_terms",
+    "final_distribution",
+    "first_rejection",
+    "uniforms",
+]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,6 +52,10 @@ class MatrixRow:
     def miss(self) -> bool:
         return _SEVERITY[self.verdict] < _SEVERITY[self.declared]
 
+    def due(self, budget: str) -> bool:
+        """Declared catchable at ``budget`` (or a smaller one)."""
+        return _budget_rank(self.declared_budget) <= _budget_rank(budget)
+
 
 def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     from .._runner import check
@@ -133,7 +137,7 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
         )
     correct = [r for r in rows if r.declared in ("conformant", "lossless-suboptimal")]
     buggy = [r for r in rows if r.declared not in ("conformant", "lossless-suboptimal")]
-    due = [r for r in buggy if _budget_rank(r.declared_budget) <= _budget_rank(budget)]
+    due = [r for r in buggy if r.due(budget)]
     lines += [
         "",
         f"Budget `{budget}`: {sum(r.meets for r in rows)} of {len(rows)} runs reach the declared verdict; "

@@ -1,0 +1,57 @@
+"""The verdict: what each finding proves, and what a lossless verdict needs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from specverify import CheckResult, RunResult
+from specverify._result import verdict
+
+
+def result(status, finding=None, proves=None, **fields):
+    return CheckResult(id=f"x.{status}.{finding}.{proves}", family="x", status=status, finding=finding, proves=proves, **fields)
+
+
+LAW = result("pass", proves="loss")  # a test of the target's law that passed
+
+
+@pytest.mark.parametrize(
+    ("checks", "expected"),
+    [
+        ([LAW], "conformant"),
+        ([LAW, result("fail", "contract")], "non-conformant"),
+        ([LAW, result("fail", "support"), result("fail", "loss")], "non-conformant"),
+        ([result("fail", "loss")], "lossy"),
+        ([LAW, result("fail", "non-canonical")], "lossy"),
+        ([LAW, result("fail", "non-canonical"), result("fail", "suboptimal")], "lossless-suboptimal"),
+        ([LAW, result("fail", "suboptimal")], "lossless-suboptimal"),
+        ([LAW, result("fail", "non-canonical"), result("fail", "suboptimal"), result("fail", "loss")], "lossy"),
+        ([LAW, result("error")], "error"),
+        ([LAW, result("inconclusive", proves="loss")], "inconclusive"),
+        ([result("pass", proves="contract")], "inconclusive"),  # nothing tested the target's law
+        ([result("pass", proves="contract"), result("fail", "suboptimal")], "inconclusive"),
+        ([result("skip")], "inconclusive"),
+    ],
+)
+def test_verdict(checks, expected):
+    assert verdict(checks) == expected
+
+
+def test_an_interrupted_run_is_inconclusive():
+    assert verdict([LAW], finished=False) == "inconclusive"
+
+
+def test_a_failure_must_say_what_it_proves():
+    with pytest.raises(ValueError, match="must say what its failure proves"):
+        result("fail")
+    assert result("fail", "loss").proves == "loss"
+
+
+def test_json_has_no_nan_or_infinity():
+    run = RunResult(run={"x": math.nan}, checks=[result("fail", "support", p_value=0.0, evidence={"statistic": math.inf})])
+    text = json.dumps(run.to_json(), allow_nan=False)
+    assert '"statistic": null' in text and '"x": null' in text
+    assert RunResult.from_json(json.loads(text)).verdict == "non-conformant"
