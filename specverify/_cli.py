@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from ._budgets import BUDGETS
+
 __all__ = ["main"]
 
 _EPILOG = """\
@@ -54,9 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
     check.add_argument(
         "--budget",
-        choices=["quick", "standard", "thorough"],
+        choices=list(BUDGETS),
         default="standard",
-        help="how small a deviation to detect: quick TV 0.05, standard 0.01, thorough 0.003 (default standard)",
+        help="how small a deviation to detect: "
+        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
+        + " (default standard)",
     )
     check.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
     check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
@@ -88,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
             "bug missed at a budget it is declared catchable at."
         ),
     )
-    zoo.add_argument("--budget", choices=["quick", "standard", "thorough"], default="standard")
+    zoo.add_argument("--budget", choices=list(BUDGETS), default="standard")
     zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
