@@ -5,9 +5,12 @@
 * :func:`samples_needed`, :func:`min_detectable_tv`, :func:`noncentrality`, :func:`power_of`:
   the sample size for a stated power against a total-variation deviation, and its inverse.
 * :class:`AlphaBudget`, :func:`confirmation_alpha`, :func:`plan_two_stage`: one false-positive
-  budget for a whole run, and two-stage (screen, then confirm) decisions inside it.
+  budget for a whole run, and two-stage (screen, then confirm) decisions inside it (the battery
+  splits its budget with Bonferroni and confirms with :func:`confirmation_alpha`; the others are
+  tools for designing a check).
 * :class:`SequentialTest`, :func:`mixture_log_e_value`: an anytime-valid test that stops failing
-  runs early.
+  runs early (the battery's confirmations of the law given the drafts run one beside their
+  fixed-sample test).
 * :func:`independence_test`, :func:`homogeneity_test`: outcomes that should not depend on each other.
 * :func:`tv_estimate`: how lossy a lossy sampler is, with an interval.
 * :func:`least_favourable`, :func:`chi_square_distance`: the planted deviation power is stated
