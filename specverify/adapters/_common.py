@@ -16,10 +16,13 @@ from typing import Any
 
 import torch
 
+from .._contract import Capabilities
+
 __all__ = [
     "AdapterUnavailable",
     "contract_output",
     "cuda_device",
+    "float32_kernel_capabilities",
     "import_library",
     "logits_from_probs",
     "parameter_names",
@@ -58,6 +61,16 @@ def cuda_device(*, adapter: str) -> torch.device:
             f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'})"
         )
     return torch.device("cuda", torch.cuda.current_device())
+
+
+def float32_kernel_capabilities(device: torch.device | str, **limits: Any) -> Capabilities:
+    """What a library's float32 GPU kernel can do: its device, float32 inputs, its own randomness.
+
+    ``limits`` are further :class:`Capabilities` fields (``max_k``, ``max_vocab``, ...).
+    """
+    device = torch.device(device)
+    name = device.type if device.index is None else str(device)
+    return Capabilities(device=name, dtypes=(torch.float32,), uniforms=False, **limits)
 
 
 def parameter_names(fn: Callable[..., Any]) -> list[str]:

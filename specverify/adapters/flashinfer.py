@@ -28,8 +28,14 @@ from typing import Any
 
 import torch
 
-from .._contract import Capabilities
-from ._common import AdapterUnavailable, contract_output, cuda_device, import_library, parameter_names
+from ._common import (
+    AdapterUnavailable,
+    contract_output,
+    cuda_device,
+    float32_kernel_capabilities,
+    import_library,
+    parameter_names,
+)
 
 __all__ = ["FlashInferSampler", "sampler"]
 
@@ -61,13 +67,8 @@ class FlashInferSampler:
                 f"nor uniform_samples= ({names})"
             )
         self._chain_speculative_sampling = chain_speculative_sampling
-        device = torch.device(device)
         self.name = f"FlashInfer {version} chain_speculative_sampling"
-        self.capabilities = Capabilities(
-            device=device.type if device.index is None else str(device),
-            dtypes=(torch.float32,),
-            uniforms=False,
-        )
+        self.capabilities = float32_kernel_capabilities(device)
 
     @classmethod
     def load(cls, *, device: torch.device | str | None = None) -> FlashInferSampler:

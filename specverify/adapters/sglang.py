@@ -36,8 +36,14 @@ from typing import Any
 
 import torch
 
-from .._contract import Capabilities
-from ._common import AdapterUnavailable, contract_output, cuda_device, import_library, parameter_names
+from ._common import (
+    AdapterUnavailable,
+    contract_output,
+    cuda_device,
+    float32_kernel_capabilities,
+    import_library,
+    parameter_names,
+)
 
 __all__ = ["SGLangChainSampler", "relaxed", "sampler"]
 
@@ -91,15 +97,10 @@ class SGLangChainSampler:
         self._takes_draft_probs = "draft_probs" in names
         self._takes_deterministic = "deterministic" in names
         self._thresholds = {"threshold_single": threshold_single, "threshold_acc": threshold_acc}
-        device = torch.device(device)
         exact = threshold_single == threshold_acc == 1.0
         mode = "" if exact else f" (threshold_single={threshold_single:g}, threshold_acc={threshold_acc:g})"
         self.name = f"sgl_kernel {version} tree_speculative_sampling_target_only, one chain{mode}"
-        self.capabilities = Capabilities(
-            device=device.type if device.index is None else str(device),
-            dtypes=(torch.float32,),
-            uniforms=False,
-        )
+        self.capabilities = float32_kernel_capabilities(device)
 
     @classmethod
     def load(

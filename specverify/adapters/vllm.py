@@ -37,11 +37,11 @@ from typing import Any
 
 import torch
 
-from .._contract import Capabilities
 from ._common import (
     AdapterUnavailable,
     contract_output,
     cuda_device,
+    float32_kernel_capabilities,
     import_library,
     logits_from_probs,
     parameter_names,
@@ -101,15 +101,9 @@ class VLLMSampler:
         self._rejection_sample = rejection_sample
         self._takes_logits = layout == "target_logits"
         self._synthetic_rate = synthetic_rate
-        device = torch.device(device)
         mode = "" if synthetic_rate is None else f" (synthetic_mode, rate {synthetic_rate:g})"
         self.name = f"vLLM {version} rejection_sample{mode}"
-        self.capabilities = Capabilities(
-            device=device.type if device.index is None else str(device),
-            dtypes=(torch.float32,),
-            max_k=max_spec_len,
-            uniforms=False,
-        )
+        self.capabilities = float32_kernel_capabilities(device, max_k=max_spec_len)
 
     @classmethod
     def load(cls, *, synthetic_rate: float | None = None, device: torch.device | str | None = None) -> VLLMSampler:
