@@ -8,8 +8,8 @@ Each part writes JSON and markdown under benchmarks/results/ with the machine's 
   ``torch.multinomial`` draw per row (bench_throughput.py);
 * the Triton sampler against the reference sampler on the same device (bench_triton.py; through
   Triton's interpreter on a machine without a GPU);
-* time to verdict on the reference sampler and time to the first failure on each zoo member
-  (bench_verdict.py);
+* time to verdict on the reference sampler and time to the first failure on each zoo member, at the
+  standard budget (quick with ``--quick``; bench_verdict.py);
 * samples needed to detect planted deviations against the noncentral chi-square bound, fixed-sample
   and sequential (bench_detection.py);
 * generation speed of the Hypothesis strategies (bench_strategies.py).
@@ -34,7 +34,7 @@ def main() -> int:
     parts = [
         ("throughput", ["bench_throughput.py"] + (["--repeats", "3"] if args.quick else [])),
         ("triton", ["bench_triton.py", "--quick"]),
-        ("time to verdict", ["bench_verdict.py", "--budget", "quick"]),
+        ("time to verdict", ["bench_verdict.py", "--budget", "quick" if args.quick else "standard"]),
         ("samples to detect", ["bench_detection.py", *quick]),
         ("strategies", ["bench_strategies.py"]),
     ]
