@@ -65,19 +65,28 @@ def canonical_emit(
     draft_tokens: torch.Tensor,
     uniforms: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The canonical step as a deterministic function of ``uniforms [B, K+1]``."""
+    """The canonical step as a deterministic function of ``uniforms [B, K+1]``.
+
+    Only the row sums and the emitting row are normalised: the full ``[B, K+1, V]`` tensors are
+    read once each (their sums), not copied, and the values are those of :func:`normalise`.
+    """
     batch, k = draft_tokens.shape
-    p = normalise(target_probs)
-    q = normalise(draft_probs)
+    p, q = target_probs, draft_probs
+    p_sum = p.sum(dim=-1, dtype=torch.float64)
+    q_sum = q.sum(dim=-1, dtype=torch.float64)
     tokens_index = draft_tokens.unsqueeze(-1)
-    p_draft = p[:, :k].gather(-1, tokens_index).squeeze(-1)
-    q_draft = q.gather(-1, tokens_index).squeeze(-1)
+    p_draft = p[:, :k].gather(-1, tokens_index).squeeze(-1).to(torch.float64) / p_sum[:, :k]
+    q_draft = q.gather(-1, tokens_index).squeeze(-1).to(torch.float64) / q_sum
     accepted = uniforms[:, :k] * q_draft < p_draft
     num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
 
     rows = torch.arange(batch, device=p.device)
-    q_padded = torch.cat([q, q.new_zeros(batch, 1, q.shape[-1])], dim=1)
-    dist = residual_distribution(p[rows, num_accepted], q_padded[rows, num_accepted])
+    p_row = p[rows, num_accepted].to(torch.float64) / p_sum[rows, num_accepted].unsqueeze(-1)
+    # The bonus is the residual against a zero draft row: one code path for both.
+    at = num_accepted.clamp_max(k - 1)
+    q_row = q[rows, at].to(torch.float64) / q_sum[rows, at].unsqueeze(-1)
+    q_row = torch.where((num_accepted < k).unsqueeze(-1), q_row, 0.0)
+    dist = residual_distribution(p_row, q_row)
     last = inverse_cdf(dist, uniforms[:, k])
 
     positions = torch.arange(k + 1, device=p.device)
