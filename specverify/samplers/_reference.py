@@ -42,10 +42,11 @@ def normalise(probs: torch.Tensor) -> torch.Tensor:
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """``[p - q]_+`` (unnormalised), or ``p`` where that residual's mass is float noise."""
-    residual = (p - q).clamp_min(0.0)
-    mass = residual.sum(dim=-1, keepdim=True)
+    residual = (p - q).clamp_min_(0.0)
     noise = p.shape[-1] * torch.finfo(torch.float64).eps
-    return torch.where(mass > noise, residual, p)
+    at_noise = ~(residual.sum(dim=-1) > noise)
+    residual[at_noise] = p.expand_as(residual)[at_noise]
+    return residual
 
 
 def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -53,10 +54,12 @@ def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     cdf = dist.cumsum(dim=-1)
     x = (u * cdf[..., -1]).unsqueeze(-1)
     token = torch.searchsorted(cdf, x, right=True).squeeze(-1)
-    # u * total can round up to total itself: fall back to the last token with positive mass.
-    positions = torch.arange(dist.shape[-1], device=dist.device)
-    last_positive = torch.where(dist > 0, positions, -1).amax(dim=-1)
-    return torch.minimum(token, last_positive)
+    # u * total can round up to total itself (token == V): take the last token with positive mass.
+    overflow = token == dist.shape[-1]
+    if overflow.any():
+        positions = torch.arange(dist.shape[-1], device=dist.device)
+        token[overflow] = torch.where(dist[overflow] > 0, positions, -1).amax(dim=-1)
+    return token
 
 
 def canonical_emit(
@@ -81,11 +84,13 @@ def canonical_emit(
     num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
 
     rows = torch.arange(batch, device=p.device)
-    p_row = p[rows, num_accepted].to(torch.float64) / p_sum[rows, num_accepted].unsqueeze(-1)
+    p_row = p[rows, num_accepted].to(torch.float64)  # advanced indexing copies: safe to scale in place
+    p_row /= p_sum[rows, num_accepted].unsqueeze(-1)
     # The bonus is the residual against a zero draft row: one code path for both.
     at = num_accepted.clamp_max(k - 1)
-    q_row = q[rows, at].to(torch.float64) / q_sum[rows, at].unsqueeze(-1)
-    q_row = torch.where((num_accepted < k).unsqueeze(-1), q_row, 0.0)
+    q_row = q[rows, at].to(torch.float64)
+    q_row /= q_sum[rows, at].unsqueeze(-1)
+    q_row *= (num_accepted < k).unsqueeze(-1)
     dist = residual_distribution(p_row, q_row)
     last = inverse_cdf(dist, uniforms[:, k])
 
