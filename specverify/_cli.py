@@ -208,7 +208,10 @@ def _zoo(args: argparse.Namespace) -> int:
         )
 
     rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show)
-    markdown, data = write_matrix(rows, args.budget, args.output)
+    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + "".join(
+        f" --members '{pattern}'" for pattern in args.members or ()
+    )
+    markdown, data = write_matrix(rows, args.budget, args.output, command)
     console.print(markdown.read_text().split("\n\n")[-1].strip())
     console.print(f"written: {markdown}, {data}")
     due_missed = [r for r in rows if r.miss and r.due(args.budget)]

@@ -92,3 +92,14 @@ def test_interrupt_keeps_json_written_so_far(tmp_path):
     assert data["finished"] is False
     assert data["verdict"] == "inconclusive"
     assert [c["id"] for c in data["checks"]] == ["contract.output", "contract.determinism", "contract.seed-sensitivity", "contract.one-hot"]
+
+
+def test_zoo_writes_the_kill_matrix_with_the_command_that_made_it(tmp_path, capsys):
+    code = main(["zoo", "--budget", "quick", "--members", "ignores-generator", "--members", "fixed-seed", "--output", str(tmp_path)])
+    markdown = (tmp_path / "kill-matrix-quick.md").read_text()
+    rows = json.loads((tmp_path / "kill-matrix-quick.json").read_text())
+    assert code == 0
+    assert "specverify zoo --budget quick --seeds 1 --members 'ignores-generator' --members 'fixed-seed'" in markdown
+    assert sorted(r["member"] for r in rows) == ["fixed-seed", "ignores-generator"]
+    assert all(r["meets"] and r["verdict"] == "non-conformant" and set(r["caught_by"]) == {"contract"} for r in rows)
+    assert "false alarms: 0" in capsys.readouterr().out
