@@ -50,9 +50,13 @@ def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int
 
 
 def largest_deviation(observed: np.ndarray, expected: np.ndarray, label) -> str:
-    """Where observed and expected counts differ most, in words."""
+    """Where observed and expected counts differ most, in words; an impossible outcome first."""
     observed = np.atleast_2d(observed).astype(np.float64)
     expected = np.atleast_2d(expected)
+    impossible = (expected == 0) & (observed > 0)
+    if impossible.any():  # decisive on its own: no sampling error explains it
+        g, c = np.unravel_index(int(np.argmax(np.where(impossible, observed, -1))), observed.shape)
+        return f"outcome of exact probability 0 at {label(g, c)}: observed {int(observed[g, c])}"
     score = np.abs(observed - expected) / np.sqrt(np.maximum(expected, 1.0))
     g, c = np.unravel_index(int(np.argmax(score)), score.shape)
     return f"largest deviation at {label(g, c)}: observed {int(observed[g, c])}, expected {expected[g, c]:.1f}"
