@@ -3,7 +3,7 @@
 Every row of the batch and every draft position is handled by tensor operations; there is no
 Python loop over rows or positions.  It runs on whatever device its inputs are on.
 
-Numerical conventions (the ones the exact law in :mod:`specverify.exact` uses too):
+Numerical conventions (the ones the exact law, ``specverify.step_law`` and its kin, uses too):
 
 * Each probability row is divided by its sum first, so rounded, not-quite-normalised inputs stand
   for the law they approximate.
