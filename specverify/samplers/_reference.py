@@ -26,6 +26,7 @@ from .._contract import Capabilities
 
 __all__ = [
     "ReferenceSampler",
+    "assemble",
     "canonical_emit",
     "inverse_cdf",
     "normalise",
@@ -92,12 +93,16 @@ def canonical_emit(
     q_row /= q_sum[rows, at].unsqueeze(-1)
     q_row *= (num_accepted < k).unsqueeze(-1)
     dist = residual_distribution(p_row, q_row)
-    last = inverse_cdf(dist, uniforms[:, k])
+    return assemble(draft_tokens, num_accepted, inverse_cdf(dist, uniforms[:, k]))
 
-    positions = torch.arange(k + 1, device=p.device)
-    padded_drafts = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
-    tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded_drafts, -1)
-    tokens[rows, num_accepted] = last
+
+def assemble(draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contract outputs: the accepted drafts, the last token, ``-1`` padding."""
+    batch, k = draft_tokens.shape
+    positions = torch.arange(k + 1, device=draft_tokens.device)
+    padded = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
+    tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded, -1)
+    tokens[torch.arange(batch, device=draft_tokens.device), num_accepted] = last
     return tokens, num_accepted
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from ..samplers._reference import inverse_cdf, normalise, residual_distribution
+from ..samplers._reference import assemble, inverse_cdf, normalise, residual_distribution
 
 __all__ = [
     "ZooSampler",
@@ -77,20 +77,10 @@ def first_rejection(accepted: torch.Tensor) -> torch.Tensor:
 
 
 def final_distribution(p: torch.Tensor, q: torch.Tensor, num_accepted: torch.Tensor) -> torch.Tensor:
-    """Residual at the rejection position, or the bonus law, exactly as the reference builds it."""
+    """Residual at the rejection position, or the bonus law: the reference's values, built plainly."""
     rows = torch.arange(p.shape[0], device=p.device)
     q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
     return residual_distribution(p[rows, num_accepted], q_padded[rows, num_accepted])
-
-
-def assemble(draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Contract outputs: accepted drafts, the last token, ``-1`` padding."""
-    batch, k = draft_tokens.shape
-    positions = torch.arange(k + 1, device=draft_tokens.device)
-    padded = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
-    tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded, -1)
-    tokens[torch.arange(batch, device=draft_tokens.device), num_accepted] = last
-    return tokens, num_accepted
 
 
 def canonical_with(
