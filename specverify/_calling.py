@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, name_of
+from ._reach import ReachRecorder
 
 __all__ = ["SamplerFault", "SamplerUnderTest", "Violation", "audit_output"]
 
@@ -67,6 +68,7 @@ class SamplerUnderTest:
         self.calls = 0
         self.rows = 0
         self.seconds = 0.0
+        self.reach = ReachRecorder()  # what the sampler is given, reset by the runner per check
 
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the sampler's device, seeded."""
@@ -103,8 +105,13 @@ class SamplerUnderTest:
         else:
             chunk, per_call = UNBATCHED_AUDIT_ROWS, 1
         outputs = []
+        vocab = target.shape[-1]
         for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
             rows = slice(start, start + chunk)
+            chunk_rows = min(chunk, batch - start)
+            self.reach.record(
+                batch=chunk_rows if per_call is None else 1, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
+            )
             parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows]]
             originals = [p.clone() for p in parts[:3]]  # the sampler sees views of these: in-place writes show
             if per_call is None:

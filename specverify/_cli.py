@@ -243,16 +243,15 @@ def _result_printer(console):
 def _print_verdict(console, result, args) -> None:
     from rich.markup import escape
 
+    from ._reach import guarantee
+
     summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
     verdict = result.verdict
-    detect = max((c.min_detectable_tv for c in result.checks if c.status == "pass" and c.min_detectable_tv is not None), default=None)
     line = f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]  {escape(result.run['sampler']['name'])}  ({summary})"
     console.print(line)
-    if detect is not None and verdict in ("conformant", "lossless-suboptimal"):
-        console.print(
-            f"every statistical check detects TV >= {detect:.3g} with probability >= {result.run['power']}; "
-            f"false-alarm probability of the run <= {result.run['family_wise_alpha']:g}"
-        )
+    promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
+    if promise is not None and verdict in ("conformant", "lossless-suboptimal"):
+        console.print(escape(promise))
     for path, what in ((args.json, "JSON"), (args.report, "report")):
         if path:
             console.print(f"{what}: {escape(str(path))}")

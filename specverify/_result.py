@@ -24,6 +24,8 @@ import dataclasses
 import math
 from typing import Any
 
+from ._reach import Reach
+
 __all__ = ["CheckResult", "EXIT_CODES", "RunResult", "SCHEMA_VERSION", "summarise", "verdict"]
 
 SCHEMA_VERSION = 1
@@ -49,6 +51,8 @@ class CheckResult:
     ``finding`` says what a failure proves; ``proves`` says what this check's failure *would* prove
     (set on passes too, so a verdict can tell which laws were tested).  ``evidence`` holds what a
     person needs to believe the result: counts, the TV estimate, the minimal example and a repro.
+    ``reach`` is what the sampler was given while the check ran (shapes, dtypes, kinds): the claim
+    holds there and nowhere else.
     """
 
     id: str
@@ -64,6 +68,7 @@ class CheckResult:
     evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
     duration_s: float = 0.0
     proves: str | None = None
+    reach: Reach | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -78,12 +83,17 @@ class CheckResult:
             self.proves = self.finding
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(dataclasses.asdict(self))
+        data = _jsonable({f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "reach"})
+        data["reach"] = None if self.reach is None else _jsonable(self.reach.to_json())
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckResult:
         fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        values = {k: v for k, v in data.items() if k in fields}
+        if values.get("reach") is not None:
+            values["reach"] = Reach.from_json(values["reach"])
+        return cls(**values)
 
 
 @dataclasses.dataclass

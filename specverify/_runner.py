@@ -101,6 +101,7 @@ def run_check(
     if planned.skip_reason is not None:
         return _skips(check, planned.skip_reason)
     ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
+    sut.reach.reset()
     start = time.perf_counter()
     try:
         outcome = check.run(ctx)
@@ -121,8 +122,11 @@ def run_check(
             )
         ]
     elapsed = time.perf_counter() - start
+    reach = sut.reach.snapshot(kinds=[check.case] if check.case else [])
     for result in results:
         result.duration_s = elapsed / len(results)
+        if result.reach is None:
+            result.reach = reach
         if result.proves is None and result.status != "error":
             result.proves = getattr(check, "proves", None)
     return results

@@ -55,3 +55,21 @@ def test_json_has_no_nan_or_infinity():
     text = json.dumps(run.to_json(), allow_nan=False)
     assert '"statistic": null' in text and '"x": null' in text
     assert RunResult.from_json(json.loads(text)).verdict == "non-conformant"
+
+
+def test_reach_records_what_the_sampler_was_given_and_survives_json():
+    from specverify._reach import ReachRecorder, guarantee, merge
+
+    recorder = ReachRecorder()
+    assert recorder.snapshot() is None  # no call, no reach
+    recorder.record(batch=16, k=2, vocab=4096, dtype="float64")
+    recorder.record(batch=1, rows=300, k=4, vocab=8, dtype="bfloat16")
+    reach = recorder.snapshot(kinds=["random"])
+    assert reach.vocab == (8, 4096) and reach.k == (2, 4) and reach.batch == (1, 16) and reach.rows == 316
+    assert reach.covers(4, 8) and reach.covers(2, 4096, "random")
+    assert not reach.covers(3, 8) and not reach.covers(2, 4096, "zero-residual")
+    result = CheckResult(id="fit.x", family="fit", status="pass", min_detectable_tv=0.02, reach=reach)
+    assert CheckResult.from_json(result.to_json()).reach == reach
+    other = CheckResult(id="fit.y", family="fit", status="pass", min_detectable_tv=0.01, reach=merge([reach]))
+    line = guarantee([result, other], power=0.99, alpha=1e-4)
+    assert "TV >= 0.02" in line and "V in [8, 4,096], K in [2, 4]" in line

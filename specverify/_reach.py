@@ -1,0 +1,149 @@
+"""Reach: the shapes, precisions and case kinds a check actually gave the sampler.
+
+A claim holds where it was tested and nowhere else.  The harness records every call it makes
+(:class:`ReachRecorder`, fed by :class:`~specverify._calling.SamplerUnderTest`), so a check's
+:class:`Reach` is what the sampler saw, never what the check meant to give it; the run's printed
+guarantee (:func:`guarantee`) names that reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["Reach", "ReachRecorder", "guarantee", "merge"]
+
+#: Distinct (K, V) shapes kept per check; beyond this only the ranges grow.
+MAX_SHAPES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """What one check covered.
+
+    Attributes:
+        vocab: smallest and largest vocabulary size given to the sampler.
+        k: smallest and largest number of draft tokens.
+        batch: smallest and largest number of rows in one call.
+        rows: rows given in all.
+        dtypes: probability dtypes the inputs were passed in.
+        shapes: distinct ``(K, V)`` pairs, sorted (at most :data:`MAX_SHAPES`; ``shapes_complete``
+            says whether every pair is listed).
+        kinds: the case kinds the check generated (``random``, ``zero-residual``, ...).
+    """
+
+    vocab: tuple[int, int]
+    k: tuple[int, int]
+    batch: tuple[int, int]
+    rows: int
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, int], ...]
+    shapes_complete: bool = True
+    kinds: tuple[str, ...] = ()
+
+    def covers(self, k: int, vocab: int, kind: str | None = None) -> bool:
+        """Whether the shape ``(k, vocab)`` (and ``kind``, if given) was tested exactly."""
+        shape_seen = (k, vocab) in self.shapes or (
+            not self.shapes_complete and self.k[0] <= k <= self.k[1] and self.vocab[0] <= vocab <= self.vocab[1]
+        )
+        return shape_seen and (kind is None or not self.kinds or kind in self.kinds)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["shapes"] = [list(s) for s in self.shapes]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Reach:
+        return cls(
+            vocab=tuple(data["vocab"]),  # type: ignore[arg-type]
+            k=tuple(data["k"]),  # type: ignore[arg-type]
+            batch=tuple(data["batch"]),  # type: ignore[arg-type]
+            rows=int(data["rows"]),
+            dtypes=tuple(data["dtypes"]),
+            shapes=tuple(tuple(s) for s in data["shapes"]),  # type: ignore[misc]
+            shapes_complete=bool(data.get("shapes_complete", True)),
+            kinds=tuple(data.get("kinds", ())),
+        )
+
+
+def merge(reaches: Iterable[Reach | None]) -> Reach | None:
+    """The union of several reaches (``None`` where none has any)."""
+    items = [r for r in reaches if r is not None]
+    if not items:
+        return None
+    shapes = sorted({s for r in items for s in r.shapes})
+    return Reach(
+        vocab=(min(r.vocab[0] for r in items), max(r.vocab[1] for r in items)),
+        k=(min(r.k[0] for r in items), max(r.k[1] for r in items)),
+        batch=(min(r.batch[0] for r in items), max(r.batch[1] for r in items)),
+        rows=sum(r.rows for r in items),
+        dtypes=tuple(sorted({d for r in items for d in r.dtypes})),
+        shapes=tuple(shapes[:MAX_SHAPES]),
+        shapes_complete=all(r.shapes_complete for r in items) and len(shapes) <= MAX_SHAPES,
+        kinds=tuple(sorted({kind for r in items for kind in r.kinds})),
+    )
+
+
+class ReachRecorder:
+    """Accumulates the calls made while one check runs (cheap: a few integers per call)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._vocab: list[int] = []
+        self._k: list[int] = []
+        self._batch: list[int] = []
+        self._rows = 0
+        self._dtypes: set[str] = set()
+        self._shapes: set[tuple[int, int]] = set()
+        self._overflow = False
+
+    def record(self, *, batch: int, k: int, vocab: int, dtype: str, rows: int | None = None) -> None:
+        """Calls of ``batch`` rows each, ``rows`` in all (default: one call)."""
+        if not self._vocab:
+            self._vocab, self._k, self._batch = [vocab, vocab], [k, k], [batch, batch]
+        else:
+            self._vocab = [min(self._vocab[0], vocab), max(self._vocab[1], vocab)]
+            self._k = [min(self._k[0], k), max(self._k[1], k)]
+            self._batch = [min(self._batch[0], batch), max(self._batch[1], batch)]
+        self._rows += batch if rows is None else rows
+        self._dtypes.add(dtype)
+        if len(self._shapes) < MAX_SHAPES or (k, vocab) in self._shapes:
+            self._shapes.add((k, vocab))
+        else:
+            self._overflow = True
+
+    def snapshot(self, kinds: Iterable[str] = ()) -> Reach | None:
+        """What was recorded since the last reset, or ``None`` if the sampler was not called."""
+        if not self._vocab:
+            return None
+        return Reach(
+            vocab=(self._vocab[0], self._vocab[1]),
+            k=(self._k[0], self._k[1]),
+            batch=(self._batch[0], self._batch[1]),
+            rows=self._rows,
+            dtypes=tuple(sorted(self._dtypes)),
+            shapes=tuple(sorted(self._shapes)),
+            shapes_complete=not self._overflow,
+            kinds=tuple(sorted(set(kinds))),
+        )
+
+
+def guarantee(checks: Iterable[Any], *, power: float, alpha: float) -> str | None:
+    """The run's promise in one line, naming the reach it was tested on; ``None`` if no
+    statistical check passed.  Takes :class:`~specverify.CheckResult` objects."""
+    passed = [c for c in checks if c.status == "pass" and c.min_detectable_tv is not None]
+    if not passed:
+        return None
+    detect = max(c.min_detectable_tv for c in passed)
+    reach = merge(c.reach for c in passed)
+    where = ""
+    if reach is not None:
+        where = f" on V in [{reach.vocab[0]:,}, {reach.vocab[1]:,}], K in [{reach.k[0]}, {reach.k[1]}]"
+    return (
+        f"every statistical check detects TV >= {detect:.3g} with probability >= {power}{where}; "
+        f"false-alarm probability of the run <= {alpha:g}"
+    )
