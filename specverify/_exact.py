@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import torch
 
 from ._models import ChainModel, Model, step_inputs
-from .samplers._reference import normalise, residual_distribution
+from ._oracle import normalise, residual_distribution
 
 __all__ = [
     "all_sequences",

@@ -10,7 +10,7 @@ import specverify
 from specverify import StepCase, step_law
 from specverify._calling import audit_output
 from specverify.checks._enumeration import uniform_grid
-from specverify.samplers._reference import canonical_emit
+from specverify._oracle import canonical_emit
 
 
 def random_case(seed, k=3, vocab=5, zeros=0.3):

@@ -25,7 +25,7 @@ import specverify  # noqa: E402
 from specverify import StepCase  # noqa: E402
 from specverify._calling import audit_output  # noqa: E402
 from specverify._seeds import derive_seed  # noqa: E402
-from specverify.samplers._reference import canonical_emit  # noqa: E402
+from specverify._oracle import canonical_emit  # noqa: E402
 from specverify.samplers._triton import TritonSampler, triton_sampler  # noqa: E402
 from specverify.stats import samples_needed  # noqa: E402
 

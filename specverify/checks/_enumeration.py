@@ -25,7 +25,7 @@ from .._cases import ModelCase, StepCase
 from .._exact import all_sequences, emitted_law, sequence_of
 from .._models import step_inputs
 from .._result import CheckResult
-from ..samplers._reference import canonical_emit, normalise, residual_distribution
+from .._oracle import canonical_emit, normalise, residual_distribution
 from ..stats import gof_test, tv_estimate
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation, plan_samples

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from ..samplers._reference import assemble, inverse_cdf, normalise, residual_distribution
+from .._oracle import assemble, inverse_cdf, normalise, residual_distribution
 
 __all__ = [
     "ZooSampler",

@@ -11,7 +11,8 @@ import threading
 import torch
 
 from .._contract import Capabilities
-from ..samplers._reference import inverse_cdf, normalise, reference
+from .._oracle import inverse_cdf, normalise
+from ..samplers._reference import reference
 from ._core import (
     ZooSampler,
     assemble,

@@ -1,0 +1,98 @@
+"""The canonical algorithm's mathematics, owned by the exact law: the oracle every sampler is judged by.
+
+This module depends on nothing else in specverify (torch only), so nothing under test can move the
+expected law: the exact law (:mod:`specverify._exact`) and the exact checks import it, and a sampler
+(the reference, the zoo, the Triton wrapper) may import it too, never the reverse.  The tests set it
+against :class:`fractions.Fraction` enumeration (``tests/test_oracle.py``).
+
+Numerical conventions (the exact law, ``specverify.step_law`` and its kin, uses them too):
+
+* Each probability row is divided by its sum first, so rounded, not-quite-normalised inputs stand
+  for the law they approximate.
+* Draft ``i`` is accepted iff ``u_i * q_i(y_i) < p_i(y_i)``.  This is ``u_i < p/q`` without the
+  division, so a draft with ``p = 0`` is never accepted (``u = 0`` included) and ``q = 0`` needs no
+  special case.
+* The emitted token after the last acceptance is drawn by inverse CDF from ``[p_j - q_j]_+`` (the
+  residual at the rejection position ``j``) or from ``p_K`` (the bonus), using one more uniform.
+  Padding ``q`` with a zero row makes the bonus the residual at position ``K``: one code path.
+* Residual fallback: if the residual's mass is at float-noise level (at most ``V`` units of float64
+  round-off) the rejection itself was a rounding artefact of a ``p`` that equals ``q``, and the token
+  is drawn from ``p_j``.  No division by zero, no NaN, and never a token of target probability 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["assemble", "canonical_emit", "inverse_cdf", "normalise", "residual_distribution"]
+
+
+def normalise(probs: torch.Tensor) -> torch.Tensor:
+    """Divide each row (last axis) by its sum, in float64."""
+    probs = probs.to(torch.float64)
+    return probs / probs.sum(dim=-1, keepdim=True)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``[p - q]_+`` (unnormalised), or ``p`` where that residual's mass is float noise."""
+    residual = (p - q).clamp_min_(0.0)
+    noise = p.shape[-1] * torch.finfo(torch.float64).eps
+    at_noise = ~(residual.sum(dim=-1) > noise)
+    residual[at_noise] = p.expand_as(residual)[at_noise]
+    return residual
+
+
+def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The smallest token whose cumulative mass exceeds ``u * total``; never a zero-mass token."""
+    cdf = dist.cumsum(dim=-1)
+    x = (u * cdf[..., -1]).unsqueeze(-1)
+    token = torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    # u * total can round up to total itself (token == V): take the last token with positive mass.
+    overflow = token == dist.shape[-1]
+    if overflow.any():
+        positions = torch.arange(dist.shape[-1], device=dist.device)
+        token[overflow] = torch.where(dist[overflow] > 0, positions, -1).amax(dim=-1)
+    return token
+
+
+def canonical_emit(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    uniforms: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The canonical step as a deterministic function of ``uniforms [B, K+1]``.
+
+    Only the row sums and the emitting row are normalised: the full ``[B, K+1, V]`` tensors are
+    read once each (their sums), not copied, and the values are those of :func:`normalise`.
+    """
+    batch, k = draft_tokens.shape
+    p, q = target_probs, draft_probs
+    p_sum = p.sum(dim=-1, dtype=torch.float64)
+    q_sum = q.sum(dim=-1, dtype=torch.float64)
+    tokens_index = draft_tokens.unsqueeze(-1)
+    p_draft = p[:, :k].gather(-1, tokens_index).squeeze(-1).to(torch.float64) / p_sum[:, :k]
+    q_draft = q.gather(-1, tokens_index).squeeze(-1).to(torch.float64) / q_sum
+    accepted = uniforms[:, :k] * q_draft < p_draft
+    num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
+
+    rows = torch.arange(batch, device=p.device)
+    p_row = p[rows, num_accepted].to(torch.float64)  # advanced indexing copies: safe to scale in place
+    p_row /= p_sum[rows, num_accepted].unsqueeze(-1)
+    # The bonus is the residual against a zero draft row: one code path for both.
+    at = num_accepted.clamp_max(k - 1)
+    q_row = q[rows, at].to(torch.float64)
+    q_row /= q_sum[rows, at].unsqueeze(-1)
+    q_row *= (num_accepted < k).unsqueeze(-1)
+    dist = residual_distribution(p_row, q_row)
+    return assemble(draft_tokens, num_accepted, inverse_cdf(dist, uniforms[:, k]))
+
+
+def assemble(draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contract outputs: the accepted drafts, the last token, ``-1`` padding."""
+    batch, k = draft_tokens.shape
+    positions = torch.arange(k + 1, device=draft_tokens.device)
+    padded = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
+    tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded, -1)
+    tokens[torch.arange(batch, device=draft_tokens.device), num_accepted] = last
+    return tokens, num_accepted
