@@ -51,7 +51,7 @@ def uniform_grid(case: StepCase, tie: float = TIE) -> tuple[torch.Tensor, torch.
     axes: list[list[tuple[float, float]]] = []
     skipped = 0.0
     for i in range(k):
-        ratio = float(min(1.0, p[i, case.draft_tokens[i]] / q[i, case.draft_tokens[i]]))
+        ratio = min(1.0, float(p[i, case.draft_tokens[i]] / q[i, case.draft_tokens[i]]))
         cells = [(0.0, ratio), (ratio, 1.0)]
         axes.append(_points(cells, tie))
         skipped += 1.0 - sum(v for _, v in axes[-1])
@@ -112,7 +112,7 @@ class UniformGridCheck:
             induced = torch.zeros((case.k + 1) * vocab, dtype=torch.float64)
             induced.index_add_(0, got[1] * vocab + got[0].gather(1, got[1][:, None]).squeeze(1), volume)
             tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
-            evidence: dict[str, Any] = {"mismatch": bool(wrong.any()), "points": int(uniforms.shape[0]), "induced_tv": tv, "tie_volume": skipped}
+            evidence: dict[str, Any] = {"points": int(uniforms.shape[0]), "induced_tv": tv, "tie_volume": skipped}
             if wrong.any():
                 r = int(wrong.nonzero()[0, 0])
                 evidence["first_mismatch"] = {
@@ -121,7 +121,7 @@ class UniformGridCheck:
                     "got": {"tokens": got[0][r].tolist(), "num_accepted": int(got[1][r])},
                     "mismatched_volume": float(volume[wrong].sum()),
                 }
-            return Outcome({}, int(uniforms.shape[0]), {}, evidence)
+            return Outcome({}, int(uniforms.shape[0]), {}, evidence, mismatch=bool(wrong.any()))
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint(), examples=ctx.budget.validity_examples, statistical=False)
         if found.confirmed is None:
@@ -150,7 +150,7 @@ class UniformGridCheck:
                 f"where the canonical algorithm gives {m['expected']['tokens']}; the law induced over the uniforms differs "
                 f"from the exact law by TV {ev['induced_tv']:.3g}"
             ),
-            evidence={"minimal_example": case.describe(), "repro": repro, **ev, "examples": found.examples},
+            evidence={"minimal_example": case.describe(), "repro": repro, "mismatch": outcome.mismatch, **ev, "examples": found.examples},
         )
 
 
@@ -213,7 +213,7 @@ class ConditionalEnumerationCheck:
                 observed, expected, lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})"
             ),
         }
-        common = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=gof.samples, min_detectable_tv=claim)
+        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=gof.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = dataclasses.asdict(tv_estimate(observed, laws_all, random_state=0))
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
@@ -264,7 +264,7 @@ class EmittedLawCheck:
             "expected": expected.tolist(),
             "outcome_labels": [" ".join(map(str, sequence_of(i, case.vocab_size, case.k))) for i in range(law.size)],
         }
-        common = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)
+        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = dataclasses.asdict(tv_estimate(tally.emitted, law, random_state=0))
             evidence["where"] = largest_deviation(

@@ -44,13 +44,24 @@ MAX_ROUNDS = 3
 
 @dataclasses.dataclass
 class Outcome:
-    """One test of one case: the p-values of its decisions (several tests may share samples)."""
+    """One test of one case: the p-values of its decisions (several tests may share samples).
+
+    Attributes:
+        pvalues: decision id -> p-value (statistical checks).
+        samples: sampler rows spent on the case.
+        min_detectable_tv: decision id -> the smallest TV the test detects at the budget's power.
+        evidence: what the report shows about the case; read by no control flow.
+        fault: the sampler raised, hung or broke its contract on the case (an alarm for every check).
+        mismatch: an exact check found output that is not the canonical one (an alarm that needs
+            no confirmation).
+    """
 
     pvalues: dict[str, float]
     samples: int
     min_detectable_tv: dict[str, float]
     evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
     fault: SamplerFault | None = None
+    mismatch: bool = False
 
     def rejects(self, alpha: float, *, each: bool = False) -> bool:
         """Any decision rejects: at ``alpha`` shared among them (a screen alarm covers all of a
@@ -236,7 +247,7 @@ def _isolated_search(shrink_seconds: float):
 
 def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:
     if not statistical:
-        return outcome.fault is not None or bool(outcome.evidence.get("mismatch"))
+        return outcome.fault is not None or outcome.mismatch
     return outcome.rejects(alpha)
 
 
