@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 from ._budgets import BUDGETS, Budget
 from ._cases import ModelCase, StepCase
 from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+from ._errors import SpecverifyError, UsageError
 from ._exact import completed_law, emitted_law, step_law, target_law
 from ._models import ChainModel, Model, TableModel
 from ._replay import LawTest, model_law_test, step_law_test
@@ -36,8 +37,10 @@ __all__ = [
     "RunResult",
     "Sampler",
     "SamplerSpecError",
+    "SpecverifyError",
     "StepCase",
     "TableModel",
+    "UsageError",
     "__version__",
     "check",
     "completed_law",

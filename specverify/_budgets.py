@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ._errors import UsageError
+
 __all__ = ["BUDGETS", "Budget", "get_budget"]
 
 
@@ -69,4 +71,4 @@ def get_budget(name: str) -> Budget:
     try:
         return BUDGETS[name]
     except KeyError:
-        raise ValueError(f"unknown budget {name!r}; choose one of {', '.join(BUDGETS)}") from None
+        raise UsageError(f"unknown budget {name!r}; choose one of {', '.join(BUDGETS)}") from None

@@ -41,6 +41,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ._errors import SpecverifyError
+
 __all__ = [
     "Capabilities",
     "Sampler",
@@ -119,7 +121,7 @@ class Capabilities:
         return data
 
 
-class SamplerSpecError(Exception):
+class SamplerSpecError(SpecverifyError):
     """A sampler spec (``module:attribute``) could not be turned into a sampler.
 
     The message is one line that says what to fix; the CLI prints it and exits with status 2.

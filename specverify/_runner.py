@@ -23,6 +23,7 @@ from typing import Any
 from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest
 from ._contract import describe
+from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from .checks import Check, Context, battery
 from .checks._base import fault_result
@@ -51,7 +52,7 @@ def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = N
     patterns = list(select or [])
     checks = [c for c in battery() if not patterns or any(selects(p, c) for p in patterns)]
     if patterns and not checks:
-        raise ValueError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
+        raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
     reasons = {c.id: _skip_reason(c, sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
+from .._errors import SpecverifyError
 
 __all__ = [
     "AdapterUnavailable",
@@ -34,7 +35,7 @@ __all__ = [
 _SEED_BOUND = 2**62
 
 
-class AdapterUnavailable(RuntimeError):
+class AdapterUnavailable(SpecverifyError, RuntimeError):
     """An adapter cannot run here; the message is one line that says why and what would fix it.
 
     Adapter factories raise it, so ``specverify check`` exits with status 2 and prints the reason

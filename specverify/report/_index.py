@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._errors import SpecverifyError
 from .._result import RunResult
 from ..checks import FAMILIES
 from ._format import number, slug, timestamp
@@ -24,7 +25,7 @@ from ._view import STATUSES, VERDICT_TEXT
 __all__ = ["build_index", "load_run"]
 
 
-class RunFileError(Exception):
+class RunFileError(SpecverifyError):
     """A run JSON that cannot be read or is not a run result; the message is one line."""
 
 
