@@ -57,12 +57,12 @@ class Reach:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Reach:
         return cls(
-            vocab=tuple(data["vocab"]),  # type: ignore[arg-type]
-            k=tuple(data["k"]),  # type: ignore[arg-type]
-            batch=tuple(data["batch"]),  # type: ignore[arg-type]
+            vocab=tuple(data["vocab"]),
+            k=tuple(data["k"]),
+            batch=tuple(data["batch"]),
             rows=int(data["rows"]),
             dtypes=tuple(data["dtypes"]),
-            shapes=tuple(tuple(s) for s in data["shapes"]),  # type: ignore[misc]
+            shapes=tuple(tuple(s) for s in data["shapes"]),
             shapes_complete=bool(data.get("shapes_complete", True)),
             kinds=tuple(data.get("kinds", ())),
         )

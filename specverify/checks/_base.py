@@ -99,11 +99,15 @@ class Check(Protocol):
     result they report; exact checks spend none.
     """
 
-    id: str
     family: str
-    case: str | None
     statistical: bool
     decisions: int
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def case(self) -> str | None: ...
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None: ...
 

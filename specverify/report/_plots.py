@@ -109,7 +109,7 @@ def comparison_svg(data: Comparison, prefix: str, *, label: str) -> str:
 
     n = len(data.labels)
     long_labels = n > 8 or max(len(s) for s in data.labels) > 4
-    style = {
+    style: dict[Any, Any] = {  # matplotlib types its keys as a Literal of every rc name
         "svg.fonttype": "none",
         "svg.hashsalt": prefix,
         "font.size": 9,
