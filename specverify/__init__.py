@@ -11,8 +11,6 @@ or from the shell: ``specverify check mypackage.module:sampler``.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from ._budgets import BUDGETS, Budget
 from ._cases import ModelCase, StepCase
 from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
@@ -23,6 +21,7 @@ from ._replay import LawTest, model_law_test, step_law_test
 from ._result import CheckResult, RunResult
 from ._runner import check
 from ._seeds import derive_seed
+from ._version import __version__
 from .samplers import reference
 
 __all__ = [

@@ -145,7 +145,7 @@ def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None)
     import scipy
     import torch
 
-    from . import __version__
+    from ._version import __version__
 
     versions = {
         "specverify": __version__,
