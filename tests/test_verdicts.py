@@ -1,0 +1,84 @@
+"""Verdicts never claim more than the evidence shows (issue 15).
+
+Each test here failed on the harness before the fix it pins: a subset that passed, a
+lossless-suboptimal verdict with no target-law evidence where the sampler deviated, a
+``canonical=False`` sampler passed on shapes no target-law test saw, ...
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import specverify
+from specverify import CheckResult, RunResult
+from specverify._budgets import get_budget
+from specverify._cli import main
+from specverify._reach import Reach
+from specverify._result import judge
+
+QUICK = get_budget("quick").with_(timeout=60.0)
+
+
+def reach(*shapes: tuple[int, int], kinds: tuple[str, ...] = ("random",)) -> Reach:
+    ks, vs = [k for k, _ in shapes], [v for _, v in shapes]
+    return Reach(vocab=(min(vs), max(vs)), k=(min(ks), max(ks)), batch=(1, 1), rows=1, dtypes=("float64",), shapes=tuple(sorted(shapes)), kinds=kinds)
+
+
+def law(*shapes: tuple[int, int], case: str = "random", status: str = "pass") -> CheckResult:
+    finding = "loss" if status == "fail" else None
+    return CheckResult(id=f"fit.position[{case}]", family="fit", case=case, status=status, finding=finding, proves="loss", reach=reach(*shapes, kinds=(case,)))
+
+
+def deviation(k: int, vocab: int, kind: str = "random", finding: str = "non-canonical") -> CheckResult:
+    example = {"cases": [{"kind": "step", "label": kind, "K": k, "V": vocab}]}
+    return CheckResult(
+        id=f"fit.conditional[{kind}]", family="fit", case=kind, status="fail", finding=finding, evidence={"minimal_example": example}, reach=reach((k, vocab), kinds=(kind,))
+    )
+
+
+SUBOPTIMAL = CheckResult(id="efficiency.acceptance[random]", family="efficiency", status="fail", finding="suboptimal")
+
+
+# --- item 4: a subset never passes ---------------------------------------------------------------
+
+
+def test_a_subset_with_a_target_law_test_is_still_inconclusive():
+    run = RunResult(run={"select": ["fit.first-token[random]"], "planned_checks": 1}, checks=[law((1, 2))])
+    assert run.verdict == "inconclusive" and run.exit_code == 3
+    assert "contract.determinism" in run.verdict_reason and "subset" in run.verdict_reason
+    assert run.to_json()["verdict_reason"] == run.verdict_reason
+    # failures of a subset stand
+    failed = RunResult(run={"select": ["fit.*"], "planned_checks": 1}, checks=[law((1, 2), status="fail")])
+    assert failed.verdict == "lossy"
+    # a selection that matches the whole battery is the whole battery
+    assert RunResult(run={"select": ["*"], "planned_checks": 40}, checks=[law((1, 2))]).verdict == "conformant"
+
+
+def test_cli_subset_on_a_sampler_that_ignores_its_generator_is_inconclusive(tmp_path):
+    out = tmp_path / "out.json"
+    args = ["check", "specverify.zoo:ignores_generator", "--budget", "quick", "--only", "fit.first-token[random]", "--json", str(out), "--no-progress", "-q"]
+    assert main(args) == 3
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "inconclusive" and "contract.determinism" in data["verdict_reason"]
+
+
+# --- item 2: a lossless verdict needs target-law evidence where the deviation is -------------------
+
+
+@pytest.mark.parametrize(
+    ("checks", "expected"),
+    [
+        ([law((1, 2)), deviation(1, 2), SUBOPTIMAL], "lossless-suboptimal"),
+        ([law((1, 2), (3, 4)), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # no target-law test at K = 4
+        ([law((1, 2)), law((4, 2), case="chain"), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # a random-kind deviation needs a random-kind test
+        ([law((4, 2)), deviation(4, 2, "zero-residual"), SUBOPTIMAL], "lossless-suboptimal"),  # no target-law check of that kind: by shape
+        ([law((1, 2)), law((4, 2), status="fail"), deviation(4, 2), SUBOPTIMAL], "lossy"),
+    ],
+)
+def test_lossless_verdict_needs_a_target_law_test_where_the_law_deviated(checks, expected):
+    judgement = judge(checks)
+    assert judgement.verdict == expected
+    if expected == "inconclusive":
+        assert "K=4, V=2" in judgement.reason
