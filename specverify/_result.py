@@ -5,6 +5,9 @@ findings into a verdict, so no check decides the outcome of the run on its own:
 
 * ``contract`` or ``support``: the sampler broke its contract or emitted an impossible token
   (exact, no statistics) -> ``non-conformant``;
+* ``renormalisation``: it declares ``unnormalised=True`` but does not renormalise its inputs (its
+  law on rows far from normalised is wrong) -> ``non-conformant``, a finding of its own: it says
+  nothing of the law on the rows engines pass;
 * ``loss``: the emitted tokens do not follow the target's law -> ``lossy``;
 * ``non-canonical``: the law given the drafts differs from the canonical algorithm's.  Together with
   lower acceptance and no ``loss`` it is a different lossless algorithm (``lossless-suboptimal``);
@@ -38,7 +41,7 @@ __all__ = ["CheckResult", "EXIT_CODES", "Judgement", "RunResult", "SCHEMA_VERSIO
 
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "fail", "skip", "inconclusive", "error")
-FINDINGS = ("contract", "support", "loss", "non-canonical", "suboptimal")
+FINDINGS = ("contract", "support", "renormalisation", "loss", "non-canonical", "suboptimal")
 VERDICTS = ("conformant", "lossless-suboptimal", "lossy", "non-conformant", "inconclusive", "error")
 EXIT_CODES = {
     "conformant": 0,
@@ -173,6 +176,8 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     failing = {c.finding for c in checks if c.status == "fail"}
     if failing & {"contract", "support"}:
         return Judgement("non-conformant")
+    if "renormalisation" in failing:
+        return Judgement("non-conformant", "does not renormalise its inputs, though it declares unnormalised=True")
     if "loss" in failing:
         return Judgement("lossy")
     if "non-canonical" in failing and "suboptimal" not in failing:

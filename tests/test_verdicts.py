@@ -82,3 +82,31 @@ def test_lossless_verdict_needs_a_target_law_test_where_the_law_deviated(checks,
     assert judgement.verdict == expected
     if expected == "inconclusive":
         assert "K=4, V=2" in judgement.reason
+
+
+# --- item 1: rows far from normalised are a declared capability -----------------------------------
+
+
+def test_a_kernel_that_does_not_renormalise_gets_a_finding_of_its_own_when_it_declares_it():
+    from specverify.zoo import ZOO
+
+    result = specverify.check(ZOO["declares-unnormalised-but-does-not-renormalise"], budget=QUICK, seed=0, select=["fit.unnormalised[*]"])
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "renormalisation"
+    assert "does not renormalise its inputs" in check.message
+    assert result.verdict == "non-conformant" and "does not renormalise" in result.verdict_reason
+
+
+def test_a_sampler_that_renormalises_passes_on_rows_far_from_normalised():
+    from specverify._contract import Capabilities
+    from specverify.samplers import reference
+
+    def renormalising(t, d, y, g):
+        return reference(t, d, y, g)
+
+    renormalising.capabilities = Capabilities(unnormalised=True)
+    (check,) = specverify.check(renormalising, budget=QUICK, seed=0, select=["fit.unnormalised[*]"]).checks
+    assert check.status == "pass", check.message
+    # undeclared, it is never given such rows
+    (skipped,) = specverify.check(reference, budget=QUICK, seed=0, select=["fit.unnormalised[*]"]).checks
+    assert skipped.status == "skip" and "unnormalised=True" in skipped.message

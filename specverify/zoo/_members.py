@@ -384,3 +384,18 @@ def lossy_at_four_drafts(t, d, y, g):
 @member("lossy", ("fit",), "quick", "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at every shape must catch it.", Capabilities(canonical=False))
 def non_canonical_lossy_at_four_drafts(t, d, y, g):
     return _fixed_token_at_four_drafts(t, d, y, g)
+
+
+def _no_renormalisation(t, d, y, g):
+    """The canonical step on the rows as given, never divided by their sums (as engine kernels)."""
+    return canonical_with(t, d, y, g, normalised=False)
+
+
+@member("conformant", (), "quick", "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype allows, which is what engines pass it.")
+def no_input_renormalisation(t, d, y, g):
+    return _no_renormalisation(t, d, y, g)
+
+
+@member("non-conformant", ("fit",), "quick", "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.", Capabilities(unnormalised=True))
+def declares_unnormalised_but_does_not_renormalise(t, d, y, g):
+    return _no_renormalisation(t, d, y, g)
