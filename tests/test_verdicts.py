@@ -110,3 +110,35 @@ def test_a_sampler_that_renormalises_passes_on_rows_far_from_normalised():
     # undeclared, it is never given such rows
     (skipped,) = specverify.check(reference, budget=QUICK, seed=0, select=["fit.unnormalised[*]"]).checks
     assert skipped.status == "skip" and "unnormalised=True" in skipped.message
+
+
+# --- item 5: each decision's claim is its own ------------------------------------------------------
+
+
+def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
+    from types import SimpleNamespace
+
+    from specverify.checks._search import Decision, Outcome, SearchResult, decisions_from_search
+
+    first, step = (Decision(f"fit.{n}[random]", "fit", "random", "loss") for n in ("first-token", "step"))
+    screen = Outcome({first.id: 0.5, step.id: 1e-9}, 1000, {first.id: 0.011, step.id: 0.012})
+    confirmation = Outcome({first.id: 0.2, step.id: 1e-12}, 5000, {first.id: 0.03, step.id: 0.013})
+    found = SearchResult(examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6)
+    ctx = SimpleNamespace(budget=get_budget("standard"), alpha=1e-5)
+    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    assert failed.status == "fail" and failed.min_detectable_tv == 0.013
+    # the search stopped at the failing case: first-token was decided by its own confirmation test
+    assert passed.status == "inconclusive" and passed.min_detectable_tv == 0.03  # 0.03 > the ceiling 0.02
+    assert passed.p_value == 0.2 and passed.samples == 5000 and "fit.step[random] failed" in passed.message
+    confirmation.min_detectable_tv[first.id] = 0.015
+    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    assert passed.status == "pass" and passed.min_detectable_tv == 0.015 and "detects TV >= 0.015" in passed.message
+
+
+# --- item 7: messages that teach the contract ------------------------------------------------------
+
+
+def test_a_p_value_below_a_double_reads_as_a_bound():
+    from specverify.checks._search import p_text
+
+    assert p_text(0.0) == "p < 1e-300" and p_text(0.0123) == "p = 0.0123"

@@ -26,6 +26,7 @@ from ..strategies._internal.pairs import FAR_SCALES
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation, plan_samples
 from ._fixtures import random_step_batch
+from ._search import p_text
 from ._sampling import step_counts
 
 __all__ = ["RenormalisationCheck"]
@@ -111,7 +112,7 @@ class RenormalisationCheck:
                 **common, status="fail", finding="renormalisation", evidence=evidence,
                 message=(
                     f"does not renormalise its inputs, though it declares unnormalised=True: on rows summing to {sums} "
-                    f"the law given the drafts is not that of the normalised rows (p = {pvalue:.3g} <= {ctx.alpha:.3g}); {evidence['where']}"
+                    f"the law given the drafts is not that of the normalised rows ({p_text(pvalue)} <= {ctx.alpha:.3g}); {evidence['where']}"
                 ),
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"

@@ -25,6 +25,7 @@ from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation
 from ._fixtures import random_table_model
+from ._search import p_text
 from ._sampling import model_tally
 
 __all__ = ["EveryShapeCheck"]
@@ -109,7 +110,7 @@ class EveryShapeCheck:
             return CheckResult(
                 **common, status="fail", finding="loss", evidence=evidence,
                 message=(
-                    f"the emitted tokens do not follow the target's law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); "
+                    f"the emitted tokens do not follow the target's law ({p_text(pvalue)} <= {ctx.alpha:.3g}); "
                     f"estimated TV {tv['estimate']:.3g} [{tv['low']:.3g}, {tv['high']:.3g}]; {where}"
                 ),
             )

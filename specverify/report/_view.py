@@ -33,7 +33,7 @@ VERDICT_TEXT = {
     "lossless-suboptimal": "Lossless, but it accepts fewer drafts than the canonical algorithm.",
     "lossy": "Not lossless: the tokens it emits do not follow the target model's distribution.",
     "non-conformant": "Not lossless: it broke the sampler contract or emitted a token the target gives probability 0.",
-    "inconclusive": "Undecided: the budget was too small for some checks to reach their promised power.",
+    "inconclusive": "Undecided: the evidence does not settle it (a check short of its promised power, a subset of the battery, or no target-law test where the sampler differs).",
     "error": "Undecided: the harness could not run every check (see the errors below).",
 }
 FINDING_TEXT = {
@@ -42,6 +42,7 @@ FINDING_TEXT = {
     "loss": "emitted tokens do not follow the target's law",
     "non-canonical": "law given the drafts differs from the canonical algorithm's",
     "suboptimal": "accepts fewer drafts than the canonical algorithm",
+    "renormalisation": "does not renormalise its inputs, though it declares unnormalised=True",
 }
 #: Evidence shown in its own place on a check; every other field goes to the generic list.
 _PLACED = {
@@ -125,6 +126,7 @@ class RunView:
     spec: str | None
     verdict: str
     verdict_text: str
+    verdict_reason: str | None
     finished: bool
     summary: list[tuple[str, int]]
     guarantee: str | None
@@ -160,6 +162,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         spec=run.get("spec"),
         verdict=verdict,
         verdict_text=VERDICT_TEXT.get(verdict, ""),
+        verdict_reason=_text(data.get("verdict_reason")),
         finished=bool(data.get("finished", True)),
         summary=summary,
         guarantee=_guarantee(verdict, run, views),
