@@ -142,3 +142,45 @@ def test_a_p_value_below_a_double_reads_as_a_bound():
     from specverify.checks._search import p_text
 
     assert p_text(0.0) == "p < 1e-300" and p_text(0.0123) == "p = 0.0123"
+
+
+def test_an_out_of_range_token_message_teaches_the_contract():
+    import torch
+
+    from specverify._calling import audit_output
+
+    target = torch.full((1, 5, 4), 0.25, dtype=torch.float64)
+    drafts = torch.tensor([[0, 1, 2, 3]])
+    output = (torch.tensor([[0, 1, 2, 3, -1]]), torch.tensor([4]))  # a bonus slot left as padding
+    (violation,) = audit_output(output, target, drafts)
+    assert violation.rule == "token-range"
+    text = violation.message
+    assert "declares 4 accepted drafts" in text and "emits 5 tokens" in text and "position 4" in text and "padding" in text
+
+
+# --- item 6: efficiency checks state their power --------------------------------------------------
+
+
+def test_an_efficiency_check_states_its_samples_and_the_deficit_it_detects():
+    from specverify.report import render_report
+    from specverify.samplers import reference
+
+    result = specverify.check(reference, budget=QUICK, seed=0, select=["efficiency.acceptance[[]random]"])
+    (check,) = result.checks
+    assert check.samples and check.evidence["power"] == QUICK.power
+    assert 0 < check.evidence["min_detectable_deficit"] < 1
+    assert f"detected with probability >= {QUICK.power}" in check.message
+    page = render_report(result)
+    assert "<th class=\"num\">power</th>" in page and "<th class=\"num\">calls</th>" in page
+
+
+def test_a_lossless_suboptimal_page_shows_the_differences_as_evidence_not_failures():
+    from specverify.report import render_report
+
+    checks = [law((1, 2)), deviation(1, 2), SUBOPTIMAL]
+    checks[1].evidence["tv"] = {"estimate": 0.2, "low": 0.1, "high": 0.3, "confidence": 0.99}
+    run = RunResult(run={"select": None}, checks=checks)
+    assert run.verdict == "lossless-suboptimal"
+    page = render_report(run)
+    assert 'id="differences"' in page and 'id="failures"' not in page
+    assert "observed TV" in page and "0.2 [0.1, 0.3]" in page
