@@ -25,6 +25,7 @@ from ._calling import SamplerUnderTest
 from ._contract import SamplerSpecError, load_sampler
 from ._result import CheckResult, RunResult, left_out
 from ._runner import PlannedCheck, plan, run_check, run_info, selects, write_json
+from .checks._search import p_text
 
 __all__ = [
     "CheckFailed",
@@ -60,7 +61,10 @@ def describe_failure(results: list[CheckResult]) -> str:
             lines.append(f"  {r.message}")
         if r.p_value is not None:
             level = f" at alpha {r.alpha:.3g}" if r.alpha is not None else ""
-            lines.append(f"  p-value {r.p_value:.3g}{level}; samples {r.samples}")
+            lines.append(f"  {p_text(r.p_value)}{level}; samples {r.samples}")
+        tv = r.evidence.get("tv")
+        if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
+            lines.append(f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]")
         example = r.evidence.get("minimal_example")
         if example:
             lines.append(f"  smallest case: {json.dumps(example)[:600]}")

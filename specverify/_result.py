@@ -225,7 +225,7 @@ def deviations(check: CheckResult) -> list[tuple[int, int, str | None]]:
 def _uncovered(checks: list[CheckResult], laws: list[CheckResult]) -> list[str]:
     """Each place a ``non-canonical`` or ``suboptimal`` failure was seen that no passing target-law
     test covered, in words.  A kind no target-law check of the run generates (an edge kind of the
-    conditional checks, a fixed model) is matched on its shape alone, and the reason says so."""
+    conditional checks, a fixed model) is matched on its shape alone (docs/statistics.md)."""
     law_kinds = {c.case for c in checks if c.proves == "loss" and c.case}
     missing: list[str] = []
     for check in checks:
