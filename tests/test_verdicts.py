@@ -184,3 +184,17 @@ def test_a_lossless_suboptimal_page_shows_the_differences_as_evidence_not_failur
     page = render_report(run)
     assert 'id="differences"' in page and 'id="failures"' not in page
     assert "observed TV" in page and "0.2 [0.1, 0.3]" in page
+
+
+# --- items 2 and 3: target-law tests at every shape the conditional checks use ---------------------
+
+
+@pytest.mark.parametrize("name", ["lossy-at-four-drafts", "non-canonical-lossy-at-four-drafts"])
+def test_a_sampler_lossy_at_four_drafts_only_fails_a_target_law_test_there(name):
+    from specverify.zoo import ZOO
+
+    result = specverify.check(ZOO[name], budget=QUICK, seed=0, select=["fit.every-shape[[]random]"])
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4")
+    assert check.reach.covers(4, 8) and check.reach.covers(1, 2)
+    assert result.verdict == "lossy"
