@@ -179,7 +179,19 @@ def audit_output(
         positions = torch.arange(k + 1, device=tokens.device)
         emitted = positions <= accepted.unsqueeze(-1)
         out_of_range = emitted & ((tokens < 0) | (tokens >= vocab))
-        checks.append(("token-range", out_of_range.any(-1), lambda r: f"row {r}: emitted token id {_first(tokens[r], out_of_range[r])} is outside [0, {vocab})", "contract"))
+        def token_range(r: int) -> str:
+            n, position = int(accepted[r]), int(out_of_range[r].nonzero()[0, 0])
+            token = int(tokens[r, position])
+            text = (
+                f"row {r}: num_accepted = {n} declares {n} accepted draft{'s' if n != 1 else ''}, so the row emits "
+                f"{n + 1} token{'s' if n else ''} ({'position 0' if n == 0 else f'positions 0 to {n}'}); position {position} holds {token}, "
+                f"outside the vocabulary [0, {vocab})"
+            )
+            if token == -1:
+                text += f": -1 is padding, allowed only after position {n}"
+            return text
+
+        checks.append(("token-range", out_of_range.any(-1), token_range, "contract"))
         padding = ~emitted & (tokens != -1)
         checks.append(("padding", padding.any(-1), lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
         accepted_mask = positions[:k] < accepted.unsqueeze(-1)

@@ -10,8 +10,10 @@ row ``K`` is the law of the bonus token.  It returns ``tokens [B, K+1]`` (int64:
 then the replacement or bonus token, then ``-1`` padding) and ``num_accepted [B]`` (int64): row ``b``
 emits ``num_accepted[b] + 1`` tokens.
 
-Probabilities need not be exactly normalised (engines pass bf16-rounded softmax outputs): the law a
-row stands for is the row divided by its sum.
+Rows are normalised as well as their dtype allows, as engines pass them: what a softmax in that
+dtype returns, rounded low-precision rows included (a bf16 row may sum to 1 within bf16 rounding).
+The law a row stands for is the row divided by its sum.  Rows far from normalised (a draft row that
+sums to 1.01, a row scaled by 2) are given only to a sampler that declares ``unnormalised=True``.
 
 Everything else is optional and declared as attributes, so that a plain function is a sampler:
 
@@ -87,6 +89,10 @@ class Capabilities:
             drafts* must be the canonical algorithm's.  ``False`` for another lossless verifier
             (block verification, sample-and-compare): the checks of the canonical law are skipped,
             and the target's own law alone decides whether it is lossless.
+        unnormalised: renormalises its inputs, so rows far from normalised (any positive scale)
+            stand for the row divided by its sum.  ``True`` adds a check on such rows, whose
+            failure is its own finding ("does not renormalise its inputs"); ``False`` (engines'
+            kernels) means the sampler is given only rows normalised as well as their dtype allows.
     """
 
     device: str | None = None
@@ -98,6 +104,7 @@ class Capabilities:
     uniforms: bool = False
     deterministic: bool = True
     canonical: bool = True
+    unnormalised: bool = False
 
     def __post_init__(self) -> None:
         if not self.dtypes:

@@ -23,19 +23,23 @@ import pytest
 from ._budgets import get_budget
 from ._calling import SamplerUnderTest
 from ._contract import SamplerSpecError, load_sampler
-from ._result import CheckResult, RunResult
+from ._result import CheckResult, RunResult, left_out
 from ._runner import PlannedCheck, plan, run_check, run_info, selects, write_json
+from .checks._search import p_text
 
 __all__ = [
     "CheckFailed",
     "SpecverifyCollector",
     "SpecverifyItem",
     "SpecverifyPlugin",
+    "SubsetVerdictItem",
     "battery",
     "describe_failure",
 ]
 
 _PROPERTY = "specverify"
+#: The verdicts a run may pass with (the CLI's exit status 0).
+PASSING = ("conformant", "lossless-suboptimal")
 
 
 class CheckFailed(Exception):
@@ -57,7 +61,10 @@ def describe_failure(results: list[CheckResult]) -> str:
             lines.append(f"  {r.message}")
         if r.p_value is not None:
             level = f" at alpha {r.alpha:.3g}" if r.alpha is not None else ""
-            lines.append(f"  p-value {r.p_value:.3g}{level}; samples {r.samples}")
+            lines.append(f"  {p_text(r.p_value)}{level}; samples {r.samples}")
+        tv = r.evidence.get("tv")
+        if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
+            lines.append(f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]")
         example = r.evidence.get("minimal_example")
         if example:
             lines.append(f"  smallest case: {json.dumps(example)[:600]}")
@@ -107,6 +114,37 @@ class SpecverifyItem(pytest.Item):
         return self.path, None, f"specverify {self.planned.id}"
 
 
+def subset_note(select: list[str] | None) -> str | None:
+    """Why a run of only ``select`` cannot pass a sampler, naming what it left out (``None``: the
+    selection is the whole battery)."""
+    missing = left_out({"select": select})
+    if not missing:
+        return None
+    shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+    return (
+        f"verdict at best inconclusive: only checks matching {select} ran, {len(missing)} results of the battery "
+        f"were left out ({shown}); a subset can fail a sampler but not pass it"
+    )
+
+
+class SubsetVerdictItem(pytest.Item):
+    """The run-level verdict of a subset of the battery: never a pass."""
+
+    def __init__(self, *, note: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.note = note
+        self.add_marker(pytest.mark.specverify)
+
+    def runtest(self) -> None:
+        raise CheckFailed([])
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+        return self.note
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, "specverify verdict"
+
+
 class SpecverifyCollector(pytest.Collector):
     """Holds the battery's items under the node id ``specverify``."""
 
@@ -122,6 +160,9 @@ class SpecverifyCollector(pytest.Collector):
                 if selects(pattern, planned.check):
                     item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=CheckFailed))
             items.append(item)
+        note = subset_note(self.plugin.config.getoption("specverify_only"))
+        if note is not None:
+            items.append(SubsetVerdictItem.from_parent(self, name="verdict", note=note))
         return items
 
 
@@ -180,6 +221,14 @@ class SpecverifyPlugin:
         info["select"] = self.config.getoption("specverify_only")
         return RunResult(run=info, checks=checks, finished=len(self.results) == len(self.planned))
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """A run whose verdict is no pass fails the session, even where every item passed."""
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        if session.exitstatus == pytest.ExitCode.OK and self.run_result().verdict not in PASSING:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
@@ -187,12 +236,8 @@ class SpecverifyPlugin:
         summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
         terminalreporter.section("specverify")
         terminalreporter.write_line(f"verdict: {result.verdict} for {self.sut.name} ({summary})")
-        if not result.finished:
-            terminalreporter.write_line("(not every planned check ran: the verdict is inconclusive)")
-        elif result.run["select"]:
-            terminalreporter.write_line(
-                f"(only checks matching {result.run['select']}: failures stand, but a lossless verdict needs a test of the target's law)"
-            )
+        if result.verdict_reason:
+            terminalreporter.write_line(f"({result.verdict_reason})")
         json_path = self.config.getoption("specverify_json")
         html_path = self.config.getoption("specverify_html")
         if json_path:
@@ -216,7 +261,8 @@ def battery(
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
     ``test_mine = specverify.pytest_battery("pkg.mod:sampler", budget="quick")`` in a test file
-    gives one test per check, with readable ids.
+    gives one test per check, with readable ids.  With ``only``, one more test, ``verdict``, always
+    fails and names what was left out: a subset can fail a sampler but never pass it.
     """
     spec = sampler if isinstance(sampler, str) else None
     fn = load_sampler(sampler) if isinstance(sampler, str) else sampler
@@ -230,9 +276,14 @@ def battery(
         if selects(pattern, item.check)
     }
     params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
+    note = subset_note(only)
+    if note is not None:  # the run-level verdict of a subset: failures stand, a pass is never claimed
+        params.append(pytest.param("verdict", id="verdict"))
 
     @pytest.mark.parametrize("check_id", params)
     def test_specverify_battery(check_id: str) -> None:
+        if check_id == "verdict" and note is not None:
+            raise AssertionError(note)
         results = run_check(planned[check_id], sut, chosen, seed, spec=spec)
         if all(r.status == "skip" for r in results):
             pytest.skip(results[0].message or "skipped")

@@ -5,6 +5,9 @@ findings into a verdict, so no check decides the outcome of the run on its own:
 
 * ``contract`` or ``support``: the sampler broke its contract or emitted an impossible token
   (exact, no statistics) -> ``non-conformant``;
+* ``renormalisation``: it declares ``unnormalised=True`` but does not renormalise its inputs (its
+  law on rows far from normalised is wrong) -> ``non-conformant``, a finding of its own: it says
+  nothing of the law on the rows engines pass;
 * ``loss``: the emitted tokens do not follow the target's law -> ``lossy``;
 * ``non-canonical``: the law given the drafts differs from the canonical algorithm's.  Together with
   lower acceptance and no ``loss`` it is a different lossless algorithm (``lossless-suboptimal``);
@@ -12,25 +15,33 @@ findings into a verdict, so no check decides the outcome of the run on its own:
 * ``suboptimal``: fewer accepted drafts than the canonical algorithm -> ``lossless-suboptimal``.
 
 A lossless verdict needs evidence for it: at least one check whose failure would have proved a
-``loss`` (a test of the emitted tokens against the target's own law) must have passed.  A run of a
-subset of the battery that holds none, a run that was interrupted, and a check that could not reach
-its promised power are ``inconclusive``, never a pass; a check the harness itself could not run is
-an ``error``.
+``loss`` (a test of the emitted tokens against the target's own law) must have passed, and where the
+sampler differs from the canonical algorithm (a ``non-canonical`` or ``suboptimal`` failure), a
+passing target-law test must have covered that very shape ``(K, V)`` and case kind (its
+:class:`~specverify._reach.Reach`): a different algorithm is lossless only where the target's law
+was seen to hold.  Otherwise the verdict is ``inconclusive``, and says where the evidence is
+missing (:attr:`RunResult.verdict_reason`).
+
+A run of a subset of the battery (``--only``) can fail a sampler but never pass it: its best verdict
+is ``inconclusive``, naming what was left out.  A run that was interrupted and a check that could
+not reach its promised power are ``inconclusive`` too, never a pass; a check the harness itself could
+not run is an ``error``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._reach import Reach
 
-__all__ = ["CheckResult", "EXIT_CODES", "RunResult", "SCHEMA_VERSION", "summarise", "verdict"]
+__all__ = ["CheckResult", "EXIT_CODES", "Judgement", "RunResult", "SCHEMA_VERSION", "judge", "left_out", "summarise", "verdict"]
 
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "fail", "skip", "inconclusive", "error")
-FINDINGS = ("contract", "support", "loss", "non-canonical", "suboptimal")
+FINDINGS = ("contract", "support", "renormalisation", "loss", "non-canonical", "suboptimal")
 VERDICTS = ("conformant", "lossless-suboptimal", "lossy", "non-conformant", "inconclusive", "error")
 EXIT_CODES = {
     "conformant": 0,
@@ -105,17 +116,29 @@ class RunResult:
     finished: bool = True
 
     @property
+    def judgement(self) -> Judgement:
+        """The verdict and why (see :func:`judge`); a subset of the battery is never a pass."""
+        return judge(self.checks, finished=self.finished, left_out=left_out(self.run))
+
+    @property
     def verdict(self) -> str:
-        return verdict(self.checks, finished=self.finished)
+        return self.judgement.verdict
+
+    @property
+    def verdict_reason(self) -> str | None:
+        """Why the verdict is no better than it is (``None`` for a plain pass or failure)."""
+        return self.judgement.reason
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
 
     def to_json(self) -> dict[str, Any]:
+        judgement = self.judgement
         return {
             "schema_version": SCHEMA_VERSION,
-            "verdict": self.verdict,
+            "verdict": judgement.verdict,
+            "verdict_reason": judgement.reason,
             "finished": self.finished,
             "run": _jsonable(self.run),
             "summary": summarise(self.checks),
@@ -135,23 +158,96 @@ def summarise(checks: list[CheckResult]) -> dict[str, int]:
     return {status: sum(c.status == status for c in checks) for status in STATUSES}
 
 
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """A verdict, and the reason it is no better (``None`` when the checks speak for themselves)."""
+
+    verdict: str
+    reason: str | None = None
+
+
 def verdict(checks: list[CheckResult], *, finished: bool = True) -> str:
     """The run's verdict from its checks' statuses and findings (see the module docstring)."""
+    return judge(checks, finished=finished).verdict
+
+
+def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterable[str] = ()) -> Judgement:
+    """The verdict and its reason; ``left_out``: ids of the battery's results a subset did not run."""
     failing = {c.finding for c in checks if c.status == "fail"}
     if failing & {"contract", "support"}:
-        return "non-conformant"
+        return Judgement("non-conformant")
+    if "renormalisation" in failing:
+        return Judgement("non-conformant", "does not renormalise its inputs, though it declares unnormalised=True")
     if "loss" in failing:
-        return "lossy"
+        return Judgement("lossy")
     if "non-canonical" in failing and "suboptimal" not in failing:
-        return "lossy"
+        return Judgement("lossy", "the law given the drafts is not the canonical one, and the sampler accepts no fewer drafts")
     if any(c.status == "error" for c in checks):
-        return "error"
-    law_tested = any(c.status == "pass" and c.proves == "loss" for c in checks)
-    if not finished or not law_tested or any(c.status == "inconclusive" for c in checks):
-        return "inconclusive"
+        return Judgement("error")
+    left = list(left_out)
+    if left:
+        shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
+        reason = f"a subset of the battery ran: {len(left)} results left out ({shown}); a subset can fail a sampler, not pass it"
+        return Judgement("inconclusive", reason)
+    if not finished:
+        return Judgement("inconclusive", "the run was interrupted: not every planned check ran")
+    undecided = [c.id for c in checks if c.status == "inconclusive"]
+    if undecided:
+        return Judgement("inconclusive", f"undecided at this budget: {', '.join(undecided)}")
+    laws = [c for c in checks if c.status == "pass" and c.proves == "loss"]
+    if not laws:
+        return Judgement("inconclusive", "no test of the target's own law passed")
     if failing & {"suboptimal", "non-canonical"}:
-        return "lossless-suboptimal"
-    return "conformant"
+        missing = _uncovered(checks, laws)
+        if missing:
+            return Judgement(
+                "inconclusive",
+                "the sampler differs from the canonical algorithm where no target-law test ran, so its law there is unknown: "
+                + "; ".join(missing),
+            )
+        return Judgement("lossless-suboptimal")
+    return Judgement("conformant")
+
+
+def deviations(check: CheckResult) -> list[tuple[int, int, str | None]]:
+    """Where a failing check saw the sampler differ, as ``(K, V, kind)``: its smallest failing case
+    (every case of a failing batch), else every shape it gave the sampler."""
+    example = check.evidence.get("minimal_example")
+    items = example.get("cases", [example]) if isinstance(example, Mapping) else []
+    found = [(int(e["K"]), int(e["V"]), e.get("label") or check.case) for e in items if isinstance(e, Mapping) and "K" in e and "V" in e]
+    if found:
+        return found
+    if check.reach is not None:
+        return [(k, v, check.case) for k, v in check.reach.shapes]
+    return []
+
+
+def _uncovered(checks: list[CheckResult], laws: list[CheckResult]) -> list[str]:
+    """Each place a ``non-canonical`` or ``suboptimal`` failure was seen that no passing target-law
+    test covered, in words.  A kind no target-law check of the run generates (an edge kind of the
+    conditional checks, a fixed model) is matched on its shape alone (docs/statistics.md)."""
+    law_kinds = {c.case for c in checks if c.proves == "loss" and c.case}
+    missing: list[str] = []
+    for check in checks:
+        if check.status != "fail" or check.finding not in ("non-canonical", "suboptimal"):
+            continue
+        for k, vocab, kind in dict.fromkeys(deviations(check)):
+            wanted = kind if kind in law_kinds else None
+            if not any(c.reach is not None and c.reach.covers(k, vocab, wanted) for c in laws):
+                where = f"K={k}, V={vocab}" + (f", kind {wanted}" if wanted else "")
+                missing.append(f"{check.id} at {where}")
+    return missing
+
+
+def left_out(run: Mapping[str, Any]) -> list[str]:
+    """The ids of the battery's results a run with ``run["select"]`` did not plan (empty for a whole run)."""
+    select = run.get("select")
+    if not select:
+        return []
+    from ._runner import result_ids, selects  # the battery's plan; imported late (it imports this module)
+    from .checks import battery
+
+    return [i for c in battery() if not any(selects(p, c) for p in select) for i in result_ids(c)]
 
 
 def _jsonable(value: Any) -> Any:

@@ -15,20 +15,22 @@ QUICK = ("--specverify-budget=quick", "-p", "no:cacheprovider")
 
 def test_reference_passes_with_readable_ids(pytester):
     result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", "-v", *QUICK)
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=6, failed=1)  # the subset's verdict item: a subset never passes
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             "*specverify: sampler specverify.samplers:reference*",
             "*specverify::contract.output PASSED*",
+            "*specverify::verdict FAILED*",
             "*verdict: inconclusive*",  # a subset can fail a sampler, not pass it
-            "*a lossless verdict needs a test of the target's law*",
+            "*a subset can fail a sampler, not pass it*",
         ]
     )
 
 
 def test_broken_sampler_fails_with_evidence(pytester):
     result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK)
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*contract.determinism: FAIL (contract)*", "*seeded alike differ*", "*verdict: non-conformant*"])
 
 
@@ -37,14 +39,14 @@ def test_expected_failures_file(pytester):
     result = pytester.runpytest(
         "--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", f"--specverify-xfail={xfail}", *QUICK
     )
-    result.assert_outcomes(xfailed=1)
+    result.assert_outcomes(xfailed=1, failed=1)
 
 
 def test_environment_variable_and_json(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVERIFY_SAMPLER", "specverify.samplers:reference")
     out = tmp_path / "run.json"
     result = pytester.runpytest("--specverify-only=contract.one-hot", f"--specverify-json={out}", *QUICK)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=1, failed=1)
     data = json.loads(out.read_text())
     assert [c["id"] for c in data["checks"]] == ["contract.one-hot"] and data["run"]["select"] == ["contract.one-hot"]
 
@@ -54,7 +56,7 @@ def test_xdist_two_workers_aggregate_on_the_controller(pytester, tmp_path):
     result = pytester.runpytest_subprocess(
         "-n", "2", "--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", f"--specverify-json={out}", *QUICK
     )
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=6, failed=1)
     data = json.loads(out.read_text())
     assert len(data["checks"]) == 6 and all(c["status"] == "pass" for c in data["checks"])
 
@@ -73,8 +75,8 @@ def test_one_line_helper_in_a_users_test_file(pytester):
         """
     )
     result = pytester.runpytest("-v", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_mine[[]contract.output[]] PASSED*"])
+    result.assert_outcomes(passed=2, failed=1)  # test_mine[verdict]: a subset never passes
+    result.stdout.fnmatch_lines(["*test_mine[[]contract.output[]] PASSED*", "*test_mine[[]verdict[]] FAILED*"])
 
 
 def test_expected_failures_match_ids_with_brackets(pytester):
@@ -85,4 +87,11 @@ def test_expected_failures_match_ids_with_brackets(pytester):
         f"--specverify-xfail={xfail}",
         *QUICK,
     )
-    result.assert_outcomes(xfailed=1)
+    result.assert_outcomes(xfailed=1, failed=1)
+
+
+def test_a_subset_that_includes_a_target_law_test_still_never_passes(pytester):
+    result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=fit.first-token[random]", *QUICK)
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*verdict at best inconclusive*contract.determinism*", "*verdict: inconclusive*"])

@@ -67,7 +67,9 @@ def cuda_device(*, adapter: str) -> torch.device:
 def float32_kernel_capabilities(device: torch.device | str, **limits: Any) -> Capabilities:
     """What a library's float32 GPU kernel can do: its device, float32 inputs, its own randomness.
 
-    ``limits`` are further :class:`Capabilities` fields (``max_k``, ``max_vocab``, ...).
+    Engine kernels do not renormalise their inputs (the engine passes softmax outputs), so none
+    declares ``unnormalised``: each is given rows normalised as well as float32 allows, as its
+    engine gives them.  ``limits`` are further :class:`Capabilities` fields (``max_k``, ...).
     """
     device = torch.device(device)
     name = device.type if device.index is None else str(device)

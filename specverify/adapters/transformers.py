@@ -57,6 +57,9 @@ class TransformersSampler:
         dtypes=(torch.float32, torch.bfloat16, torch.float16),
         batched=True,
         uniforms=False,
+        # softmax(log p) renormalises any row, but generate() only ever passes it softmax outputs:
+        # it is given rows normalised as well as their dtype allows, as generate() gives them.
+        unnormalised=False,
     )
 
     def __init__(

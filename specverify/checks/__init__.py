@@ -7,7 +7,8 @@ Families and their stable ids (``family.name[case]``):
 * ``support``: never a token of target probability 0;
 * ``exact``: uniform-driven enumeration, every draft sequence of small models, emitted law;
 * ``fit``: goodness of fit on generated cases (conditional law; first token, whole step and
-  each position of the completed law);
+  each position of the completed law; each position at every shape the conditional checks use;
+  rows far from normalised, for samplers that declare ``unnormalised=True``);
 * ``efficiency``: accepted drafts per call against the exact expectation;
 * ``robustness``: valid output on edge cases and large vocabularies.
 """
@@ -26,6 +27,8 @@ from ._contract import (
 from ._efficiency import AcceptanceCheck
 from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
 from ._fit import ModelFitCheck, StepLawCheck
+from ._renormalisation import RenormalisationCheck
+from ._shapes import EveryShapeCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery"]
@@ -66,9 +69,11 @@ def battery() -> list[Check]:
         StepLawCheck("zeros"),
         StepLawCheck("overconfident"),
         StepLawCheck("draft-narrower"),
+        RenormalisationCheck(),
         ModelFitCheck("random"),
         ModelFitCheck("chain"),
         ModelFitCheck("low-precision"),
+        EveryShapeCheck(),
         AcceptanceCheck("seed-chain"),
         AcceptanceCheck("random"),
     ]

@@ -9,7 +9,9 @@ law, tested by the fit family, decides.  A sampler that declares ``canonical=Fal
 to differ, and only accepting fewer drafts is reported.
 
 Both tails use Chernoff bounds with the exact law of the accepted count, valid however far in the
-tail the decision level lies.
+tail the decision level lies.  Each result states its power as a deficit: the smallest drop in
+accepted drafts per call (``min_detectable_drop``, and as a share of the canonical expectation)
+that its test detects with the budget's power (``power``), on ``samples`` calls.
 """
 
 from __future__ import annotations
@@ -79,17 +81,22 @@ class AcceptanceCheck:
             "expected_law": law.tolist(),
             "observed_counts": tally.accepted.tolist(),
             "min_detectable_drop": detectable,
+            "min_detectable_deficit": detectable / test.expected_mean if test.expected_mean > 0 else None,
+            "power": ctx.budget.power,
             "pvalue_low": test.pvalue_low,
             "pvalue_high": test.pvalue_high,
         }
         common = dict(id=self.id, family=self.family, case=self.case, alpha=ctx.alpha / 2, samples=tally.samples, evidence=evidence)
-        summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f})"
+        summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f}), {tally.samples} calls"
+        if not ctx.sut.capabilities.canonical:
+            summary += " (canonical=False: measured against the canonical expectation, for comparison)"
+        power = f"a drop of {detectable:.3g} accepted drafts per call ({detectable / max(test.expected_mean, 1e-12):.2%} of the canonical) is detected with probability >= {ctx.budget.power}"
         if test.pvalue_low <= ctx.alpha / 2:
-            return CheckResult(**common, status="fail", finding="suboptimal", p_value=test.pvalue_low, message=f"accepts fewer drafts than the canonical algorithm: {summary}")
+            return CheckResult(**common, status="fail", finding="suboptimal", p_value=test.pvalue_low, message=f"accepts fewer drafts than the canonical algorithm: {summary}; {power}")
         if test.pvalue_high <= ctx.alpha / 2 and ctx.sut.capabilities.canonical:
             return CheckResult(**common, status="fail", finding="non-canonical", p_value=test.pvalue_high, message=f"accepts more drafts than the canonical algorithm: {summary}")
         # A TV deviation t of the accepted count's law moves its mean by at most K t.
         ceiling = case.k * ctx.budget.ceiling_tv
         status = "pass" if detectable <= ceiling else "inconclusive"
-        note = f"; a drop of {detectable:.3g} would have been detected" + ("" if status == "pass" else f", above the budget's {ceiling:.3g}")
+        note = f"; {power}" + ("" if status == "pass" else f", above the budget's {ceiling:.3g}")
         return CheckResult(**common, status=status, p_value=min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), message=summary + note)

@@ -32,7 +32,7 @@ from .._calling import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context
 
-__all__ = ["Decision", "Outcome", "SearchResult", "decisions_from_search", "search_and_confirm"]
+__all__ = ["Decision", "Outcome", "SearchResult", "decisions_from_search", "p_text", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -288,12 +288,18 @@ def decisions_from_search(
         "alpha_share": ctx.alpha,  # what screen and confirmation together spend of the run's budget
     }
     total_samples = sum(o.samples for o in screens)
+    confirmed_ids = set()
+    if found.confirmed is not None and found.confirmed[1].fault is None:
+        confirmed_ids = {d.id for d in decisions if (found.confirmed[1].pvalues.get(d.id, 1.0) <= found.confirm_alpha)}
     for decision in decisions:
         key = decision.id
         pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
         claims = [o.min_detectable_tv[key] for o in screens if key in o.min_detectable_tv]
         claim = max(claims) if claims else None
         common = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
+        if confirmed_ids and key not in confirmed_ids:
+            results.append(_sibling_result(ctx, decision, found, base_evidence, describe, sorted(confirmed_ids)))
+            continue
         if found.confirmed is not None:
             case, outcome = found.confirmed
             evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
@@ -356,10 +362,52 @@ def decisions_from_search(
     return results
 
 
+def _sibling_result(
+    ctx: Context,
+    decision: Decision,
+    found: SearchResult[Any],
+    base_evidence: dict[str, Any],
+    describe: Callable[[Any], dict[str, Any]],
+    failed: list[str],
+) -> Any:
+    """A decision of a search that another decision failed: the search stopped at that case, so
+    this one was decided by its own test on the confirmation's samples, and claims what that test
+    detects (never the screens' claim over cases it did not go on to see)."""
+    from .._result import CheckResult
+
+    case, outcome = found.confirmed
+    key = decision.id
+    p = outcome.pvalues.get(key)
+    claim = outcome.min_detectable_tv.get(key)
+    status = "pass"
+    message = (
+        f"not confirmed on the smallest case where {', '.join(failed)} failed ({p_text(p)} > {found.confirm_alpha:.3g}); "
+        f"the search stopped there, after {found.examples} cases"
+    )
+    if claim is None:
+        status, message = "inconclusive", message + "; this decision had no test of its own there"
+    elif claim > ctx.budget.ceiling_tv:
+        status, message = "inconclusive", message + f"; that test detects only TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+    else:
+        message += f"; that test detects TV >= {claim:.3g}"
+    evidence = {**base_evidence, "decided_on": describe(case), **outcome.evidence.get(key, {})}
+    return CheckResult(
+        id=decision.id, family=decision.family, case=decision.case, proves=decision.finding, status=status,
+        p_value=p, alpha=found.confirm_alpha, samples=outcome.samples, min_detectable_tv=claim, message=message, evidence=evidence,
+    )
+
+
+def p_text(p: float | None) -> str:
+    """``p = 0.0123``, or ``p < 1e-300`` for a p-value below what a double holds (never ``p = 0``)."""
+    if p is None:
+        return "no p-value"
+    return "p < 1e-300" if p < 1e-300 else f"p = {p:.3g}"
+
+
 def _failure_message(decision: Decision, p: float, alpha: float, evidence: dict[str, Any]) -> str:
     tv = evidence.get("tv")
     where = evidence.get("where")
-    text = f"law differs from the exact law (p = {p:.3g} <= {alpha:.3g})"
+    text = f"law differs from the exact law ({p_text(p)} <= {alpha:.3g})"
     if tv:
         text += f"; estimated TV {tv['estimate']:.3g} [{tv['low']:.3g}, {tv['high']:.3g}]"
     if where:

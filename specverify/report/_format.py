@@ -61,10 +61,11 @@ def number(value: Any, digits: int = 3) -> str:
 
 
 def pvalue(value: Any) -> str:
-    """A p-value: three significant digits, and ``0`` for an outcome the exact law forbids."""
+    """A p-value: three significant digits; below what a double holds (an outcome the exact law
+    forbids, a deviation far past any doubt) it reads as the bound ``< 1e-300``, never ``0``."""
     x = _as_float(value)
-    if x == 0.0:
-        return "0"
+    if x is not None and 0.0 <= x < 1e-300:
+        return "< 1e-300"
     return number(value, 3)
 
 

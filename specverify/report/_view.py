@@ -33,7 +33,7 @@ VERDICT_TEXT = {
     "lossless-suboptimal": "Lossless, but it accepts fewer drafts than the canonical algorithm.",
     "lossy": "Not lossless: the tokens it emits do not follow the target model's distribution.",
     "non-conformant": "Not lossless: it broke the sampler contract or emitted a token the target gives probability 0.",
-    "inconclusive": "Undecided: the budget was too small for some checks to reach their promised power.",
+    "inconclusive": "Undecided: the evidence does not settle it (a check short of its promised power, a subset of the battery, or no target-law test where the sampler differs).",
     "error": "Undecided: the harness could not run every check (see the errors below).",
 }
 FINDING_TEXT = {
@@ -42,12 +42,13 @@ FINDING_TEXT = {
     "loss": "emitted tokens do not follow the target's law",
     "non-canonical": "law given the drafts differs from the canonical algorithm's",
     "suboptimal": "accepts fewer drafts than the canonical algorithm",
+    "renormalisation": "does not renormalise its inputs, though it declares unnormalised=True",
 }
 #: Evidence shown in its own place on a check; every other field goes to the generic list.
 _PLACED = {
     "tv", "where", "minimal_example", "model", "repro", "observed", "expected", "outcome_labels",
     "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
-    "min_detectable_drop", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
+    "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
 }  # fmt: skip
 
 
@@ -58,6 +59,8 @@ class Efficiency:
     ratio: str
     ratio_percent: float | None
     detectable_drop: str
+    samples: str
+    power: str
 
 
 @dataclasses.dataclass
@@ -125,11 +128,13 @@ class RunView:
     spec: str | None
     verdict: str
     verdict_text: str
+    verdict_reason: str | None
     finished: bool
     summary: list[tuple[str, int]]
     guarantee: str | None
     headline: CheckView | None
     failures: list[CheckView]
+    differences: list[CheckView]
     errors: list[CheckView]
     inconclusive: list[CheckView]
     passed: list[CheckView]
@@ -154,17 +159,23 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
     # Most decisive finding first (the order the verdict weighs them in), then the smallest case.
     failures = sorted(by_status["fail"], key=lambda v: (_rank(v.finding, FINDINGS), v.case_size, position[id(v)]))
     verdict = str(data.get("verdict") or "error")
+    # For a lossless-suboptimal verdict the conditional-law and acceptance differences are the
+    # expected evidence for it, shown as such, not as failures.
+    differences = [v for v in failures if verdict == "lossless-suboptimal" and v.finding in ("non-canonical", "suboptimal")]
+    failures = [v for v in failures if v not in differences]
     summary = [(s, len(by_status[s])) for s in STATUSES if by_status[s]]
     return RunView(
         sampler=str(sampler.get("name") or "unnamed sampler"),
         spec=run.get("spec"),
         verdict=verdict,
         verdict_text=VERDICT_TEXT.get(verdict, ""),
+        verdict_reason=_text(data.get("verdict_reason")),
         finished=bool(data.get("finished", True)),
         summary=summary,
         guarantee=_guarantee(verdict, run, views),
         headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
         failures=failures,
+        differences=differences,
         errors=by_status["error"],
         inconclusive=by_status["inconclusive"],
         passed=by_status["pass"],
@@ -229,7 +240,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         positions=_positions(evidence.get("positions")),
         unconfirmed=_unconfirmed(evidence.get("unconfirmed_alarms")),
         traceback=_text(evidence.get("traceback")),
-        efficiency=_efficiency(evidence),
+        efficiency=_efficiency(evidence, data.get("samples")),
         other=[(str(k), compact(v)) for k, v in evidence.items() if k not in placed],
         case_size=size_key(minimal),
     )
@@ -290,7 +301,7 @@ def _unconfirmed(value: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _efficiency(evidence: Mapping[str, Any]) -> Efficiency | None:
+def _efficiency(evidence: Mapping[str, Any], samples: Any = None) -> Efficiency | None:
     if "expected_accepted" not in evidence and "observed_accepted" not in evidence:
         return None
     ratio = evidence.get("ratio")
@@ -299,7 +310,10 @@ def _efficiency(evidence: Mapping[str, Any]) -> Efficiency | None:
         optimum=number(evidence.get("expected_accepted"), 4),
         ratio=number(ratio, 4),
         ratio_percent=100 * ratio if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) else None,
-        detectable_drop=number(evidence.get("min_detectable_drop")),
+        detectable_drop=number(evidence.get("min_detectable_drop"))
+        + (f" ({100 * evidence['min_detectable_deficit']:.2g}%)" if isinstance(evidence.get("min_detectable_deficit"), (int, float)) else ""),
+        samples=count(samples) if samples is not None else "",
+        power=number(evidence.get("power")) if evidence.get("power") is not None else "",
     )
 
 

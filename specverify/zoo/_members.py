@@ -358,3 +358,45 @@ def hangs_on_large_vocab(t, d, y, g):
     if t.shape[-1] > 16_384:
         threading.Event().wait(600)
     return reference(t, d, y, g)
+
+
+# --- issue 15: verdicts that never claim more than the evidence shows ----------------------------
+# Each is lossy (or exact) only where an older battery had no target-law evidence.
+
+
+def _fixed_token_at_four_drafts(t, d, y, g):
+    """The reference, but with K = 4 drafts half the rows accept nothing and emit the target's
+    most likely first token: the law breaks at K = 4 only."""
+    tokens, n = reference(t, d, y, g)
+    batch, k = y.shape
+    if k != 4:
+        return tokens, n
+    fixed = torch.rand(batch, generator=g, dtype=torch.float64, device=t.device) < 0.5
+    top = t[:, 0].argmax(dim=-1)
+    n = torch.where(fixed, torch.zeros_like(n), n)
+    return assemble(y, n, torch.where(fixed, top, tokens.gather(1, n[:, None])[:, 0]))
+
+
+@member("lossy", ("fit",), "quick", "Lossy at K = 4 only: half its rows there accept nothing and emit the target's most likely token. Fewer accepted drafts, and a conditional law unlike the canonical one, must not pass for lossless-suboptimal.")
+def lossy_at_four_drafts(t, d, y, g):
+    return _fixed_token_at_four_drafts(t, d, y, g)
+
+
+@member("lossy", ("fit",), "quick", "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at every shape must catch it.", Capabilities(canonical=False))
+def non_canonical_lossy_at_four_drafts(t, d, y, g):
+    return _fixed_token_at_four_drafts(t, d, y, g)
+
+
+def _no_renormalisation(t, d, y, g):
+    """The canonical step on the rows as given, never divided by their sums (as engine kernels)."""
+    return canonical_with(t, d, y, g, normalised=False)
+
+
+@member("conformant", (), "quick", "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype allows, which is what engines pass it.")
+def no_input_renormalisation(t, d, y, g):
+    return _no_renormalisation(t, d, y, g)
+
+
+@member("non-conformant", ("fit",), "quick", "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.", Capabilities(unnormalised=True))
+def declares_unnormalised_but_does_not_renormalise(t, d, y, g):
+    return _no_renormalisation(t, d, y, g)

@@ -29,7 +29,18 @@ def _pre(page: str, element_id: str) -> str:
     return html.unescape(match.group(1))
 
 
+def test_a_subset_page_says_why_it_is_inconclusive(reference_run: RunResult) -> None:
+    page = render_report(reference_run)
+    assert reference_run.verdict == "inconclusive"  # a subset can fail a sampler, never pass it
+    assert '<h1 class="verdict" data-verdict="inconclusive">inconclusive</h1>' in page
+    text = " ".join(audit(page).text)
+    assert "a subset can fail a sampler, not pass it" in text and "contract.determinism" in text
+    assert "false alarm in this run" not in text  # no guarantee for what was not a pass
+
+
 def test_reference_page_states_the_verdict_and_the_guarantee(reference_run: RunResult) -> None:
+    # the same checks as a whole run reports them (the rendering of a conformant page)
+    reference_run = RunResult(run={**reference_run.run, "select": None}, checks=reference_run.checks)
     page = render_report(reference_run)
     assert reference_run.verdict == "conformant"
     assert '<h1 class="verdict" data-verdict="conformant">conformant</h1>' in page

@@ -23,7 +23,7 @@ from .vectors import (
     vocab_sizes,
 )
 
-__all__ = ["NEAR_EQUAL_KINDS", "PAIR_KINDS", "pair_rows", "target_draft_pairs"]
+__all__ = ["FAR_SCALES", "NEAR_EQUAL_KINDS", "PAIR_KINDS", "pair_rows", "target_draft_pairs"]
 
 #: The three ways a draft is "the same" as its target, which ``near-equal`` draws among.
 NEAR_EQUAL_KINDS = ("equal", "one-ulp", "within-1e-6")
@@ -32,7 +32,7 @@ NEAR_EQUAL_KINDS = ("equal", "one-ulp", "within-1e-6")
 PAIR_KINDS = (
     "random",  # independent target and draft, each of any vector kind
     "near-equal",  # one of NEAR_EQUAL_KINDS
-    "zero-residual",  # draft = target x (1 + tiny): equal once normalised, residual mass exactly 0
+    "zero-residual",  # draft = target x (1 + an ulp or two): equal once normalised, residual mass exactly 0
     "low-precision",  # smooth laws; the case rounds them to bf16, fp16 or fp32 (not renormalised)
     "disjoint",  # supports share no token
     "zeros",  # both sparse (exact zeros in each)
@@ -46,7 +46,14 @@ PAIR_KINDS = (
     "sub-ulp",  # one dominant token, tails far below float32 resolution, the draft's tails twice the target's
 )
 
-_ZERO_RESIDUAL_SCALES = (1.0 + 2.0**-8, 1.001, 1.01)
+#: The draft of a ``zero-residual`` pair is the target scaled by one of these: every entry moves up
+#: by an ulp or two, so the residual ``[p - q]_+`` is exactly 0 while the row stays normalised as
+#: well as float64 allows (engines pass no float32 row that sums to 1.01; rows far from normalised
+#: are :data:`FAR_SCALES`, given only to samplers that declare ``unnormalised=True``).
+_ZERO_RESIDUAL_SCALES = (1.0 + 2.0**-52, 1.0 + 2.0**-51)
+
+#: Row scales far from 1, for samplers that declare they renormalise their inputs.
+FAR_SCALES = (1.01, 0.99, 2.0, 0.5, 1000.0)
 _SHARPENING = (2.0, 4.0, 16.0)
 _SUB_ULP_TAILS = (1e-8, 1e-17)
 

@@ -1,0 +1,200 @@
+"""Verdicts never claim more than the evidence shows (issue 15).
+
+Each test here failed on the harness before the fix it pins: a subset that passed, a
+lossless-suboptimal verdict with no target-law evidence where the sampler deviated, a
+``canonical=False`` sampler passed on shapes no target-law test saw, ...
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import specverify
+from specverify import CheckResult, RunResult
+from specverify._budgets import get_budget
+from specverify._cli import main
+from specverify._reach import Reach
+from specverify._result import judge
+
+QUICK = get_budget("quick").with_(timeout=60.0)
+
+
+def reach(*shapes: tuple[int, int], kinds: tuple[str, ...] = ("random",)) -> Reach:
+    ks, vs = [k for k, _ in shapes], [v for _, v in shapes]
+    return Reach(vocab=(min(vs), max(vs)), k=(min(ks), max(ks)), batch=(1, 1), rows=1, dtypes=("float64",), shapes=tuple(sorted(shapes)), kinds=kinds)
+
+
+def law(*shapes: tuple[int, int], case: str = "random", status: str = "pass") -> CheckResult:
+    finding = "loss" if status == "fail" else None
+    return CheckResult(id=f"fit.position[{case}]", family="fit", case=case, status=status, finding=finding, proves="loss", reach=reach(*shapes, kinds=(case,)))
+
+
+def deviation(k: int, vocab: int, kind: str = "random", finding: str = "non-canonical") -> CheckResult:
+    example = {"cases": [{"kind": "step", "label": kind, "K": k, "V": vocab}]}
+    return CheckResult(
+        id=f"fit.conditional[{kind}]", family="fit", case=kind, status="fail", finding=finding, evidence={"minimal_example": example}, reach=reach((k, vocab), kinds=(kind,))
+    )
+
+
+SUBOPTIMAL = CheckResult(id="efficiency.acceptance[random]", family="efficiency", status="fail", finding="suboptimal")
+
+
+# --- item 4: a subset never passes ---------------------------------------------------------------
+
+
+def test_a_subset_with_a_target_law_test_is_still_inconclusive():
+    run = RunResult(run={"select": ["fit.first-token[random]"], "planned_checks": 1}, checks=[law((1, 2))])
+    assert run.verdict == "inconclusive" and run.exit_code == 3
+    assert "contract.determinism" in run.verdict_reason and "subset" in run.verdict_reason
+    assert run.to_json()["verdict_reason"] == run.verdict_reason
+    # failures of a subset stand
+    failed = RunResult(run={"select": ["fit.*"], "planned_checks": 1}, checks=[law((1, 2), status="fail")])
+    assert failed.verdict == "lossy"
+    # a selection that matches the whole battery is the whole battery
+    assert RunResult(run={"select": ["*"], "planned_checks": 40}, checks=[law((1, 2))]).verdict == "conformant"
+
+
+def test_cli_subset_on_a_sampler_that_ignores_its_generator_is_inconclusive(tmp_path):
+    out = tmp_path / "out.json"
+    args = ["check", "specverify.zoo:ignores_generator", "--budget", "quick", "--only", "fit.first-token[random]", "--json", str(out), "--no-progress", "-q"]
+    assert main(args) == 3
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "inconclusive" and "contract.determinism" in data["verdict_reason"]
+
+
+# --- item 2: a lossless verdict needs target-law evidence where the deviation is -------------------
+
+
+@pytest.mark.parametrize(
+    ("checks", "expected"),
+    [
+        ([law((1, 2)), deviation(1, 2), SUBOPTIMAL], "lossless-suboptimal"),
+        ([law((1, 2), (3, 4)), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # no target-law test at K = 4
+        ([law((1, 2)), law((4, 2), case="chain"), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # a random-kind deviation needs a random-kind test
+        ([law((4, 2)), deviation(4, 2, "zero-residual"), SUBOPTIMAL], "lossless-suboptimal"),  # no target-law check of that kind: by shape
+        ([law((1, 2)), law((4, 2), status="fail"), deviation(4, 2), SUBOPTIMAL], "lossy"),
+    ],
+)
+def test_lossless_verdict_needs_a_target_law_test_where_the_law_deviated(checks, expected):
+    judgement = judge(checks)
+    assert judgement.verdict == expected
+    if expected == "inconclusive":
+        assert "K=4, V=2" in judgement.reason
+
+
+# --- item 1: rows far from normalised are a declared capability -----------------------------------
+
+
+def test_a_kernel_that_does_not_renormalise_gets_a_finding_of_its_own_when_it_declares_it():
+    from specverify.zoo import ZOO
+
+    result = specverify.check(ZOO["declares-unnormalised-but-does-not-renormalise"], budget=QUICK, seed=0, select=["fit.unnormalised[*]"])
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "renormalisation"
+    assert "does not renormalise its inputs" in check.message
+    assert result.verdict == "non-conformant" and "does not renormalise" in result.verdict_reason
+
+
+def test_a_sampler_that_renormalises_passes_on_rows_far_from_normalised():
+    from specverify._contract import Capabilities
+    from specverify.samplers import reference
+
+    def renormalising(t, d, y, g):
+        return reference(t, d, y, g)
+
+    renormalising.capabilities = Capabilities(unnormalised=True)
+    (check,) = specverify.check(renormalising, budget=QUICK, seed=0, select=["fit.unnormalised[*]"]).checks
+    assert check.status == "pass", check.message
+    # undeclared, it is never given such rows
+    (skipped,) = specverify.check(reference, budget=QUICK, seed=0, select=["fit.unnormalised[*]"]).checks
+    assert skipped.status == "skip" and "unnormalised=True" in skipped.message
+
+
+# --- item 5: each decision's claim is its own ------------------------------------------------------
+
+
+def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
+    from types import SimpleNamespace
+
+    from specverify.checks._search import Decision, Outcome, SearchResult, decisions_from_search
+
+    first, step = (Decision(f"fit.{n}[random]", "fit", "random", "loss") for n in ("first-token", "step"))
+    screen = Outcome({first.id: 0.5, step.id: 1e-9}, 1000, {first.id: 0.011, step.id: 0.012})
+    confirmation = Outcome({first.id: 0.2, step.id: 1e-12}, 5000, {first.id: 0.03, step.id: 0.013})
+    found = SearchResult(examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6)
+    ctx = SimpleNamespace(budget=get_budget("standard"), alpha=1e-5)
+    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    assert failed.status == "fail" and failed.min_detectable_tv == 0.013
+    # the search stopped at the failing case: first-token was decided by its own confirmation test
+    assert passed.status == "inconclusive" and passed.min_detectable_tv == 0.03  # 0.03 > the ceiling 0.02
+    assert passed.p_value == 0.2 and passed.samples == 5000 and "fit.step[random] failed" in passed.message
+    confirmation.min_detectable_tv[first.id] = 0.015
+    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    assert passed.status == "pass" and passed.min_detectable_tv == 0.015 and "detects TV >= 0.015" in passed.message
+
+
+# --- item 7: messages that teach the contract ------------------------------------------------------
+
+
+def test_a_p_value_below_a_double_reads_as_a_bound():
+    from specverify.checks._search import p_text
+
+    assert p_text(0.0) == "p < 1e-300" and p_text(0.0123) == "p = 0.0123"
+
+
+def test_an_out_of_range_token_message_teaches_the_contract():
+    import torch
+
+    from specverify._calling import audit_output
+
+    target = torch.full((1, 5, 4), 0.25, dtype=torch.float64)
+    drafts = torch.tensor([[0, 1, 2, 3]])
+    output = (torch.tensor([[0, 1, 2, 3, -1]]), torch.tensor([4]))  # a bonus slot left as padding
+    (violation,) = audit_output(output, target, drafts)
+    assert violation.rule == "token-range"
+    text = violation.message
+    assert "declares 4 accepted drafts" in text and "emits 5 tokens" in text and "position 4" in text and "padding" in text
+
+
+# --- item 6: efficiency checks state their power --------------------------------------------------
+
+
+def test_an_efficiency_check_states_its_samples_and_the_deficit_it_detects():
+    from specverify.report import render_report
+    from specverify.samplers import reference
+
+    result = specverify.check(reference, budget=QUICK, seed=0, select=["efficiency.acceptance[[]random]"])
+    (check,) = result.checks
+    assert check.samples and check.evidence["power"] == QUICK.power
+    assert 0 < check.evidence["min_detectable_deficit"] < 1
+    assert f"detected with probability >= {QUICK.power}" in check.message
+    page = render_report(result)
+    assert "<th class=\"num\">power</th>" in page and "<th class=\"num\">calls</th>" in page
+
+
+def test_a_lossless_suboptimal_page_shows_the_differences_as_evidence_not_failures():
+    from specverify.report import render_report
+
+    checks = [law((1, 2)), deviation(1, 2), SUBOPTIMAL]
+    checks[1].evidence["tv"] = {"estimate": 0.2, "low": 0.1, "high": 0.3, "confidence": 0.99}
+    run = RunResult(run={"select": None}, checks=checks)
+    assert run.verdict == "lossless-suboptimal"
+    page = render_report(run)
+    assert 'id="differences"' in page and 'id="failures"' not in page
+    assert "observed TV" in page and "0.2 [0.1, 0.3]" in page
+
+
+# --- items 2 and 3: target-law tests at every shape the conditional checks use ---------------------
+
+
+@pytest.mark.parametrize("name", ["lossy-at-four-drafts", "non-canonical-lossy-at-four-drafts"])
+def test_a_sampler_lossy_at_four_drafts_only_fails_a_target_law_test_there(name):
+    from specverify.zoo import ZOO
+
+    result = specverify.check(ZOO[name], budget=QUICK, seed=0, select=["fit.every-shape[[]random]"])
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4")
+    assert check.reach.covers(4, 8) and check.reach.covers(1, 2)
+    assert result.verdict == "lossy"
