@@ -1,26 +1,35 @@
-"""Calling a sampler under test: placement, batching, time limits and an exact audit of every output.
+"""Calling a sampler under test: its process, placement, batching, time limits and an exact audit
+of every output.
 
 Every call the harness makes goes through :class:`SamplerUnderTest`, so whatever check is running,
-an output that breaks the contract (shape, dtype, padding, range, accepted tokens that are not the
-drafts, a token of target probability 0, an input modified in place), an exception or a hang stops
-that check with a :class:`SamplerFault` that says exactly what happened, and the run goes on.
+an output that breaks the contract (shape, dtype, device, padding, range, accepted tokens that are
+not the drafts, a token of target probability 0, an input modified in place), an exception, a hang
+or the death of the sampler's process stops that check with a :class:`SamplerFault` that says
+exactly what happened, and the run goes on.
+
+By default (``isolation="process"``) the sampler runs in a supervised process of its own
+(:mod:`specverify._worker`); ``isolation="in-process"`` calls it in the caller's thread, for
+debugging with pdb: nothing then guards the harness against a crash, and no call is timed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import queue
-import threading
+import importlib
+import inspect
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, name_of
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
 from ._reach import ReachRecorder
+from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 
-__all__ = ["SamplerFault", "SamplerUnderTest", "Violation", "audit_output"]
+__all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "Violation", "audit_output", "importable_source", "check_device"]
 
 #: Rows per call when the sampler declares no ``max_batch``: bounds the harness's memory.
 DEFAULT_CHUNK = 65_536
@@ -32,43 +41,205 @@ UNBATCHED_AUDIT_ROWS = 4_096
 class Violation:
     """One broken rule of the contract, with the first row that shows it."""
 
-    rule: str  # shape-dtype, num-accepted-range, token-range, padding, accepted-drafts, zero-target, ...
+    rule: str  # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang, crashed, ...
     message: str
     finding: str = "contract"  # or "support"
     row: int | None = None
 
 
 class SamplerFault(Exception):
-    """The sampler raised, hung, or returned something the contract forbids."""
+    """The sampler raised, hung, died, or returned something the contract forbids.
 
-    def __init__(self, violation: Violation) -> None:
+    ``details`` holds what a user needs to debug it (the sampler's traceback, its last output),
+    attached to the failing result's evidence by the runner.
+    """
+
+    def __init__(self, violation: Violation, details: dict[str, Any] | None = None) -> None:
         super().__init__(violation.message)
         self.violation = violation
+        self.details = details or {}
+
+
+def check_device(device: str | None) -> None:
+    """Raise :class:`SamplerSpecError` with one line if ``device`` is not usable here."""
+    if device is None:
+        return
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise SamplerSpecError(f"--device {device!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from exc
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise SamplerSpecError(f"device {device!r}: torch sees no CUDA device here")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise SamplerSpecError(f"device {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here")
+    if parsed.type not in ("cpu", "cuda", "meta"):
+        try:
+            torch.empty(1, device=parsed)
+        except Exception as exc:  # noqa: BLE001 - any backend's refusal is the answer
+            raise SamplerSpecError(f"device {device!r} is not available here: {exc}") from exc
+    if parsed.type == "meta":
+        raise SamplerSpecError("device 'meta' holds no data; a sampler cannot be checked on it")
+
+
+def importable_source(sampler: Any, spec: str | None = None) -> tuple[str, ...] | str:
+    """How a worker process can load this sampler (a source), or why it cannot (a reason).
+
+    A spec string loads as such; a callable loads by reference when its module and name (or
+    ``spec``'s attribute, read without calling a factory) find this very object again.
+    """
+    if isinstance(sampler, str):
+        return ("spec", sampler)
+    candidates = []
+    if spec and ":" in spec:
+        module, _, attr = spec.partition(":")
+        candidates.append((module, attr))
+    module = getattr(sampler, "__module__", None)
+    qualname = getattr(sampler, "__qualname__", None) if inspect.isfunction(sampler) or inspect.isclass(sampler) else None
+    if module and qualname:
+        candidates.append((module, qualname))
+    if module in sys.modules:
+        candidates += [(module, name) for name, value in vars(sys.modules[module]).items() if value is sampler and not name.startswith("__")]
+    for module, attr in candidates:
+        if module == "__main__" or "<locals>" in attr or "<lambda>" in attr:
+            continue
+        try:
+            found: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                found = getattr(found, part)
+        except Exception:  # noqa: BLE001 - not importable this way: try the next
+            continue
+        if found is sampler:
+            return ("ref", module, attr)
+    return (
+        "the sampler cannot be imported by name in another process (a closure, a lambda, an object "
+        "built at run time, or defined in __main__): give its 'module:attribute' spec to run it isolated"
+    )
+
+
+class CallLimit:
+    """How long one call may take before it is a hang.
+
+    A fixed ``timeout`` is that limit for every call.  Otherwise a call before the sampler's speed
+    is known gets ``first`` seconds; then ``floor + SAFETY x`` the time the slowest call seen so far
+    (a worker's first call aside: it may compile) would take per input element, scaled to this
+    call's elements, so a slow sampler is given the time its size needs.  After a hang the floor
+    drops to ``short``, so a sampler that hangs every call is through the battery in minutes.
+    """
+
+    SAFETY = 10.0
+
+    def __init__(self, *, timeout: float | None, first: float, short: float = 5.0) -> None:
+        self.timeout, self.first, self.short = timeout, first, short
+        self.seconds_per_element: float | None = None
+        self.hung = False
+
+    def __call__(self, elements: int) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        floor = self.short if self.hung else self.first
+        if self.seconds_per_element is None:
+            return floor
+        return floor + self.SAFETY * self.seconds_per_element * elements
+
+    def observe(self, elements: int, seconds: float, *, warm: bool) -> None:
+        rate = seconds / max(1, elements)
+        if self.seconds_per_element is None or (warm and rate > self.seconds_per_element):
+            self.seconds_per_element = rate
 
 
 class SamplerUnderTest:
     """A sampler with its capabilities, called safely.
 
     Args:
-        sampler: the callable under test.
+        sampler: the callable under test, or its ``"package.module:attribute"`` spec.
         device: where to put inputs when the sampler does not declare a device.
-        timeout: seconds one call may take before it counts as a hang.
+        timeout: seconds one call may take before it counts as a hang; ``None`` derives the
+            limit from the sampler's measured speed (:class:`CallLimit`).
+        first_timeout: the limit of a call before the sampler's speed is known.
+        isolation: ``"process"`` (the sampler runs in a supervised process of its own; a callable
+            must be importable by name, see :func:`importable_source`) or ``"in-process"``.
+        spec: the sampler's spec, tried to load a callable by name.
+
+    Raises:
+        SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
     """
 
-    def __init__(self, sampler: Callable[..., Any], *, device: str | None = None, timeout: float = 120.0) -> None:
-        self.sampler = sampler
-        self.name = name_of(sampler)
-        self.capabilities: Capabilities = capabilities_of(sampler)
-        self.device = torch.device(self.capabilities.device or device or "cpu")
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise SamplerSpecError(f"{self.name} runs on {self.device}, but torch sees no CUDA device here")
-        self.dtype = self.capabilities.dtypes[0]
-        self.timeout = timeout
-        self._worker: _Worker | None = None
+    def __init__(
+        self,
+        sampler: Callable[..., Any] | str,
+        *,
+        device: str | None = None,
+        timeout: float | None = None,
+        first_timeout: float = 120.0,
+        isolation: str = "in-process",
+        spec: str | None = None,
+    ) -> None:
+        if isolation not in ("process", "in-process"):
+            raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
+        check_device(device)
+        self.isolation = isolation
+        self.limit = CallLimit(timeout=timeout, first=first_timeout)
         self.calls = 0
         self.rows = 0
-        self.seconds = 0.0
+        self.seconds = 0.0  # the sampler's own time, measured around its calls
+        self.crashes = 0
+        self.hangs = 0
+        self.last_fault: SamplerFault | None = None
         self.reach = ReachRecorder()  # what the sampler is given, reset by the runner per check
+        self._process: SamplerProcess | None = None
+        self._warm = False
+        if isolation == "process":
+            source = importable_source(sampler, spec)
+            if isinstance(source, str):
+                raise SamplerSpecError(source)
+            self.sampler: Callable[..., Any] | None = None
+            self._process = SamplerProcess.acquire(source, device)
+            info = self._load()
+            self.name, self.capabilities = info["name"], info["capabilities"]
+            self.device = torch.device(info["device"])
+        else:
+            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else sampler
+            self.name = name_of(self.sampler)
+            self.capabilities = capabilities_of(self.sampler)
+            self.device = torch.device(self.capabilities.device or device or "cpu")
+            check_device(str(self.device))
+        self.dtype = self.capabilities.dtypes[0]
+
+    @property
+    def timeout(self) -> float | None:
+        return self.limit.timeout
+
+    @property
+    def worker_starts(self) -> int:
+        """How many processes the sampler was loaded into (1 + restarts after a crash or hang)."""
+        return self._process.starts if self._process is not None else 0
+
+    @property
+    def on_wait(self) -> Callable[[float, float], None] | None:
+        """Called with (seconds waited, limit) while a call is slow (isolated only)."""
+        return self._process.on_wait if self._process is not None else None
+
+    @on_wait.setter
+    def on_wait(self, callback: Callable[[float, float], None] | None) -> None:
+        if self._process is not None:
+            self._process.on_wait = callback
+
+    def _load(self) -> dict[str, Any]:
+        assert self._process is not None
+        try:
+            return self._process.start()
+        except WorkerLoadError as exc:
+            raise SamplerSpecError(str(exc)) from None
+
+    def close(self) -> None:
+        """End the sampler's process (or keep it, idle, for the next run of this harness)."""
+        if self._process is not None:
+            self._process.release()
+
+    def kill(self) -> None:
+        """End the sampler's process now (Ctrl-C)."""
+        if self._process is not None:
+            self._process.kill()
 
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the sampler's device, seeded."""
@@ -93,66 +264,129 @@ class SamplerUnderTest:
         if batch == 0:
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
         dtype = dtype or self.dtype
-        target = target_probs.to(device=self.device, dtype=dtype).contiguous()
-        draft = draft_probs.to(device=self.device, dtype=dtype).contiguous()
-        drafts = draft_tokens.to(device=self.device, dtype=torch.int64).contiguous()
+        place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
+        target = target_probs.to(device=place, dtype=dtype).contiguous()
+        draft = draft_probs.to(device=place, dtype=dtype).contiguous()
+        drafts = draft_tokens.to(device=place, dtype=torch.int64).contiguous()
         if uniforms is not None:
-            uniforms = uniforms.to(device=self.device, dtype=torch.float64).contiguous()
+            uniforms = uniforms.to(device=place, dtype=torch.float64).contiguous()
         if self.capabilities.batched:
-            chunk, per_call = self.capabilities.max_batch or DEFAULT_CHUNK, None
+            chunk, per_row = self.capabilities.max_batch or DEFAULT_CHUNK, False
             if chunk > 1:
                 chunk -= chunk % 2  # keep adjacent row pairs (2i, 2i+1) in one call
         else:
-            chunk, per_call = UNBATCHED_AUDIT_ROWS, 1
+            chunk, per_row = UNBATCHED_AUDIT_ROWS, True
         outputs = []
         vocab = target.shape[-1]
         for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
             rows = slice(start, start + chunk)
             chunk_rows = min(chunk, batch - start)
             self.reach.record(
-                batch=chunk_rows if per_call is None else 1, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
+                batch=1 if per_row else chunk_rows, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
             )
             parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows]]
-            originals = [p.clone() for p in parts[:3]]  # the sampler sees views of these: in-place writes show
-            if per_call is None:
-                output = self._calls([parts], generator)[0]
-            else:  # one row per call, as the sampler asks; the chunk is audited at once
-                rows_parts = [[p if p is None else p[i : i + 1] for p in parts] for i in range(parts[2].shape[0])]
-                calls = self._calls(rows_parts, generator)
-                output = (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
-            for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), originals, parts):
+            calls, given = self._calls(parts, generator, per_row=per_row)
+            output = calls[0] if not per_row else (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
+            for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), parts, given):
                 if not torch.equal(before, after):
-                    raise SamplerFault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
+                    raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
             violations = audit_output(output, parts[0], parts[2], first_only=True)
             if violations:
                 v = violations[0]
-                raise SamplerFault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
+                raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
             outputs.append(output)
         return torch.cat([o[0] for o in outputs]).to("cpu"), torch.cat([o[1] for o in outputs]).to("cpu")
 
-    def _calls(self, calls: list[list[torch.Tensor | None]], generator: torch.Generator | None) -> list[Any]:
-        """Make the sampler's calls in order, each time-limited, each output of the contract's structure."""
-        if self._worker is None:
-            self._worker = _Worker(self.device)
-        requests = [
-            ((target, draft, drafts, generator), {} if uniforms is None else {"uniforms": uniforms})
-            for target, draft, drafts, uniforms in calls
-        ]
-        start = time.perf_counter()
-        try:
-            outputs = self._worker.run(self.sampler, requests, self.timeout)
-        except SamplerFault as fault:
-            if fault.violation.rule == "hang":
-                self._worker = None  # abandoned with its hung call; the next call gets a fresh worker
-            raise
-        self.seconds += time.perf_counter() - start
-        self.calls += len(calls)
-        for (_, _, drafts, _), output in zip(calls, outputs):
-            self.rows += drafts.shape[0]
-            problems = _structure(output, drafts.shape[0], drafts.shape[1])
+    def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
+        self.last_fault = SamplerFault(violation, details)
+        return self.last_fault
+
+    def _calls(
+        self, parts: list[torch.Tensor | None], generator: torch.Generator | None, *, per_row: bool
+    ) -> tuple[list[Any], list[torch.Tensor]]:
+        """Make the sampler's calls on a chunk (one call, or one per row), each time-limited, each
+        output of the contract's structure; the outputs, and the inputs as the sampler left them."""
+        rows, k = parts[2].shape
+        per_call_elements = (1 if per_row else rows) * (2 * k + 1) * parts[0].shape[-1]
+        where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={parts[0].shape[-1]}, {str(parts[0].dtype).removeprefix('torch.')}"
+        first_call = self.calls + 1
+        if self._process is not None:
+            outputs, seconds, given = self._process_calls(parts, generator, per_row, per_call_elements, where, first_call)
+        else:
+            outputs, seconds, given = self._direct_calls(parts, generator, per_row)
+        for index, spent in enumerate(seconds):
+            self.limit.observe(per_call_elements, spent, warm=self._warm or index > 0)
+        self._warm = self._warm or bool(seconds)
+        self.seconds += sum(seconds)
+        self.calls += len(outputs)
+        for output in outputs:
+            self.rows += 1 if per_row else rows
+            problems = _structure(output, 1 if per_row else rows, k, device=parts[2].device if self._process is None else self.device)
             if problems:
-                raise SamplerFault(problems[0])
-        return outputs
+                raise self._fault(problems[0])
+        return outputs, given
+
+    def _direct_calls(self, parts: list[Any], generator: torch.Generator | None, per_row: bool) -> tuple[list[Any], list[float], list[torch.Tensor]]:
+        given = [p.clone() for p in parts[:3]]  # the sampler is given copies: its in-place writes show
+        target, draft, drafts = given
+        uniforms = parts[3]
+        slices = [slice(i, i + 1) for i in range(drafts.shape[0])] if per_row else [slice(None)]
+        outputs, seconds = [], []
+        for part in slices:
+            kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
+            start = time.perf_counter()
+            try:
+                outputs.append(self.sampler(target[part], draft[part], drafts[part], generator, **kwargs))
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+            except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+                text = str(exc).strip().splitlines()
+                raise self._fault(
+                    Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}"),
+                    {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))},
+                ) from exc
+            seconds.append(time.perf_counter() - start)
+        return outputs, seconds, given
+
+    def _process_calls(
+        self, parts: list[Any], generator: torch.Generator | None, per_row: bool, elements: int, where: str, first_call: int
+    ) -> tuple[list[Any], list[float], list[torch.Tensor]]:
+        assert self._process is not None
+        if not self._process.alive():  # it died or hung in an earlier call: a fresh one
+            self._warm = False
+            try:
+                self._process.start()
+            except WorkerLoadError as exc:
+                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+        limit = self.limit(elements)
+        try:
+            outputs, seconds, staged = self._process.call(parts, per_row=per_row, generator=generator, limit=limit)
+        except WorkerRaised as exc:
+            message = f"the sampler raised {exc.type_name}: {exc.text}"
+            raise self._fault(Violation("raised", message), self._evidence(trace=exc.trace)) from None
+        except WorkerHung as exc:
+            self.hangs += 1
+            self.limit.hung = True
+            raise self._fault(
+                Violation("hang", f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its process was killed"),
+                self._evidence(),
+            ) from None
+        except WorkerDied as exc:
+            self.crashes += 1
+            raise self._fault(
+                Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"),
+                self._evidence(),
+            ) from None
+        return outputs, seconds, staged[:3]
+
+    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
+        evidence: dict[str, Any] = {}
+        if trace:
+            evidence["traceback"] = trace
+        output = self._process.output() if self._process is not None else ""
+        if output:
+            evidence["sampler_output"] = output[-16_384:]
+        return evidence
 
 
 def audit_output(
@@ -212,14 +446,18 @@ def audit_output(
     return violations
 
 
-def _structure(output: Any, batch: int, k: int) -> list[Violation]:
-    """A pair of int64 tensors of the contract's shapes, or what is wrong with it."""
+def _structure(output: Any, batch: int, k: int, *, device: torch.device | None = None) -> list[Violation]:
+    """A pair of int64 tensors of the contract's shapes (on the inputs' device), or what is wrong with it."""
     if not isinstance(output, (tuple, list)) or len(output) != 2:
         return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
     problems = []
     for name, value, shape in (("tokens", output[0], (batch, k + 1)), ("num_accepted", output[1], (batch,))):
-        if not isinstance(value, torch.Tensor):
+        if isinstance(value, ForeignTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta"):
+            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}"))
+        elif not isinstance(value, torch.Tensor):
             problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
+        elif device is not None and value.device != device:
+            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
         elif tuple(value.shape) != shape:
             problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
         elif value.dtype != torch.int64:
@@ -237,54 +475,3 @@ def _describe(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of length {len(value)}"
     return f"a {type(value).__name__}"
-
-
-class _Worker:
-    """A daemon thread that makes the sampler's calls, so a hang can be abandoned, not awaited.
-
-    It takes a list of calls at a time (an unbatched sampler's chunk of rows, one call each) and
-    beats a heartbeat before each: a call that has not returned ``timeout`` seconds after its beat
-    is a hang, whatever came before it.  An abandoned worker makes no further call; the next call
-    gets a fresh worker.  On a CUDA device each call is synchronised before it counts as returned,
-    so a hung kernel is a hang of the call that launched it (and the time measured is the kernel's).
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        self._device = device
-        threading.Thread(target=self._serve, name="specverify-sampler-calls", daemon=True).start()
-
-    def _serve(self) -> None:
-        cuda = self._device.type == "cuda"
-        if cuda:
-            torch.cuda.set_device(self._device)  # the current device is per thread
-        while True:
-            fn, calls, state, done = self._requests.get()
-            try:
-                for args, kwargs in calls:
-                    if state["abandoned"]:
-                        break
-                    state["beat"] = time.monotonic()
-                    state["results"].append(fn(*args, **kwargs))
-                    if cuda:
-                        torch.cuda.synchronize(self._device)
-            except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-                state["error"] = exc
-            done.set()
-
-    def run(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float) -> list[Any]:
-        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "error": None, "abandoned": False}
-        done = threading.Event()
-        self._requests.put((fn, calls, state, done))
-        poll = min(0.5, timeout / 8)
-        while not done.wait(poll):
-            if time.monotonic() - state["beat"] > timeout:
-                state["abandoned"] = True
-                raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
-        if state["error"] is not None:
-            exc = state["error"]
-            text = str(exc).strip().splitlines()
-            raise SamplerFault(
-                Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
-            ) from exc
-        return state["results"]

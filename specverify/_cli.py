@@ -1,8 +1,9 @@
 """The ``specverify`` command.
 
 Exit status of ``specverify check``: 0 lossless (conformant, or lossless but suboptimal), 1 not
-lossless (lossy or contract broken), 2 the harness could not run (bad spec, import error),
-3 the budget could not decide, 130 interrupted (the JSON written so far is kept).
+lossless (lossy or contract broken, a crash or a hang of the sampler included), 2 the harness could
+not run (bad spec, import or factory failure, absent device, unwritable output), 3 the budget could
+not decide, 130 interrupted (the JSON and HTML of what finished are kept).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ __all__ = ["main"]
 _EPILOG = """\
 exit status of 'check':
   0  lossless: conformant, or lossless but suboptimal
-  1  not lossless: lossy, or the sampler contract is broken
-  2  the harness could not run (bad spec, import error)
+  1  not lossless: lossy, or the sampler contract is broken (a crash, exit or hang of the sampler included)
+  2  the harness could not run (bad spec, import or factory failure, absent device, unwritable output)
   3  inconclusive: the budget could not decide
-  130 interrupted; the JSON written so far is kept
+  130 interrupted (Ctrl-C); the JSON and HTML of what finished are written; a second Ctrl-C exits at once
 
 examples:
   specverify check specverify.samplers:reference --json out.json
@@ -70,6 +71,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="run only checks whose id or family matches (repeatable; globs, with [ ] literal: 'fit.*', 'fit.conditional[*]'); "
         "a subset can fail a sampler but not pass it",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
+        "later ones a limit scaled to the sampler's measured speed; 5 s plus that once a call has hung)",
+    )
+    check.add_argument(
+        "--in-process",
+        action="store_true",
+        help="call the sampler in the harness's own process and thread, for debugging with pdb: "
+        "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
     )
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
@@ -130,39 +144,69 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    import signal
+
     from rich.console import Console
 
-    from ._contract import SamplerSpecError, load_sampler
-    from ._runner import check
+    from ._calling import check_device
+    from ._contract import SamplerSpecError
+    from ._runner import Interrupted, check, check_selection, load_failure
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
+
+    def fail(message: str) -> int:
+        err.print(f"specverify: error: {message}", markup=False, highlight=False)
+        return 2
+
     # As `python -m` and pytest do: a spec names modules relative to where the command runs.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if ":" not in args.spec or not all(args.spec.partition(":")[::2]):
+        return fail(
+            f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example specverify.samplers:reference)"
+        )
+    problem = _validate(args) or check_selection(args.only)
+    if problem:
+        return fail(problem)
     try:
-        sampler = load_sampler(args.spec)
+        check_device(args.device)
     except SamplerSpecError as exc:
-        err.print(f"specverify: error: {exc}", markup=False, highlight=False)
-        return 2
-    if args.alpha is not None and not 0 < args.alpha < 1:
-        err.print("specverify: error: --alpha must lie in (0, 1)")
-        return 2
+        return fail(str(exc))
 
     from ._progress import ProgressDisplay
-    from ._runner import check_selection
-
-    problem = check_selection(args.only)
-    if problem:
-        err.print(f"specverify: error: {problem}", markup=False, highlight=False)
-        return 2
 
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else _result_printer(out)
+
+    def exit_now(signum: int, frame: object) -> None:
+        os._exit(130)
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, exit_now)  # a second Ctrl-C ends the harness at once
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        return _run(args, display, printer, err, out, exit_now, interrupt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run(args, display, printer, err, out, exit_now, interrupt) -> int:
+    import signal
+
+    from ._contract import SamplerSpecError
+    from ._runner import Interrupted, check, load_failure
+
+    def fail(message: str) -> int:
+        err.print(f"specverify: error: {message}", markup=False, highlight=False)
+        return 2
+
     try:
         with display:
             result = check(
-                sampler,
+                args.spec,
                 budget=args.budget,
                 seed=args.seed,
                 alpha=args.alpha,
@@ -172,23 +216,70 @@ def _check(args: argparse.Namespace) -> int:
                 json_path=args.json,
                 on_result=lambda r: (display.finished(r), printer(r) if printer else None),
                 progress=display.advance,
+                isolation="in-process" if args.in_process else "process",
+                timeout=args.timeout,
+                on_plan=display.plan,
+                on_wait=display.waiting,
             )
-    except KeyboardInterrupt:
-        err.print("specverify: interrupted; " + (f"results so far are in {args.json}" if args.json else "no --json given"))
+    except KeyboardInterrupt as exc:
+        signal.signal(signal.SIGINT, exit_now)
+        result = exc.result if isinstance(exc, Interrupted) else None
+        if result is not None and args.report:
+            _write_report(result, args.report, err)
+        kept = [f"{what} {path}" for path, what in ((args.json, "JSON"), (args.report, "report")) if path and result is not None]
+        err.print("specverify: interrupted; " + (f"what finished is in {', '.join(kept)}" if kept else "no --json or --report given"))
         return 130
-    except (SamplerSpecError, OSError) as exc:  # a device that is absent, an unwritable --json
-        err.print(f"specverify: error: {exc}", markup=False, highlight=False)
-        return 2
-    if args.report:
-        from .report import write_report
+    except SamplerSpecError as exc:  # the sampler could not be imported or built
+        failure = load_failure(args.spec, str(exc), args.budget, args.seed)
+        if args.json:
+            from ._runner import write_json
 
-        try:
-            write_report(result, args.report)
-        except OSError as exc:
-            err.print(f"specverify: error: cannot write the report: {exc}", markup=False, highlight=False)
-            return 2
+            write_json(failure, args.json)
+        if args.report:
+            _write_report(failure, args.report, err)
+        return fail(str(exc))
+    if args.report and not _write_report(result, args.report, err):
+        _print_verdict(out, result, args)
+        return 2
     _print_verdict(out, result, args)
     return result.exit_code
+
+
+def _validate(args: argparse.Namespace) -> str | None:
+    """What makes the options unusable, found before anything runs (or ``None``)."""
+    import tempfile
+    from pathlib import Path
+
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        return "--alpha must lie in (0, 1)"
+    if args.timeout is not None and not args.timeout > 0:
+        return "--timeout must be a positive number of seconds"
+    for flag, path in (("--json", args.json), ("--report", args.report)):
+        if not path:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            return f"{flag} {path} is a directory; give a file path"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{target.name}.", suffix=".probe"):
+                pass
+        except OSError as exc:
+            return f"{flag} {path} cannot be written: {exc.strerror or exc}"
+    if args.json and args.report and Path(args.json).resolve() == Path(args.report).resolve():
+        return "--json and --report name the same file"
+    return None
+
+
+def _write_report(result, path: str, err) -> bool:
+    from .report import write_report
+
+    try:
+        write_report(result, path)
+    except OSError as exc:
+        err.print(f"specverify: error: cannot write the report: {exc}", markup=False, highlight=False)
+        return False
+    return True
 
 
 def _zoo(args: argparse.Namespace) -> int:
@@ -236,6 +327,14 @@ def _result_printer(console):
         style = _STATUS_STYLE[result.status]
         tv = f" TV>={result.min_detectable_tv:.3g}" if result.min_detectable_tv is not None else ""
         console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{tv}  [dim]{escape(result.message or '')}[/]")
+        if result.status in ("fail", "error"):
+            for key in ("traceback", "sampler_output"):
+                lines = str(result.evidence.get(key) or "").strip().splitlines()[-4:]
+                if lines:
+                    label = "traceback" if key == "traceback" else "sampler output"
+                    console.print(f"{'':>12}   [dim]{label} (last lines; all in the JSON):[/]")
+                    for line in lines:
+                        console.print(f"{'':>12}     [dim]{escape(line[:200])}[/]")
 
     return show
 

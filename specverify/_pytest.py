@@ -22,7 +22,7 @@ import pytest
 
 from ._budgets import get_budget
 from ._calling import SamplerUnderTest
-from ._contract import SamplerSpecError, load_sampler
+from ._contract import SamplerSpecError
 from ._result import CheckResult, RunResult, left_out
 from ._runner import PlannedCheck, plan, run_check, run_info, selects, write_json
 from .checks._search import p_text
@@ -180,11 +180,10 @@ class SpecverifyPlugin:
         if alpha is not None:
             self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
-        try:
-            sampler = load_sampler(spec)
+        try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
+            self.sut = SamplerUnderTest(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
-        self.sut = SamplerUnderTest(sampler, timeout=self.budget.timeout)
         self.planned = plan(self.sut, self.budget, config.getoption("specverify_only"))
         self.expected_failures = _load_expected_failures(xfail_file)
         self.results: dict[str, list[dict[str, Any]]] = {}
@@ -265,9 +264,9 @@ def battery(
     fails and names what was left out: a subset can fail a sampler but never pass it.
     """
     spec = sampler if isinstance(sampler, str) else None
-    fn = load_sampler(sampler) if isinstance(sampler, str) else sampler
     chosen = get_budget(budget)
-    sut = SamplerUnderTest(fn, timeout=chosen.timeout)
+    # A spec runs in a supervised process of its own; a callable is called in this process.
+    sut = SamplerUnderTest(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
     planned = {p.id: p for p in plan(sut, chosen, only)}
     marks = {
         check_id: [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)]

@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ._budgets import Budget, get_budget
-from ._calling import SamplerFault, SamplerUnderTest
-from ._contract import describe
+from ._calling import SamplerFault, SamplerUnderTest, importable_source
 from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from .checks import Check, Context, battery
 from .checks._base import fault_result
 
-__all__ = ["PlannedCheck", "check", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
+__all__ = ["Interrupted", "PlannedCheck", "check", "load_failure", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +102,7 @@ def run_check(
         return _skips(check, planned.skip_reason)
     ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
     sut.reach.reset()
+    sut.last_fault = None
     start = time.perf_counter()
     try:
         outcome = check.run(ctx)
@@ -124,7 +124,10 @@ def run_check(
         ]
     elapsed = time.perf_counter() - start
     reach = sut.reach.snapshot(kinds=[check.case] if check.case else [])
+    fault, sut.last_fault = sut.last_fault, None
     for result in results:
+        if fault is not None and fault.details and result.status == "fail" and result.evidence.get("violation") == fault.violation.rule:
+            result.evidence.update(fault.details)  # the sampler's traceback and last output
         result.duration_s = elapsed / len(results)
         if result.reach is None:
             result.reach = reach
@@ -139,7 +142,14 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
 
 
 def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """What a run was: sampler, budget, seed and the software it ran on."""
+    """What a run was: sampler, budget, seed, where the sampler ran and the software it ran on."""
+    info = _run_info({"name": sut.name, "capabilities": sut.capabilities.to_json()}, budget, seed, spec)
+    info.update(device=str(sut.device), dtype=str(sut.dtype).removeprefix("torch."))
+    info["isolation"] = {"mode": sut.isolation, "reason": None, "timeout": sut.timeout, "first_timeout": sut.limit.first}
+    return info
+
+
+def _run_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
     import hypothesis
     import numpy
     import scipy
@@ -156,19 +166,34 @@ def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None)
         "hypothesis": hypothesis.__version__,
     }
     return {
-        "sampler": describe(sut.sampler),
+        "sampler": sampler,
         "spec": spec,
         "seed": seed,
         "budget": dataclasses.asdict(budget),
         "family_wise_alpha": budget.alpha,
         "power": budget.power,
         "tv": budget.tv,
-        "device": str(sut.device),
-        "dtype": str(sut.dtype).removeprefix("torch."),
+        "device": None,
+        "dtype": None,
         "platform": platform.platform(),
         "versions": versions,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def load_failure(spec: str, message: str, budget: str | Budget = "standard", seed: int = 0) -> RunResult:
+    """The result of a run whose sampler could not be imported or built: verdict ``error``."""
+    budget = get_budget(budget) if isinstance(budget, str) else budget
+    failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
+    return RunResult(run=_run_info({"name": spec, "capabilities": None}, budget, seed, spec), checks=[failure], finished=False)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`check`: the sampler's process is ended; ``result`` holds what finished."""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__()
+        self.result = result
 
 
 def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
@@ -176,14 +201,18 @@ def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(result.to_json(), handle, indent=2)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; a result is for reading
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(result.to_json(), handle, indent=2)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a result is for reading
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)  # never a stray temp file beside the target
+        raise
 
 
 def check(
-    sampler: Callable[..., Any],
+    sampler: Callable[..., Any] | str,
     *,
     budget: str | Budget = "standard",
     seed: int = 0,
@@ -194,31 +223,62 @@ def check(
     json_path: str | os.PathLike[str] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
     progress: Callable[[PlannedCheck, int], None] | None = None,
+    isolation: str = "auto",
+    timeout: float | None = None,
+    on_plan: Callable[[list[PlannedCheck]], None] | None = None,
+    on_wait: Callable[[float, float], None] | None = None,
 ) -> RunResult:
     """Put a sampler through the battery and return the :class:`~specverify.RunResult`.
 
     Args:
-        sampler: the sampler (see :class:`~specverify.Sampler`).
+        sampler: the sampler (see :class:`~specverify.Sampler`), or its ``"module:attribute"`` spec.
         budget: ``"quick"``, ``"standard"``, ``"thorough"`` or a :class:`~specverify.Budget`.
         seed: the run seed; every random draw derives from it.
         alpha: family-wise false-positive probability (default: the budget's, 1e-4).
-        device: where to run a sampler that declares no device.
+        device: where to run a sampler that declares none.
         select: glob patterns of check ids or family names to run (default: all).
-        spec: the sampler's spec, used in repro snippets.
+        spec: the sampler's spec, used in repro snippets (and to load a callable by name).
         json_path: written after every check, so a crash or Ctrl-C keeps what finished.
         on_result: called with each result as it finishes.
         progress: called with ``(check, rows)`` as the sampler is run.
+        isolation: ``"process"``: the sampler runs in a supervised process of its own, so a crash,
+            a hang or an exit is a finding and not the end of the run; ``"in-process"``: in this
+            thread (for pdb; no crash or hang protection); ``"auto"`` (default): a process when the
+            sampler is a spec or a callable importable by name, else in-process, with the reason
+            in ``run["isolation"]``.
+        timeout: seconds one call may take (default: derived from the budget's ``timeout`` and the
+            sampler's measured speed; isolated runs only).
+        on_plan: called with the planned checks before the first runs.
+        on_wait: called with ``(seconds, limit)`` while a call is slow (isolated runs only).
+
+    Raises:
+        SamplerSpecError: the sampler could not be imported or built, or the device is absent.
+        Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
     budget = get_budget(budget) if isinstance(budget, str) else budget
     if alpha is not None:
         budget = budget.with_(alpha=alpha)
-    sut = SamplerUnderTest(sampler, device=device, timeout=budget.timeout)
-    planned = plan(sut, budget, select)
-    result = RunResult(run=run_info(sut, budget, seed, spec), checks=[], finished=False)
-    result.run["planned_checks"] = len(planned)
-    result.run["select"] = list(select) if select else None
-    result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
+    mode, reason = isolation, None
+    if isolation == "auto":
+        source = importable_source(sampler, spec)
+        mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
+    elif isolation == "in-process":
+        reason = "asked for (in-process)"
+    if isinstance(sampler, str) and spec is None:
+        spec = sampler
+    start = time.perf_counter()
+    sut = SamplerUnderTest(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec)
+    result = RunResult(run={}, checks=[], finished=False)
     try:
+        sut.on_wait = on_wait
+        planned = plan(sut, budget, select)
+        result.run = run_info(sut, budget, seed, spec)
+        result.run["isolation"]["reason"] = reason
+        result.run["planned_checks"] = len(planned)
+        result.run["select"] = list(select) if select else None
+        result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
+        if on_plan:
+            on_plan(planned)
         for item in planned:
             advance = (lambda rows, item=item: progress(item, rows)) if progress else (lambda rows: None)
             for check_result in run_check(item, sut, budget, seed, spec=spec, advance=advance):
@@ -228,10 +288,24 @@ def check(
             if json_path is not None:
                 write_json(result, json_path)
         result.finished = True
+    except KeyboardInterrupt:
+        sut.kill()
+        result.run["interrupted"] = True
+        raise Interrupted(result) from None
     finally:
-        result.run["sampler_calls"] = sut.calls
-        result.run["sampler_rows"] = sut.rows
-        result.run["sampler_seconds"] = round(sut.seconds, 3)
-        if json_path is not None:
+        total = time.perf_counter() - start
+        if result.run:
+            result.run["sampler_calls"] = sut.calls
+            result.run["sampler_rows"] = sut.rows
+            result.run["sampler_seconds"] = round(sut.seconds, 3)
+            result.run["timing"] = {
+                "total_seconds": round(total, 3),
+                "sampler_seconds": round(sut.seconds, 3),
+                "harness_seconds": round(total - sut.seconds, 3),
+                "harness_share": round((total - sut.seconds) / total, 4) if total > 0 else None,
+            }
+            result.run["isolation"].update(crashes=sut.crashes, hangs=sut.hangs, worker_starts=sut.worker_starts)
+        sut.close()
+        if json_path is not None and result.run:
             write_json(result, json_path)
     return result
