@@ -31,6 +31,13 @@ class Budget:
         validity_examples: examples of the exact robustness and uniform-driven checks.
         timeout: seconds one sampler call may take before it counts as a hang.
         shrink_seconds: longest time spent shrinking one failure to its smallest case.
+        shape_tv: TV the ``shapes`` family's checks are sized for where the volume affords it.
+        shape_volume: input elements (rows x (2K+1) x V) one production shape may give the sampler:
+            its cost grows with V, so the largest vocabularies get fewer rows and a coarser claim.
+        shape_max_vocab: largest vocabulary the ``shapes`` family gives the sampler at this budget
+            (larger shapes are reported as skipped, with this reason).
+        shape_ceiling_tv: above this detectable TV a ``shapes`` check is inconclusive (its own
+            ceiling: at the largest V a CPU budget affords far fewer rows than at small V).
     """
 
     name: str
@@ -43,6 +50,10 @@ class Budget:
     validity_examples: int = 60
     timeout: float = 120.0
     shrink_seconds: float = 30.0
+    shape_tv: float = 0.05
+    shape_volume: int = 2**28
+    shape_max_vocab: int = 262_144
+    shape_ceiling_tv: float = 0.5
 
     @property
     def ceiling_tv(self) -> float:
@@ -59,10 +70,20 @@ class Budget:
 
 
 BUDGETS = {
-    "quick": Budget("quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0),
+    "quick": Budget(
+        "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0, shape_tv=0.1, shape_volume=2**26,
+        shape_max_vocab=65_537,
+    ),
     "standard": Budget("standard", tv=0.01, examples=20, validity_examples=60),
     "thorough": Budget(
-        "thorough", tv=0.003, examples=60, validity_examples=200, max_samples=20_000_000, shrink_seconds=120.0
+        "thorough",
+        tv=0.003,
+        examples=60,
+        validity_examples=200,
+        max_samples=20_000_000,
+        shrink_seconds=120.0,
+        shape_tv=0.02,
+        shape_volume=2**32,
     ),
 }
 

@@ -132,18 +132,62 @@ class ReachRecorder:
         )
 
 
+#: Checks whose claims are within this factor of each other share one clause of the guarantee.
+MERGE_FACTOR = 2.0
+
+
 def guarantee(checks: Iterable[Any], *, power: float, alpha: float) -> str | None:
-    """The run's promise in one line, naming the reach it was tested on; ``None`` if no
-    statistical check passed.  Takes :class:`~specverify.CheckResult` objects."""
+    """The run's promise in one line, naming the reach each claim was tested on; ``None`` if no
+    statistical check passed.  Takes :class:`~specverify.CheckResult` objects.
+
+    Checks are grouped by the largest vocabulary they tested: a budget affords a coarser TV at
+    V = 262,144 than at V = 8, and one number for all would either overstate the large shapes or
+    understate the small ones.  Groups whose claims lie within :data:`MERGE_FACTOR` of each other
+    are merged; each clause claims the largest detectable TV of its checks, on their merged reach,
+    so no clause says more than its checks tested.
+    """
     passed = [c for c in checks if c.status == "pass" and c.min_detectable_tv is not None]
     if not passed:
         return None
-    detect = max(c.min_detectable_tv for c in passed)
-    reach = merge(c.reach for c in passed)
-    where = ""
-    if reach is not None:
-        where = f" on V in [{reach.vocab[0]:,}, {reach.vocab[1]:,}], K in [{reach.k[0]}, {reach.k[1]}]"
-    return (
-        f"every statistical check detects TV >= {detect:.3g} with probability >= {power}{where}; "
-        f"false-alarm probability of the run <= {alpha:g}"
-    )
+    tail = f"false-alarm probability of the run <= {alpha:g}"
+    groups = _claim_groups(passed)
+    if len(groups) == 1:
+        detect, reach = groups[0]
+        return f"every statistical check detects TV >= {detect:.3g} with probability >= {power}{_where(reach)}; {tail}"
+    clauses = "; ".join(f"TV >= {detect:.3g}{_where(reach)}" for detect, reach in groups)
+    return f"every statistical check detects, with probability >= {power}: {clauses}; {tail}"
+
+
+def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
+    """``(claim, reach)`` clauses, by increasing largest vocabulary tested.
+
+    Checks sorted by the largest V they tested; a clause ends where the running worst claim has
+    grown past :data:`MERGE_FACTOR` times the claim the clause began with.  Each clause claims the
+    worst claim of every check up to its end (so the claims grow with V and each holds for all
+    checks it speaks for) on the merged reach of its own checks.
+    """
+    known = sorted((c for c in passed if c.reach is not None), key=lambda c: (c.reach.vocab[1], c.min_detectable_tv))
+    unknown = [c for c in passed if c.reach is None]
+    groups: list[list[Any]] = []
+    start = worst = 0.0
+    for c in known:
+        worst = max(worst, c.min_detectable_tv)
+        if groups and worst <= MERGE_FACTOR * start:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+            start = worst
+    if unknown:  # a claim with no recorded reach joins the last clause, which then names no reach
+        groups = groups or [[]]
+        groups[-1].extend(unknown)
+    clauses, running = [], 0.0
+    for g in groups:
+        running = max(running, *(c.min_detectable_tv for c in g))
+        clauses.append((running, None if any(c.reach is None for c in g) else merge(c.reach for c in g)))
+    return clauses
+
+
+def _where(reach: Reach | None) -> str:
+    if reach is None:
+        return ""
+    return f" on V in [{reach.vocab[0]:,}, {reach.vocab[1]:,}], K in [{reach.k[0]}, {reach.k[1]}]"

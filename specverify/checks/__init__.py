@@ -10,7 +10,9 @@ Families and their stable ids (``family.name[case]``):
   each position of the completed law; each position at every shape the conditional checks use;
   rows far from normalised, for samplers that declare ``unnormalised=True``);
 * ``efficiency``: accepted drafts per call against the exact expectation;
-* ``robustness``: valid output on edge cases and large vocabularies.
+* ``robustness``: valid output on edge cases and large vocabularies;
+* ``shapes``: the law at production shapes (V up to 262,144, K up to 16, 512-row calls) and at
+  float edges (vanishing residuals, exact zeros next to sub-ulp mass, bf16/fp16 rounding).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from ._contract import (
 from ._efficiency import AcceptanceCheck
 from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
 from ._fit import ModelFitCheck, StepLawCheck
+from ._every_shape import EveryShapeCheck
 from ._renormalisation import RenormalisationCheck
-from ._shapes import EveryShapeCheck
+from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery"]
 
-FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness")
+FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness", "shapes")
 
 
 def battery() -> list[Check]:
@@ -76,4 +79,8 @@ def battery() -> list[Check]:
         EveryShapeCheck(),
         AcceptanceCheck("seed-chain"),
         AcceptanceCheck("random"),
+        # --- production shapes and float edges (issue 14) ---
+        EdgeLawCheck(),
+        ShapeConditionalCheck(),
+        ShapeTargetLawCheck(),
     ]

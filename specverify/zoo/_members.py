@@ -400,3 +400,89 @@ def no_input_renormalisation(t, d, y, g):
 @member("non-conformant", ("fit",), "quick", "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.", Capabilities(unnormalised=True))
 def declares_unnormalised_but_does_not_renormalise(t, d, y, g):
     return _no_renormalisation(t, d, y, g)
+
+
+# --- production shapes and float edges (issue 14): bugs the small cases never reach ------------
+# Each is caught by the ``shapes`` family only: the other families stay at V <= 8, K <= 4.
+
+
+def _large_vocab_only(min_vocab: int, bug, t, d, y, g):
+    """``bug`` where the vocabulary has at least ``min_vocab`` tokens, the reference elsewhere."""
+    return bug(t, d, y, g) if t.shape[-1] >= min_vocab else reference(t, d, y, g)
+
+
+@member("lossy", ("shapes",), "quick", "A vocabulary-size dispatch: from 9 tokens on, a second code path draws the replacement from the target p instead of the residual [p - q]+.")
+def wrong_from_nine_tokens(t, d, y, g):
+    return _large_vocab_only(9, replacement_from_target, t, d, y, g)
+
+
+@member("lossy", ("shapes",), "quick", "Vocabulary tiled in blocks of 32,768 with a floor where a ceiling belongs: the last partial tile is never sampled (V > 32,768 only).")
+def last_tile_dropped(t, d, y, g):
+    def final(p, q, n):
+        dist = final_distribution(p, q, n)
+        vocab = dist.shape[-1]
+        covered = (vocab // 32_768) * 32_768
+        if vocab > 32_768 and covered < vocab:
+            kept = dist.clone()
+            kept[:, covered:] = 0.0
+            dist = torch.where(kept.sum(-1, keepdim=True) > 0, kept, dist)
+        return dist
+
+    return canonical_with(t, d, y, g, final=final)
+
+
+@member("lossy", ("shapes",), "quick", "The emitted token's id passes through a 15-bit field (an int16 index masked to stay positive): ids >= 32,768 come back as id - 32,768.")
+def int16_index_overflow(t, d, y, g):
+    tokens, n = reference(t, d, y, g)
+    rows = torch.arange(tokens.shape[0])
+    last = tokens[rows, n]
+    tokens[rows, n] = torch.where(last >= 32_768, last % 32_768, last)
+    return tokens, n
+
+
+@member("lossy", ("shapes",), "quick", "Per-position accept ratios kept in a fixed array of 8 slots: for K > 8, position i reads slot i mod 8.")
+def fixed_position_arrays(t, d, y, g):
+    batch, k = y.shape
+    if k <= 8:
+        return reference(t, d, y, g)
+    p, q, p_y, q_y = draft_ratio_terms(t, d, y)
+    slot = torch.arange(k) % 8
+    u = uniforms(batch, k, g, t.device)
+    n = first_rejection(u[:, :k] * q_y[:, slot] < p_y[:, slot])
+    return assemble(y, n, inverse_cdf(final_distribution(p, q, n), u[:, k]))
+
+
+@member("lossy", ("shapes",), "quick", "The large-vocabulary path (V > 4,096) launches at most 256 row blocks: rows beyond read the uniforms of block 255.")
+def grid_limit_large_batch(t, d, y, g):
+    batch, k = y.shape
+    u = uniforms(batch, k, g, t.device)
+    if t.shape[-1] > 4_096 and batch > 256:
+        u[256:] = u[255]
+    return canonical_with(t, d, y, g, u=u)
+
+
+def _zero_residual_fallback(fallback):
+    def final(p, q, n):
+        rows = torch.arange(p.shape[0], device=p.device)
+        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+        residual = (p[rows, n] - q_padded[rows, n]).clamp_min(0.0)
+        empty = ~(residual.sum(-1) > p.shape[-1] * torch.finfo(torch.float64).eps)
+        residual[empty] = fallback(residual[empty])
+        return residual
+
+    return final
+
+
+@member("non-conformant", ("shapes",), "quick", "vLLM-style argmax over an all-zero residual: a rejection whose residual rounds to zero emits token 0, which the target may forbid.")
+def zero_residual_token_zero(t, d, y, g):
+    def one_hot_zero(r):
+        out = torch.zeros_like(r)
+        out[:, 0] = 1.0
+        return out
+
+    return canonical_with(t, d, y, g, final=_zero_residual_fallback(one_hot_zero))
+
+
+@member("non-conformant", ("shapes",), "quick", "A residual that rounds to zero falls back to a uniform draw over the whole vocabulary, forbidden tokens included.")
+def zero_residual_uniform(t, d, y, g):
+    return canonical_with(t, d, y, g, final=_zero_residual_fallback(torch.ones_like))
