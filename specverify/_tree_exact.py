@@ -178,7 +178,7 @@ def _block_thresholds(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) ->
     weight = torch.stack(weights, dim=1)
     z = (weight[:, 1:k, None] * p[:, 1:k] - q[:, 1:k]).clamp_min(0.0).sum(dim=-1)
     denom = z + 1.0 - weight[:, 1:k]
-    h_inner = torch.where(denom > 0, z / denom.clamp_min(torch.finfo(torch.float64).tiny), 0.0)
+    h_inner = torch.where(denom > 0, z / denom.clamp_min(torch.finfo(torch.float64).tiny), 0.0).clamp(0.0, 1.0)  # (z + 1) - w rounds
     return torch.cat([h_inner, weight[:, k:]], dim=1), weight
 
 
