@@ -82,7 +82,8 @@ def sampler(tree: TreeBatch, generator: torch.Generator | None = None) -> tuple[
     predicts, accept_index, accept_token_num = layout.empty_outputs(torch.int32)
     coins = torch.rand(tree.parents.shape, generator=generator)  # float32, as SGLang draws them
     final = torch.rand(tree.batch, generator=generator)
-    probs, _ = arrays.pop("target_probs").float(), arrays.pop("draft_probs", None)
+    probs = arrays.pop("target_probs").float()
+    arrays.pop("draft_probs", None)  # the kernel reads no draft law: it gets a zeroed scratch instead
     tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num, **arrays, uniform_samples=coins,
         uniform_samples_for_final_sampling=final, target_probs=probs, draft_probs=torch.zeros_like(probs))
     return layout.to_path(predicts, accept_index, accept_token_num)
