@@ -90,3 +90,15 @@ def test_the_same_test_catches_duplicate_siblings_counted_twice(example) -> None
     tree = trees(duplicate=True)  # the star's node 3 repeats node 1's token: SGLang adds its mass again
     observed = run(example.sampler, tree, "duplicate")
     assert gof_test(observed, law_of(tree), alpha=ALPHA, random_state=0).pvalue < ALPHA
+
+
+def test_docs_quote_the_adapter_as_it_is() -> None:
+    """docs/trees.md's ten-line adapter is the example's code, line for line."""
+    docs = (EXAMPLE.parents[1] / "docs" / "trees.md").read_text()
+    section = docs.split("## A ten-line adapter from the SGLang layout", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    source = EXAMPLE.read_text()
+    lines = [line for line in snippet.splitlines() if line.strip()]
+    assert len(lines) >= 10
+    for line in lines:
+        assert line in source, line
