@@ -3,6 +3,9 @@
 * ``reference``: the canonical algorithm, vectorised, float64, any device, injected uniforms.
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
+* ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
+  (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
+  (``specverify._tree``); imported on first use.
 """
 
 from typing import Any
@@ -11,10 +14,16 @@ from ._reference import ReferenceSampler, reference
 
 __all__ = ["ReferenceSampler", "reference"]
 
+_TREE_NAMES = ("TREE_REFERENCES", "block_verification", "tree_specinfer", "tree_target_only", "tree_without_replacement")
+
 
 def __getattr__(name: str) -> Any:
     if name == "triton":
         from ._triton import triton_sampler
 
         return triton_sampler
+    if name in _TREE_NAMES:
+        from . import _tree_reference
+
+        return getattr(_tree_reference, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
