@@ -82,6 +82,8 @@ class MarkovLM:
 def _last_tokens(history: torch.Tensor, m: int) -> torch.Tensor:
     """The last ``m`` non-padding tokens of each left-padded row (padding sits before the context
     in ``cat([context, prefix])`` only when the prefix is padded, so drop the ``-1`` entries)."""
+    if bool((history[:, -m:] >= 0).all()):  # no padding among the last m: the common case
+        return history[:, -m:]
     valid = history >= 0
     # stable sort moves padding to the front, keeping the order of real tokens
     order = torch.sort(valid.to(torch.int8), dim=1, stable=True).indices

@@ -102,14 +102,23 @@ class SamplingParams:
     def only(self, names: Iterable[str]) -> SamplingParams:
         """The same parameters less those not in ``names`` (what a sampler declares it takes)."""
         keep = set(names)
-        return SamplingParams(**{name: getattr(self, name) if name in keep else None for name in PARAMETERS})
+        return self._derived({name: getattr(self, name) if name in keep else None for name in PARAMETERS})
 
     def select(self, rows: torch.Tensor | slice) -> SamplingParams:
         """The parameters of some rows (an index tensor or a slice)."""
-        return SamplingParams(**{name: None if (v := getattr(self, name)) is None else v[rows] for name in PARAMETERS})
+        return self._derived({name: None if (v := getattr(self, name)) is None else v[rows] for name in PARAMETERS})
 
     def to(self, device: torch.device | str) -> SamplingParams:
-        return SamplingParams(**{name: None if (v := getattr(self, name)) is None else v.to(device) for name in PARAMETERS})
+        return self._derived({name: None if (v := getattr(self, name)) is None else v.to(device) for name in PARAMETERS})
+
+    @classmethod
+    def _derived(cls, fields: dict[str, torch.Tensor | None]) -> SamplingParams:
+        """Rows or columns of validated parameters: valid already, so not validated again (the
+        checks read every value, which a loop over generation steps would pay for each step)."""
+        made = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(made, name, value)
+        return made
 
 
 def warp(logits: torch.Tensor, params: SamplingParams, order: Sequence[str] = DEFAULT_ORDER) -> torch.Tensor:
@@ -135,13 +144,17 @@ def warp(logits: torch.Tensor, params: SamplingParams, order: Sequence[str] = DE
     if greedy is not None and bool(greedy.any()):
         first_max = torch.zeros_like(probs).scatter_(-1, z.argmax(dim=-1, keepdim=True), 1.0)
         probs = torch.where(greedy, first_max, probs)
+    vocab = probs.shape[-1]
     for name in order:
         value = getattr(params, name)
         if name == "temperature" or value is None:
             continue
-        keep = _CUTS[name](probs, per_row(value))
-        probs = probs * keep
-        probs = probs / probs.sum(dim=-1, keepdim=True)
+        on = _ON[name](value, vocab)
+        if not bool(on.any()):  # a cut no row asks for: skip its sort
+            continue
+        cut = probs * _CUTS[name](probs, per_row(value))
+        # rows the cut leaves alone keep their values bit for bit: a row's law ignores its batch
+        probs = torch.where(per_row(on), cut / cut.sum(dim=-1, keepdim=True), probs)
     return probs
 
 
@@ -166,3 +179,5 @@ def _min_p(probs: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
 
 
 _CUTS = {"top_k": _top_k, "top_p": _top_p, "min_p": _min_p}
+#: Rows on which a cut can change the law (a batch where none can skips the cut's sort).
+_ON = {"top_k": lambda k, vocab: (k > 0) & (k < vocab), "top_p": lambda p, vocab: p < 1, "min_p": lambda m, vocab: m > 0}
