@@ -1,0 +1,183 @@
+"""Sampling parameters and the warps they apply: the law a logits-level sampler must preserve.
+
+Engines verify drafts against the target *as the request asked for it*: logits divided by the
+temperature, cut to the top ``k``, cut to the nucleus of mass ``top_p``, cut below ``min_p`` times
+the largest probability, renormalised.  The law to preserve at every position is that warped target,
+and a greedy row (temperature 0) must emit the target's argmax path.  :func:`warp` is the harness's
+own statement of those rules, vectorised over rows with heterogeneous per-row parameters; the exact
+law of a logits-level step is the canonical step law on ``warp(target_logits)``.
+
+Rules, stated once (engines agree on them away from ties):
+
+* ``temperature``: ``0`` is greedy (a one-hot law at the first largest logit); otherwise logits are
+  divided by it before the softmax, in float64.
+* ``top_k``: ``0`` is off; else every token whose probability is at least the ``k``-th largest is
+  kept (ties at the boundary are all kept).
+* ``top_p``: ``1`` is off; else the smallest set of most probable tokens whose mass reaches
+  ``top_p`` is kept: a token is kept iff the mass of the tokens strictly before it, in order of
+  decreasing probability (ties by increasing id), is below ``top_p``.
+* ``min_p``: ``0`` is off; else tokens below ``min_p`` times the largest probability are cut.
+
+Each cut renormalises what it keeps, so ``top_p`` measures mass after ``top_k``.  The order is
+:data:`DEFAULT_ORDER` (Hugging Face's); a sampler may declare another (vLLM applies ``min_p``
+before ``top_k``/``top_p``).  Generated cases avoid exact ties, where engines' rules differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+import torch
+
+__all__ = ["DEFAULT_ORDER", "PARAMETERS", "SamplingParams", "warp"]
+
+#: The warps, in the order Hugging Face applies them.
+DEFAULT_ORDER: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
+#: Every per-row parameter a sampler can declare it supports.
+PARAMETERS: tuple[str, ...] = (*DEFAULT_ORDER, "seeds")
+
+_DTYPES = {
+    "temperature": torch.float64,
+    "top_k": torch.int64,
+    "top_p": torch.float64,
+    "min_p": torch.float64,
+    "seeds": torch.int64,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """Per-row sampling parameters, each a ``[B]`` tensor or ``None`` (not given).
+
+    Attributes:
+        temperature: float64, ``0`` means greedy.
+        top_k: int64, ``0`` means off.
+        top_p: float64 in ``(0, 1]``, ``1`` means off.
+        min_p: float64 in ``[0, 1]``, ``0`` means off.
+        seeds: int64 per-request seeds, for samplers that declare per-request seeding.
+    """
+
+    temperature: torch.Tensor | None = None
+    top_k: torch.Tensor | None = None
+    top_p: torch.Tensor | None = None
+    min_p: torch.Tensor | None = None
+    seeds: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        sizes = set()
+        for name in PARAMETERS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, torch.Tensor) or value.dim() != 1:
+                raise ValueError(f"SamplingParams.{name} must be a 1-d tensor of one value per row")
+            if value.dtype != _DTYPES[name]:
+                raise ValueError(f"SamplingParams.{name} must be {_DTYPES[name]}, got {value.dtype}")
+            sizes.add(value.shape[0])
+        if len(sizes) > 1:
+            raise ValueError(f"SamplingParams rows disagree: {sorted(sizes)}")
+        checks = (
+            ("temperature", lambda t: torch.isfinite(t) & (t >= 0), "finite and >= 0"),
+            ("top_k", lambda k: k >= 0, ">= 0"),
+            ("top_p", lambda p: (p > 0) & (p <= 1), "in (0, 1]"),
+            ("min_p", lambda m: (m >= 0) & (m <= 1), "in [0, 1]"),
+        )
+        for name, valid, text in checks:
+            value = getattr(self, name)
+            if value is not None and not bool(valid(value).all()):
+                raise ValueError(f"SamplingParams.{name} must be {text}")
+
+    @property
+    def given(self) -> tuple[str, ...]:
+        """The names of the parameters that are set."""
+        return tuple(name for name in PARAMETERS if getattr(self, name) is not None)
+
+    @property
+    def rows(self) -> int | None:
+        for name in self.given:
+            return int(getattr(self, name).shape[0])
+        return None
+
+    def only(self, names: Iterable[str]) -> SamplingParams:
+        """The same parameters less those not in ``names`` (what a sampler declares it takes)."""
+        keep = set(names)
+        return self._derived({name: getattr(self, name) if name in keep else None for name in PARAMETERS})
+
+    def select(self, rows: torch.Tensor | slice) -> SamplingParams:
+        """The parameters of some rows (an index tensor or a slice)."""
+        return self._derived({name: None if (v := getattr(self, name)) is None else v[rows] for name in PARAMETERS})
+
+    def to(self, device: torch.device | str) -> SamplingParams:
+        return self._derived({name: None if (v := getattr(self, name)) is None else v.to(device) for name in PARAMETERS})
+
+    @classmethod
+    def _derived(cls, fields: dict[str, torch.Tensor | None]) -> SamplingParams:
+        """Rows or columns of validated parameters: valid already, so not validated again (the
+        checks read every value, which a loop over generation steps would pay for each step)."""
+        made = object.__new__(cls)
+        for name, value in fields.items():
+            object.__setattr__(made, name, value)
+        return made
+
+
+def warp(logits: torch.Tensor, params: SamplingParams, order: Sequence[str] = DEFAULT_ORDER) -> torch.Tensor:
+    """The warped law, float64, of ``logits [B, ..., V]`` under each row's parameters.
+
+    ``-inf`` logits are tokens of probability 0.  Parameters not given are off.
+    """
+    unknown = set(order) - set(DEFAULT_ORDER)
+    if unknown or len(set(order)) != len(order):
+        raise ValueError(f"a warp order names each of {DEFAULT_ORDER} at most once, got {tuple(order)}")
+    z = logits.to(torch.float64)
+    extra = (1,) * (z.dim() - 2)  # broadcast a row's parameters over its positions
+
+    def per_row(value: torch.Tensor) -> torch.Tensor:
+        return value.to(z.device).reshape(-1, *extra, 1)
+
+    greedy = None
+    if params.temperature is not None and "temperature" in order:
+        temperature = per_row(params.temperature)
+        greedy = temperature == 0
+        z = z / torch.where(greedy, 1.0, temperature)
+    probs = torch.softmax(z, dim=-1)
+    if greedy is not None and bool(greedy.any()):
+        first_max = torch.zeros_like(probs).scatter_(-1, z.argmax(dim=-1, keepdim=True), 1.0)
+        probs = torch.where(greedy, first_max, probs)
+    vocab = probs.shape[-1]
+    for name in order:
+        value = getattr(params, name)
+        if name == "temperature" or value is None:
+            continue
+        on = _ON[name](value, vocab)
+        if not bool(on.any()):  # a cut no row asks for: skip its sort
+            continue
+        cut = probs * _CUTS[name](probs, per_row(value))
+        # rows the cut leaves alone keep their values bit for bit: a row's law ignores its batch
+        probs = torch.where(per_row(on), cut / cut.sum(dim=-1, keepdim=True), probs)
+    return probs
+
+
+def _top_k(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    vocab = probs.shape[-1]
+    on = (k > 0) & (k < vocab)
+    kth = probs.sort(dim=-1, descending=True).values.gather(-1, (k.clamp(1, vocab) - 1).expand(*probs.shape[:-1], 1))
+    return ~on | (probs >= kth)
+
+
+def _top_p(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    # stable sort of -probs: decreasing probability, ties by increasing id
+    order = torch.sort(-probs, dim=-1, stable=True).indices
+    sorted_probs = probs.gather(-1, order)
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    keep_sorted = (before < top_p) | (top_p >= 1)
+    return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+
+
+def _min_p(probs: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    return probs >= min_p * probs.amax(dim=-1, keepdim=True)
+
+
+_CUTS = {"top_k": _top_k, "top_p": _top_p, "min_p": _min_p}
+#: Rows on which a cut can change the law (a batch where none can skips the cut's sort).
+_ON = {"top_k": lambda k, vocab: (k > 0) & (k < vocab), "top_p": lambda p, vocab: p < 1, "min_p": lambda m, vocab: m > 0}

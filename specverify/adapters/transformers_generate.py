@@ -1,0 +1,131 @@
+"""Hugging Face transformers' whole assisted generation loop, ``generate(..., assistant_model=...)``.
+
+Spec: ``specverify.adapters.transformers_generate:loop`` (the generation-loop contract of
+:mod:`specverify._loop`).
+
+The harness's language models (callables ``prefix -> logits``) are wrapped as tiny local
+``PreTrainedModel`` s, so ``generate()`` runs its real code path: candidate generation by the
+assistant, the logits processors built from the generation config, ``_speculative_sampling``, the
+bonus token and the cache bookkeeping.  Nothing is downloaded.  The wrapped model keeps the token
+history in its ``DynamicCache`` (tokens stored as one-dimensional keys), so whatever slice of the
+input ``generate()`` passes, the model sees the whole prefix, and a prefix-dependent law stays exact.
+
+Assisted generation is batch-1: the adapter loops over rows and seeds torch's global generator from
+the harness's generator for each call (restoring it afterwards).  Sampling parameters map to the
+generation config: ``temperature`` 0 is greedy (``do_sample=False``); ``top_k`` 0, ``top_p`` 1 and
+``min_p`` 0 are passed explicitly as "off", since transformers' own default is ``top_k=50``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._warp import SamplingParams
+from ._common import AdapterUnavailable, import_library, seed_from, seeded_global_rng
+
+__all__ = ["TransformersGenerateLoop", "loop"]
+
+_INSTALL = "pip install 'specverify[transformers]'"
+
+LanguageModel = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _model_classes(transformers: Any) -> tuple[type, type]:
+    """A config and a causal LM whose logits come from a harness language model."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    class HarnessConfig(transformers.PretrainedConfig):
+        model_type = "specverify-harness-lm"
+
+        def __init__(self, vocab_size: int = 2, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.vocab_size = vocab_size
+            self.num_hidden_layers = 1
+
+    class HarnessLM(transformers.PreTrainedModel, transformers.GenerationMixin):
+        config_class = HarnessConfig
+
+        def __init__(self, config: Any, language_model: LanguageModel) -> None:
+            super().__init__(config)
+            self.language_model = language_model
+            self.anchor = torch.nn.Parameter(torch.zeros(1))  # a model needs a parameter for its device
+
+        def forward(self, input_ids: torch.Tensor, past_key_values: Any = None, cache: Any = None, **kwargs: Any) -> Any:
+            # transformers 5 names the cache ``cache``; earlier versions ``past_key_values``
+            cache = next((c for c in (cache, past_key_values) if c is not None), None) or transformers.DynamicCache()
+            as_keys = input_ids[:, None, :, None].to(torch.float64)
+            history = cache.update(as_keys, as_keys, 0)[0][:, 0, :, 0].to(torch.int64)
+            new = input_ids.shape[1]
+            start = history.shape[1] - new
+            logits = torch.stack(
+                [self.language_model(history[:, : start + i + 1]) for i in range(new)], dim=1
+            )  # over the new positions, vectorised over the batch
+            return CausalLMOutputWithPast(logits=logits.to(torch.float32), past_key_values=cache)
+
+    return HarnessConfig, HarnessLM
+
+
+class TransformersGenerateLoop:
+    """``model.generate(prompt, assistant_model=assistant, ...)`` behind the loop contract."""
+
+    parameters = ("temperature", "top_k", "top_p", "min_p")
+
+    def __init__(self, transformers: Any, *, num_assistant_tokens: int = 3) -> None:
+        self._transformers = transformers
+        self._config, self._model = _model_classes(transformers)
+        self.num_assistant_tokens = num_assistant_tokens
+        self.name = f"transformers {transformers.__version__} generate(assistant_model=...)"
+
+    def __call__(
+        self,
+        target: LanguageModel,
+        draft: LanguageModel,
+        prompt: torch.Tensor,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        vocab = int(target(prompt[:1]).shape[-1])
+        models = [self._model(self._config(vocab_size=vocab), lm).eval() for lm in (target, draft)]
+        rows = []
+        verbosity = self._transformers.logging.get_verbosity()
+        self._transformers.logging.set_verbosity_error()  # its deprecation notes are not the run's output
+        with seeded_global_rng(prompt.device, seed_from(generator)):
+            for row in range(prompt.shape[0]):  # assisted generation takes one sequence per call
+                config = self._generation_config(params.select(slice(row, row + 1)), num_tokens)
+                out = models[0].generate(prompt[row : row + 1], assistant_model=models[1], generation_config=config)
+                rows.append(out[0, prompt.shape[1] :])
+        self._transformers.logging.set_verbosity(verbosity)
+        return torch.stack(rows).to(torch.int64)
+
+    def _generation_config(self, params: SamplingParams, num_tokens: int) -> Any:
+        def value(name: str, off: float) -> float:
+            tensor = getattr(params, name)
+            return off if tensor is None else tensor.item()
+
+        temperature = value("temperature", 1.0)
+        greedy = temperature == 0
+        return self._transformers.GenerationConfig(
+            do_sample=not greedy,
+            temperature=None if greedy else temperature,
+            top_k=None if greedy else int(value("top_k", 0)),
+            top_p=None if greedy else value("top_p", 1.0),
+            min_p=None if greedy or value("min_p", 0.0) == 0 else value("min_p", 0.0),
+            max_new_tokens=num_tokens,
+            min_new_tokens=num_tokens,
+            num_assistant_tokens=self.num_assistant_tokens,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
+
+
+def loop() -> TransformersGenerateLoop:
+    """The loop adapter; raises :class:`AdapterUnavailable` without transformers."""
+    transformers = import_library("transformers", adapter="transformers", install=_INSTALL)
+    for name in ("PreTrainedModel", "GenerationMixin", "GenerationConfig", "DynamicCache", "PretrainedConfig"):
+        if not hasattr(transformers, name):
+            raise AdapterUnavailable(f"transformers {transformers.__version__} has no {name}")
+    return TransformersGenerateLoop(transformers)

@@ -1,0 +1,324 @@
+"""The generation-loop family: a whole speculative loop against the target's warped law.
+
+A loop is judged by what it generates, never by how (see :mod:`specverify._loop`):
+
+* ``loop.output``: shape, dtype and ids; a greedy row generates the target's argmax path; a sampled
+  row never generates a token its warped target forbids (exact, on a mixed batch);
+* ``loop.determinism``: the same generator state gives the same output (exact);
+* ``loop.seeds``: for loops that declare per-request seeds: same seed same output, wherever the
+  row sits in the batch; different seeds, different outputs (exact);
+* ``loop.law[kind]``: the law of a short generation (every sequence enumerated) for each group of
+  rows sharing sampling parameters, in one heterogeneous batch, against
+  :func:`~specverify._loop.generation_law`: G-tests, Bonferroni over groups;
+* ``loop.positions``: a long generation; the law of each consecutive pair of tokens against the
+  exact pair law of the warped chain, Bonferroni over positions (bookkeeping that breaks after many
+  steps, or only after a rejection, shows at a position).
+
+Every failure of a law check is a ``loss``; of the exact checks, ``contract``.  Cases are derived
+from the run seed alone (no search): chain models over a few tokens, heterogeneous parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._loop import MarkovLM, generation_law
+from .._result import CheckResult
+from .._seeds import derive_seed
+from .._warp import PARAMETERS, SamplingParams, warp
+from ..stats import gof_test, samples_needed, tv_estimate
+
+__all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
+
+#: Parameter sets of the law checks' kinds: each row group gets one.
+KINDS: dict[str, list[dict[str, float]]] = {
+    "plain": [{}],
+    "temperature": [{"temperature": 0.5}, {"temperature": 1.6}],
+    "top-k": [{"top_k": 2}, {"temperature": 0.8, "top_k": 3}],
+    "top-p": [{"top_p": 0.6}, {"temperature": 1.2, "top_p": 0.85}],
+    "min-p": [{"min_p": 0.15}, {"temperature": 1.3, "min_p": 0.05}],
+    "mixed": [{}, {"temperature": 0.7, "top_k": 3, "top_p": 0.9}, {"temperature": 1.1, "top_p": 0.7, "min_p": 0.1}],
+}
+_DTYPES = {"top_k": torch.int64, "seeds": torch.int64}
+_OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+
+
+def loop_parameters(loop: Any) -> tuple[str, ...]:
+    """The sampling parameters a loop declares it honours (attribute ``parameters``; default
+    ``("temperature",)``)."""
+    declared = tuple(getattr(loop, "parameters", ("temperature",)))
+    unknown = set(declared) - set(PARAMETERS)
+    if unknown:
+        raise ValueError(f"{loop!r} declares unknown sampling parameters {sorted(unknown)}; known: {PARAMETERS}")
+    return declared
+
+
+@dataclasses.dataclass
+class LoopContext:
+    """What a loop check is given: the loop, the budget's numbers, its seed and alpha share."""
+
+    loop: Callable[..., torch.Tensor]
+    tv: float
+    power: float
+    max_samples: int
+    seed: int
+    alpha: float
+
+    def seed_for(self, *parts: object) -> int:
+        return derive_seed(self.seed, *parts)
+
+    def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
+        """Call the loop with only the parameters it declares; audit the output's structure."""
+        given = params.only(loop_parameters(self.loop))
+        out = self.loop(target, draft, prompt, num_tokens, given, torch.Generator().manual_seed(seed))
+        rows = prompt.shape[0]
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
+            described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+            raise LoopFault(f"returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")
+        bad = (out < 0) | (out >= target.vocab_size)
+        if bool(bad.any()):
+            row = int(bad.any(-1).nonzero()[0, 0])
+            raise LoopFault(f"row {row}: generated token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})")
+        return out.cpu()
+
+
+class LoopFault(Exception):
+    """The loop raised or returned something the contract forbids."""
+
+
+def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:
+    g = torch.Generator().manual_seed(seed)
+    return MarkovLM(torch.randn(vocab**order, vocab, generator=g, dtype=torch.float64) * scale, context=(0,) * order)
+
+
+def _params(groups: list[dict[str, float]], which: torch.Tensor, names: tuple[str, ...]) -> SamplingParams:
+    columns = {}
+    for name in names:
+        if name == "seeds":
+            continue
+        values = torch.tensor([g.get(name, _OFF[name]) for g in groups], dtype=_DTYPES.get(name, torch.float64))
+        columns[name] = values[which]
+    return SamplingParams(**columns)
+
+
+def _needs(groups: list[dict[str, float]]) -> set[str]:
+    return {name for group in groups for name in group}
+
+
+@dataclasses.dataclass
+class LoopCheck:
+    """One check of the loop family (``name`` picks what it does; ``case`` the kind)."""
+
+    name: str
+    case: str | None = None
+    family: str = "loop"
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}.{self.name}" + (f"[{self.case}]" if self.case else "")
+
+    @property
+    def statistical(self) -> bool:
+        return self.name in ("law", "positions")
+
+    @property
+    def proves(self) -> str:
+        return "loss" if self.statistical else "contract"
+
+    def skip_reason(self, loop: Any) -> str | None:
+        declared = set(loop_parameters(loop))
+        if self.name == "seeds" and "seeds" not in declared:
+            return "the loop declares no per-request seeds (parameters has no 'seeds')"
+        if self.name == "law":
+            missing = _needs(KINDS[self.case or "plain"]) - declared
+            if missing:
+                return f"the loop does not declare {', '.join(sorted(missing))}"
+        return None
+
+    def run(self, ctx: LoopContext) -> CheckResult:
+        try:
+            return getattr(self, f"_{self.name}")(ctx)
+        except LoopFault as fault:
+            return self._result("fail", finding="contract", message=f"the loop {fault}")
+        except Exception as exc:  # everything the loop raises is evidence against it
+            text = str(exc).strip().splitlines()
+            return self._result("fail", finding="contract", message=f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
+
+    def _result(self, status: str, **fields: Any) -> CheckResult:
+        return CheckResult(id=self.id, family=self.family, case=self.case, status=status, proves=self.proves, **fields)
+
+    # --- exact checks -------------------------------------------------------------------------
+
+    def _output(self, ctx: LoopContext) -> CheckResult:
+        vocab, length, rows = 5, 8, 96
+        target, draft = _chain(ctx.seed_for(self.id, "target"), vocab, 2), _chain(ctx.seed_for(self.id, "draft"), vocab, 2)
+        names = loop_parameters(ctx.loop)
+        groups = [g for g in KINDS["mixed"] if not (_needs([g]) - set(names))] + [{"temperature": 0.0}]
+        which = torch.arange(rows) % len(groups)
+        params = _params(groups, which, names)
+        prompt = torch.randint(vocab, (rows, 2), generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "prompt")))
+        out = ctx.run(target, draft, prompt, length, params, ctx.seed_for(self.id, "loop"))
+        history = torch.cat([prompt, out], dim=1)
+        for t in range(length):  # over positions, vectorised over rows
+            warped = warp(target(history[:, : 2 + t]), params)
+            greedy = params.temperature == 0 if params.temperature is not None else torch.zeros(rows, dtype=torch.bool)
+            chosen = warped.gather(-1, out[:, t : t + 1]).squeeze(-1)
+            argmax = warped.argmax(-1)
+            wrong_greedy = greedy & (out[:, t] != argmax)
+            if bool(wrong_greedy.any()):
+                row = int(wrong_greedy.nonzero()[0, 0])
+                return self._result("fail", finding="contract", message=f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}")
+            if bool((chosen == 0).any()):
+                row = int((chosen == 0).nonzero()[0, 0])
+                return self._result("fail", finding="support", message=f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})")
+        return self._result("pass", samples=rows, message=f"{rows} rows of {length} tokens: valid; greedy rows follow the argmax path; no forbidden token")
+
+    def _determinism(self, ctx: LoopContext) -> CheckResult:
+        target, draft = _chain(ctx.seed_for(self.id, "target"), 4), _chain(ctx.seed_for(self.id, "draft"), 4)
+        params = _params([{}], torch.zeros(64, dtype=torch.int64), loop_parameters(ctx.loop))
+        prompt = torch.zeros((64, 1), dtype=torch.int64)
+        first, second = (ctx.run(target, draft, prompt, 6, params, ctx.seed_for(self.id)) for _ in range(2))
+        if not torch.equal(first, second):
+            return self._result("fail", finding="contract", message="the same generator seed gave different generations")
+        return self._result("pass", samples=128, message="the same generator seed gives the same generation")
+
+    def _seeds(self, ctx: LoopContext) -> CheckResult:
+        target, draft = _chain(ctx.seed_for(self.id, "target"), 4), _chain(ctx.seed_for(self.id, "draft"), 4)
+        rows, length = 32, 10
+        names = loop_parameters(ctx.loop)
+        seeds = torch.arange(rows, dtype=torch.int64) % 16 + ctx.seed_for(self.id, "seeds") % 1_000_000
+        params = dataclasses.replace(_params([{}], torch.zeros(rows, dtype=torch.int64), names), seeds=seeds)
+        prompt = torch.zeros((rows, 1), dtype=torch.int64)
+        out = ctx.run(target, draft, prompt, length, params, ctx.seed_for(self.id, "a"))
+        order = torch.randperm(rows, generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "order")))[: rows // 2]
+        moved = ctx.run(target, draft, prompt[order], length, params.select(order), ctx.seed_for(self.id, "b"))
+        if not torch.equal(out[:16], out[16:]):
+            return self._result("fail", finding="contract", message="two rows with the same seed in one batch generated different tokens")
+        if not torch.equal(moved, out[order]):
+            return self._result("fail", finding="contract", message="a seeded row's generation changed with the rest of the batch (or the generator)")
+        if len({tuple(r) for r in out[:16].tolist()}) < 8:
+            return self._result("fail", finding="contract", message="16 different seeds gave fewer than 8 different generations: seeds are ignored or shared")
+        return self._result("pass", samples=rows + rows // 2, message="same seed, same generation wherever the row sits; different seeds, different generations")
+
+    # --- statistical checks -------------------------------------------------------------------
+
+    def _law(self, ctx: LoopContext) -> CheckResult:
+        vocab, length = 4, 3
+        groups = KINDS[self.case or "plain"]
+        target, draft = _chain(ctx.seed_for(self.id, "target"), vocab, 2), _chain(ctx.seed_for(self.id, "draft"), vocab, 2)
+        prompt_row = torch.tensor([1, 2])
+        names = loop_parameters(ctx.loop)
+        laws = np.stack(
+            [generation_law(target, prompt_row, length, _params([g], torch.zeros(1, dtype=torch.int64), names)).numpy() for g in groups]
+        )
+        share = ctx.alpha / len(groups)
+        df = int(((laws > 0).sum(axis=1) - 1).max())
+        per_group = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples // len(groups))
+        rows = per_group * len(groups)
+        which = torch.arange(rows) % len(groups)
+        out = ctx.run(target, draft, prompt_row.expand(rows, -1), length, _params(groups, which, names), ctx.seed_for(self.id, "loop"))
+        code = (out * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
+        counts = np.stack([np.bincount(code[which == g].numpy(), minlength=vocab**length) for g in range(len(groups))])
+        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))))
+
+    def _positions(self, ctx: LoopContext) -> CheckResult:
+        vocab, length = 4, 24
+        names = loop_parameters(ctx.loop)
+        group = {"temperature": 0.9} if "temperature" in names else {}
+        target, draft = _chain(ctx.seed_for(self.id, "target"), vocab), _chain(ctx.seed_for(self.id, "draft"), vocab)
+        params_one = _params([group], torch.zeros(1, dtype=torch.int64), names)
+        transition = warp(target.logits, params_one.select(torch.zeros(vocab, dtype=torch.int64))).numpy()
+        marginal = np.eye(vocab)[1]  # the prompt is token 1; order 1: the law after it is row 1
+        laws = []
+        for _ in range(length):  # exact pair laws (x_{t-1}, x_t), x_0 the prompt
+            laws.append((marginal[:, None] * transition).reshape(-1))
+            marginal = marginal @ transition
+        laws = np.stack(laws[1:])  # positions 1..length-1: pairs of generated tokens
+        share = ctx.alpha / len(laws)
+        df = int(((laws > 0).sum(axis=1) - 1).max())
+        rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
+        out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), length, _params([group], torch.zeros(rows, dtype=torch.int64), names), ctx.seed_for(self.id, "loop"))
+        counts = np.stack([np.bincount((out[:, t - 1] * vocab + out[:, t]).numpy(), minlength=vocab * vocab) for t in range(1, length)])
+        return self._decide(ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}")
+
+    def _decide(self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str]) -> CheckResult:
+        tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
+        worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
+        pvalue = min(1.0, tests[worst].pvalue * len(groups))
+        claim = max(t.min_detectable_tv(share, ctx.power) for t in tests)
+        expected = laws[worst] * counts[worst].sum()
+        score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
+        cell = int(np.argmax(score))
+        evidence = {
+            "test": tests[worst].method,
+            "group_pvalues": [t.pvalue for t in tests],
+            "groups": groups,
+            "observed": counts.tolist(),
+            "expected": (laws * counts.sum(axis=1, keepdims=True)).tolist(),
+            "where": f"{groups[worst]}: largest deviation at {label(cell)}: observed {int(counts[worst][cell])}, expected {expected[cell]:.1f}",
+        }
+        samples = int(counts.sum())
+        if pvalue <= ctx.alpha:
+            tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
+            evidence["tv"] = dataclasses.asdict(tv)
+            message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
+            return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+        status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
+        message = f"{len(groups)} groups, {samples:,} generations, no deviation found" if status == "pass" else f"could only detect TV >= {claim:.3g}"
+        return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+
+
+def loop_battery() -> list[LoopCheck]:
+    """Every loop check, exact ones first."""
+    return [
+        LoopCheck("output"),
+        LoopCheck("determinism"),
+        LoopCheck("seeds"),
+        *[LoopCheck("law", kind) for kind in KINDS],
+        LoopCheck("positions"),
+    ]
+
+
+def check_loop(
+    loop: Callable[..., torch.Tensor],
+    *,
+    budget: Any = "standard",
+    seed: int = 0,
+    alpha: float | None = None,
+    select: list[str] | None = None,
+) -> Any:
+    """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
+
+    ``budget`` is a budget's name or a :class:`~specverify.Budget`.
+    The statistical checks share ``alpha`` (default the budget's) by Bonferroni, each sized to
+    detect the budget's TV with its power.  ``select`` holds glob patterns on check ids (a subset
+    can fail a loop, never pass it: its run records the selection).
+    """
+    import fnmatch
+
+    from .._budgets import get_budget
+    from .._result import RunResult
+
+    spent = get_budget(budget) if isinstance(budget, str) else budget
+    checks = [c for c in loop_battery() if not select or any(fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
+    if not checks:
+        raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
+    reasons = {c.id: c.skip_reason(loop) for c in checks}
+    decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
+    share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
+    results = []
+    for item in checks:
+        if reasons[item.id] is not None:
+            results.append(item._result("skip", message=reasons[item.id]))
+            continue
+        ctx = LoopContext(loop, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
+        results.append(item.run(ctx))
+    name = getattr(loop, "name", type(loop).__qualname__)
+    info = {"sampler": {"name": name, "parameters": list(loop_parameters(loop))}, "contract": "loop", "seed": seed,
+            "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks), "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
+    return RunResult(run=info, checks=results, finished=True)

@@ -1,0 +1,44 @@
+"""The reference logits-level sampler: warp the target as each row asks, then the canonical step.
+
+``sampler(target_logits [B, K+1, V], draft_probs [B, K, V], draft_tokens [B, K], generator, params)``:
+``draft_probs`` is the law the drafts were actually drawn from; ``params`` holds each row's
+temperature, top-k, top-p, min-p and, when given, its own seed.  The law every position must follow
+is :func:`specverify._warp.warp` of the target's logits, so this sampler is that warp followed by the
+reference's canonical step, in float64, with no Python loop over rows.  A seeded row draws its
+uniforms from its own counter-based stream, so its output depends on its seed alone.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._seeded import seeded_uniforms
+from .._warp import DEFAULT_ORDER, SamplingParams, warp
+from ._reference import canonical_emit
+
+__all__ = ["LogitsReferenceSampler", "logits_reference"]
+
+
+class LogitsReferenceSampler:
+    """The warps of :mod:`specverify._warp`, then the canonical step; per-row seeds honoured."""
+
+    name = "specverify.logits_reference"
+    order = DEFAULT_ORDER
+
+    def __call__(
+        self,
+        target_logits: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None,
+        params: SamplingParams,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, k = draft_tokens.shape
+        target = warp(target_logits, params, self.order)
+        uniforms = torch.rand((batch, k + 1), generator=generator, dtype=torch.float64, device=target.device)
+        if params.seeds is not None:
+            uniforms = seeded_uniforms(params.seeds, k + 1)
+        return canonical_emit(target, draft_probs, draft_tokens, uniforms)
+
+
+logits_reference = LogitsReferenceSampler()

@@ -1,0 +1,106 @@
+"""The zoo's generation loops: the reference loop with one stage wrong, as engines shipped it.
+
+Each member declares the verdict the loop family must reach and the checks that must catch it,
+like the step members in :mod:`specverify.zoo._members`; the story cites the engine issue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .._warp import SamplingParams
+from ..samplers._loop_reference import LoopReference
+
+__all__ = ["LOOP_MEMBERS", "LoopMember"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopMember:
+    """A loop, its declared verdict under the loop family, and the check ids that catch it."""
+
+    name: str
+    loop: LoopReference
+    verdict: str
+    caught_by: tuple[str, ...]
+    story: str
+
+
+class _SharedCoins(LoopReference):
+    def coins(self, params, rows, iteration, generator, device):
+        drafts = super().coins(params, rows, iteration, generator, device)[:, : self.k]
+        fresh = super().coins(params, rows, iteration, generator, device)[:, self.k :]
+        # the verifier's acceptance coins are the draft's own noise (one stream for both)
+        return torch.cat([drafts, drafts, fresh[:, -1:]], dim=1)
+
+
+class _TargetUnwarped(LoopReference):
+    def target_law(self, logits, params):
+        return torch.softmax(logits.to(torch.float64), dim=-1)
+
+
+class _RawDraftReported(LoopReference):
+    def draft_law(self, logits, params):
+        sampled, _ = super().draft_law(logits, params)
+        return sampled, torch.softmax(logits.to(torch.float64), dim=-1)
+
+
+class _SoftmaxTwice(LoopReference):
+    def target_law(self, logits, params):
+        return torch.softmax(super().target_law(logits, params), dim=-1)
+
+
+class _MinPBonusOnly(LoopReference):
+    def target_law(self, logits, params):
+        without = dataclasses.replace(params, min_p=None) if params.min_p is not None else params
+        law = super().target_law(logits, without)
+        law[:, -1] = super().target_law(logits[:, -1:], params)[:, 0]
+        return law
+
+
+class _SeedsIgnored(LoopReference):
+    def coins(self, params, rows, iteration, generator, device):
+        return super().coins(dataclasses.replace(params, seeds=None), rows, iteration, generator, device)
+
+
+class _GreedyAsSampling(LoopReference):
+    def target_law(self, logits, params):
+        return super().target_law(logits, _no_greedy(params))
+
+    def draft_law(self, logits, params):
+        return super().draft_law(logits, _no_greedy(params))
+
+
+def _no_greedy(params: SamplingParams) -> SamplingParams:
+    if params.temperature is None:
+        return params
+    return dataclasses.replace(params, temperature=torch.where(params.temperature == 0, 1.0, params.temperature))
+
+
+def _members() -> dict[str, LoopMember]:
+    entries = [
+        ("loop-reference", LoopReference(), "conformant", (), "The reference loop: every stage right."),
+        ("shared-draft-and-verifier-coins", _SharedCoins(), "lossy", ("loop.law[plain]", "loop.positions"),
+         "The draft's noise and the acceptance coin come from one stream (vLLM #47386, #54282)."),
+        ("target-unwarped", _TargetUnwarped(), "non-conformant", ("loop.output", "loop.law[top-k]"),
+         "Drafts follow the warped draft, the target is verified at temperature 1 with no cuts (vLLM PR #10198)."),
+        ("raw-draft-reported-as-q", _RawDraftReported(), "lossy", ("loop.law[top-k]", "loop.law[temperature]"),
+         "Drafts sampled from the processed draft law, the raw softmax reported as q (transformers #47932)."),
+        ("softmax-twice", _SoftmaxTwice(), "non-conformant", ("loop.output", "loop.law[plain]"),
+         "Softmax applied to the target's probabilities again (vllm-ascend #6685)."),
+        ("min-p-bonus-only", _MinPBonusOnly(), "lossy", ("loop.law[min-p]", "loop.law[mixed]"),
+         "min_p applied to the bonus token only, skipped at verified positions (vLLM #42744)."),
+        ("seeds-ignored", _SeedsIgnored(), "non-conformant", ("loop.seeds",),
+         "Per-request seeds accepted and ignored: the batch generator decides (vLLM #6038)."),
+        ("greedy-as-sampling", _GreedyAsSampling(), "non-conformant", ("loop.output",),
+         "Temperature 0 treated as 1: a greedy request samples."),
+    ]
+    members = {}
+    for name, loop, verdict, caught, story in entries:
+        loop.name = f"zoo.{name}"
+        members[name] = LoopMember(name, loop, verdict, caught, story)
+    return members
+
+
+LOOP_MEMBERS = _members()

@@ -1,0 +1,49 @@
+"""transformers' real assisted generation loop, on local models whose logits are the harness's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specverify._loop import MarkovLM, generation_law
+from specverify._warp import SamplingParams
+from specverify.stats import gof_test
+
+transformers = pytest.importorskip("transformers")
+
+from specverify.adapters.transformers_generate import loop  # noqa: E402
+
+
+def _chain(seed: int, vocab: int, order: int) -> MarkovLM:
+    g = torch.Generator().manual_seed(seed)
+    return MarkovLM(torch.randn(vocab**order, vocab, generator=g, dtype=torch.float64) * 1.5, context=(0,) * order)
+
+
+def test_greedy_generation_is_the_targets_argmax_path_even_when_the_law_needs_two_tokens_back():
+    target, draft = _chain(1, 3, 2), _chain(2, 3, 2)
+    prompt = torch.tensor([[1, 2], [2, 0]])
+    params = SamplingParams(temperature=torch.zeros(2, dtype=torch.float64))
+    out = loop()(target, draft, prompt, 5, params, torch.Generator().manual_seed(0))
+    for row in range(2):
+        path = prompt[row].tolist()
+        for _ in range(5):
+            path.append(int(target(torch.tensor([path])).argmax()))
+        assert out[row].tolist() == path[2:]
+
+
+def test_sampled_generation_follows_the_warped_target_law():
+    target, draft = _chain(3, 4, 1), _chain(4, 4, 1)
+    rows, length = 400, 2
+    params = SamplingParams(
+        temperature=torch.full((rows,), 0.8, dtype=torch.float64),
+        top_k=torch.full((rows,), 3, dtype=torch.int64),
+        top_p=torch.full((rows,), 0.9, dtype=torch.float64),
+    )
+    prompt = torch.ones((rows, 1), dtype=torch.int64)
+    out = loop()(target, draft, prompt, length, params, torch.Generator().manual_seed(7))
+    assert out.shape == (rows, length) and bool(((out >= 0) & (out < 4)).all())
+    counts = np.bincount((out[:, 0] * 4 + out[:, 1]).numpy(), minlength=16)
+    law = generation_law(target, torch.tensor([1]), length, params.select(slice(0, 1))).numpy()
+    assert counts[law == 0].sum() == 0  # never a token the warps cut
+    assert gof_test(counts, law, alpha=1e-6).pvalue > 1e-6

@@ -1,0 +1,101 @@
+"""The generation-loop contract: the harness's models, the exact law, and the reference loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specverify._loop import MarkovLM, generation_law, left_padded
+from specverify._warp import SamplingParams, warp
+from specverify.samplers._loop_reference import LoopReference
+from specverify.stats import gof_test
+
+
+def test_left_padding_moves_each_row_to_the_right_end():
+    rows = torch.tensor([[1, 2, 3, -1], [4, -1, -1, -1], [5, 6, 7, 8]])
+    assert left_padded(rows, torch.tensor([3, 1, 4])).tolist() == [[-1, 1, 2, 3], [-1, -1, -1, 4], [5, 6, 7, 8]]
+
+
+def test_a_markov_model_reads_the_last_tokens_and_its_context():
+    vocab = 3
+    logits = torch.arange(9 * vocab, dtype=torch.float64).reshape(9, vocab)
+    lm = MarkovLM(logits, context=(2, 1))
+    prefix = torch.tensor([[-1, -1], [-1, 0], [2, 0]])
+    # codes: (2, 1) from context; (1, 0) = context's last then 0; (2, 0)
+    assert lm(prefix).tolist() == logits[[2 * 3 + 1, 1 * 3 + 0, 2 * 3 + 0]].tolist()
+    with pytest.raises(ValueError, match="context"):
+        MarkovLM(logits, context=(1,))
+
+
+def test_the_exact_law_is_the_product_of_warped_conditionals():
+    g = torch.Generator().manual_seed(0)
+    lm = MarkovLM(torch.randn(3, 3, generator=g, dtype=torch.float64), context=(1,))
+    params = SamplingParams(temperature=torch.tensor([0.7], dtype=torch.float64), top_k=torch.tensor([2]))
+    law = generation_law(lm, torch.tensor([0]), 3, params)
+    assert law.sum().item() == pytest.approx(1.0, abs=1e-12)
+    first = warp(lm(torch.tensor([[0]])), params)[0]
+    second = warp(lm(torch.tensor([[0, 2]])), params)[0]
+    third = warp(lm(torch.tensor([[0, 2, 1]])), params)[0]
+    assert law[2 * 9 + 1 * 3 + 0].item() == pytest.approx((first[2] * second[1] * third[0]).item(), rel=1e-12)
+
+
+def _models(seed: int, vocab: int = 4):
+    g = torch.Generator().manual_seed(seed)
+    target = MarkovLM(torch.randn(vocab, vocab, generator=g, dtype=torch.float64) * 1.5, context=(0,))
+    draft = MarkovLM(torch.randn(vocab, vocab, generator=g, dtype=torch.float64) * 1.5, context=(0,))
+    return target, draft
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_the_reference_loop_follows_the_warped_autoregressive_law(k):
+    target, draft = _models(1)
+    groups = [dict(temperature=1.0), dict(temperature=0.5, top_p=0.8), dict(temperature=1.3, top_k=2, min_p=0.05)]
+    per_group, length, vocab = 20_000, 3, 4
+    rows = per_group * len(groups)
+    which = torch.arange(rows) % len(groups)
+
+    def column(name, dtype, off):
+        return torch.tensor([g.get(name, off) for g in groups], dtype=dtype)[which]
+
+    params = SamplingParams(
+        temperature=column("temperature", torch.float64, 1.0),
+        top_k=column("top_k", torch.int64, 0),
+        top_p=column("top_p", torch.float64, 1.0),
+        min_p=column("min_p", torch.float64, 0.0),
+    )
+    prompt = torch.tensor([[2, 1]]).expand(rows, -1)
+    out = LoopReference(k=k)(target, draft, prompt, length, params, torch.Generator().manual_seed(5))
+    assert out.shape == (rows, length) and bool(((out >= 0) & (out < vocab)).all())
+    code = (out * torch.tensor([vocab**2, vocab, 1])).sum(-1)
+    for g in range(len(groups)):
+        counts = np.bincount(code[which == g].numpy(), minlength=vocab**length)
+        law = generation_law(target, torch.tensor([2, 1]), length, params.select(torch.tensor([g])))
+        assert gof_test(counts, law.numpy(), alpha=1e-6).pvalue > 1e-6, groups[g]
+        plain = generation_law(draft, torch.tensor([2, 1]), length, params.select(torch.tensor([g])))
+        assert gof_test(counts, plain.numpy(), alpha=1e-6).pvalue < 1e-6  # the test has power
+
+
+def test_a_greedy_row_generates_the_argmax_path():
+    target, draft = _models(2)
+    params = SamplingParams(temperature=torch.zeros(3, dtype=torch.float64))
+    out = LoopReference(k=2)(target, draft, torch.tensor([[1], [2], [3]]), 6, params, torch.Generator().manual_seed(0))
+    for row, start in enumerate((1, 2, 3)):
+        path, last = [], start
+        for _ in range(6):
+            last = int(target(torch.tensor([[last]])).argmax())
+            path.append(last)
+        assert out[row].tolist() == path
+
+
+def test_per_request_seeds_hold_whatever_the_batch():
+    target, draft = _models(3)
+    seeds = torch.tensor([11, 12, 11, 13, 14, 15, 16, 17], dtype=torch.int64)
+    params = SamplingParams(temperature=torch.ones(8, dtype=torch.float64), seeds=seeds)
+    prompt = torch.zeros((8, 1), dtype=torch.int64)
+    loop = LoopReference(k=3)
+    out = loop(target, draft, prompt, 12, params, torch.Generator().manual_seed(0))
+    assert torch.equal(out[0], out[2])  # same seed, same output
+    assert len({tuple(r) for r in out[[0, 1, 3, 4, 5, 6, 7]].tolist()}) == 7  # different seeds differ
+    alone = loop(target, draft, prompt[:1], 12, params.select(slice(3, 4)), torch.Generator().manual_seed(9))
+    assert torch.equal(alone[0], out[3])  # a row's output ignores the rest of the batch

@@ -1,0 +1,66 @@
+"""The loop family finds every loop bug of the zoo and passes the reference loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specverify._budgets import get_budget
+from specverify.checks._loop import LoopCheck, LoopContext, check_loop, loop_battery
+from specverify.samplers._loop_reference import LoopReference
+from specverify.zoo._loops import LOOP_MEMBERS
+
+
+COARSE = get_budget("quick").with_(tv=0.1)  # a quarter of quick's samples: this test is about the verdict
+
+
+def test_the_reference_loop_is_conformant_with_every_check_run():
+    result = check_loop(LoopReference(), budget=COARSE, seed=3)
+    assert result.verdict == "conformant", [(c.id, c.status, c.message) for c in result.checks]
+    assert {c.id for c in result.checks if c.status == "pass"} == {c.id for c in loop_battery()}
+    law = [c for c in result.checks if c.id.startswith("loop.law") or c.id == "loop.positions"]
+    assert all(c.min_detectable_tv <= 0.2 and c.alpha > 0 and c.samples > 0 for c in law)
+
+
+@pytest.mark.parametrize("name", [n for n, m in LOOP_MEMBERS.items() if m.caught_by])
+def test_each_loop_bug_is_caught_by_its_declared_check(name):
+    member = LOOP_MEMBERS[name]
+    result = check_loop(member.loop, budget="quick", seed=0, select=[member.caught_by[0]])
+    failed = [c for c in result.checks if c.status == "fail"]
+    assert failed, [(c.id, c.status, c.message) for c in result.checks]
+    assert result.verdict == member.verdict
+
+
+class _Broken:
+    parameters = ("temperature",)
+
+    def __init__(self, output):
+        self.output = output
+
+    def __call__(self, target, draft, prompt, num_tokens, params, generator):
+        if isinstance(self.output, Exception):
+            raise self.output
+        return self.output(prompt, num_tokens)
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        (lambda prompt, n: torch.zeros((prompt.shape[0], n), dtype=torch.int32), "int64 tokens of shape"),
+        (lambda prompt, n: torch.zeros((prompt.shape[0], n + 1), dtype=torch.int64), "int64 tokens of shape"),
+        (lambda prompt, n: torch.full((prompt.shape[0], n), 7, dtype=torch.int64), "outside [0, 4)"),
+        (RuntimeError("kernel fault\nmore"), "raised RuntimeError: kernel fault"),
+    ],
+)
+def test_a_broken_loop_fails_the_contract_with_a_message(output, message):
+    ctx = LoopContext(_Broken(output), tv=0.05, power=0.99, max_samples=1000, seed=0, alpha=0.0)
+    result = LoopCheck("determinism").run(ctx)
+    assert result.status == "fail" and result.finding == "contract" and message in result.message
+
+
+def test_checks_a_loop_cannot_take_are_skipped_with_the_reason():
+    result = check_loop(_Broken(lambda p, n: torch.zeros((p.shape[0], n), dtype=torch.int64)), budget="quick", select=["loop.seeds", "loop.law[top-k]"])
+    assert [c.status for c in result.checks] == ["skip", "skip"]
+    assert "seeds" in result.checks[0].message and "top_k" in result.checks[1].message
+    with pytest.raises(ValueError, match="no loop check"):
+        check_loop(LoopReference(), select=["loop.nothing"])
