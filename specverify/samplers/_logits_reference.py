@@ -14,7 +14,7 @@ import torch
 
 from .._seeded import seeded_uniforms
 from .._warp import DEFAULT_ORDER, SamplingParams, warp
-from ._reference import canonical_emit
+from .._oracle import canonical_emit
 
 __all__ = ["LogitsReferenceSampler", "logits_reference"]
 

@@ -21,7 +21,7 @@ import torch
 from .._loop import left_padded
 from .._seeded import seeded_uniforms
 from .._warp import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
-from ._reference import canonical_emit, inverse_cdf
+from .._oracle import canonical_emit, inverse_cdf
 
 __all__ = ["LoopReference", "loop_reference"]
 
