@@ -19,12 +19,33 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import torch
 
-from ._warp import DEFAULT_ORDER, SamplingParams, warp
+from ._warp import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
 
-__all__ = ["MarkovLM", "generation_law", "left_padded"]
+__all__ = ["MarkovLM", "generation_law", "left_padded", "loop"]
+
+
+def loop(fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...] = ("temperature",)) -> Any:
+    """Declare a callable a generation loop (see the module docstring), in one line.
+
+    ``parameters`` names the sampling parameters it honours (``"seeds"`` for per-request seeds); the
+    harness gives it only those, and skips, with the reason, the checks that need others.
+    """
+    unknown = set(parameters) - set(PARAMETERS)
+    if unknown:
+        raise ValueError(f"unknown sampling parameters {sorted(unknown)}; known: {PARAMETERS}")
+
+    def declare(f: Any) -> Any:
+        f.contract = "loop"
+        f.parameters = tuple(parameters)
+        if name is not None:
+            f.name = name
+        return f
+
+    return declare(fn) if fn is not None else declare
 
 
 def left_padded(rows: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ class LoopReference:
     """Speculative generation with ``k`` drafts per step (default 3); honours every parameter."""
 
     name = "specverify.loop_reference"
+    contract = "loop"
     parameters = PARAMETERS
     order = DEFAULT_ORDER
 
