@@ -1,0 +1,105 @@
+"""Logits-level samplers through the whole chain battery: each case posed as logits and parameters.
+
+A logits-level sampler takes ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator,
+params)`` and must preserve ``warp(target_logits, params)``.  Every case of the battery names the
+law to preserve, ``target_probs``; :class:`LogitsLayout` poses each row as logits and per-row
+parameters whose warp *is* that law, so every family (exact, fit, shapes, efficiency) judges the
+sampler on its usual expected laws, while the sampler has to get temperature, top-k, top-p and
+min-p right to pass:
+
+* temperature ``T`` (drawn per row from a fixed ladder): the logits are ``T log p``;
+* tokens of probability 0 become *decoys*: finite logits far below the row's smallest, which the
+  row's ``top_k``, ``top_p`` and ``min_p`` are set to cut exactly (a sampler that skips a cut
+  emits a decoy: a token of target probability 0, which the audit of every output catches);
+* a one-hot row is posed as a greedy row (temperature 0) with its other logits finite.
+
+A row whose smallest probability is too small to place a cut between it and the decoys (a
+sub-ulp tail) keeps that cut off.  The parameters follow the row's content and position in the
+batch only, so the same inputs always make the same call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ._warp import SamplingParams
+
+__all__ = ["LogitsLayout", "pose"]
+
+#: Temperatures rows cycle through (by row index): cold, neutral and hot.
+TEMPERATURES = (0.6, 1.0, 1.7)
+#: Decoys sit this many nats below a row's smallest logit (their mass: about e^-30 of the row's).
+DECOY_GAP = 30.0
+#: A row's cuts are set only if every kept probability is at least this (float32 cumulative sums
+#: then resolve the cut with room to spare).
+MIN_SEPARATION = 1e-4
+
+
+def pose(target_probs: torch.Tensor, parameters: Sequence[str]) -> tuple[torch.Tensor, SamplingParams]:
+    """Logits ``[B, K+1, V]`` (float64) and per-row parameters whose warp is ``target_probs`` (each
+    row over its sum); only the ``parameters`` named are set."""
+    p = target_probs.to(torch.float64)
+    p = p / p.sum(dim=-1, keepdim=True)
+    batch, _, vocab = p.shape
+    support = p > 0
+    log_p = torch.where(support, p.log(), torch.zeros_like(p))
+    smallest = torch.where(support, p, torch.inf).amin(dim=-1)  # [B, K+1] smallest kept probability
+    row = torch.arange(batch, device=p.device)
+    temperature = torch.tensor(TEMPERATURES, dtype=torch.float64, device=p.device)[row % len(TEMPERATURES)]
+    one_hot = (support.sum(-1) == 1).all(-1)
+    greedy = one_hot & (row % 2 == 0) & ("temperature" in parameters)  # half the one-hot rows greedy
+    sizes = support.sum(-1)
+    top_k = sizes.amax(-1)
+    cuts = [name for name in ("top_k", "top_p", "min_p") if name in parameters]
+    # a cut can be exact where the kept tokens stand clear of the decoys (no sub-ulp tail)
+    separable = (smallest >= MIN_SEPARATION).all(-1) & (sizes < vocab).any(-1) & bool(cuts) & ~greedy
+    # decoys go where a declared cut removes exactly them: top_k only where a position keeps top_k
+    # tokens (one top_k per row), top_p and min_p anywhere
+    exact_k = sizes == top_k.unsqueeze(-1)
+    cut_here = exact_k if cuts == ["top_k"] else torch.ones_like(exact_k)
+    finite = ~support & ((separable[:, None] & cut_here) | greedy[:, None]).unsqueeze(-1)
+    decoy = (smallest.log() - DECOY_GAP).unsqueeze(-1)
+    logits = torch.where(support, log_p, torch.where(finite, decoy, -torch.inf))
+    # the kept tokens' share once the decoys are in, per position
+    kept = 1.0 / (1.0 + (finite * decoy.exp()).sum(-1))
+    # top_p strictly above every position's mass before its smallest kept token, at most its kept mass
+    low, high = (kept * (1.0 - smallest)).amax(-1), kept.amin(-1)
+    top_p = 0.5 * (low + high)
+    # min_p: half the smallest ratio of a kept probability to its position's largest
+    min_p = 0.5 * (smallest / p.amax(-1)).amin(-1)
+    values = {
+        "temperature": torch.where(greedy, 0.0, temperature),
+        "top_k": torch.where(separable, top_k, 0).to(torch.int64),
+        "top_p": torch.where(separable & (low < high), top_p, 1.0),
+        "min_p": torch.where(separable, min_p, 0.0),
+    }
+    if "temperature" in parameters:
+        logits = logits * torch.where(greedy, 1.0, temperature)[:, None, None]
+    return logits, SamplingParams(**{name: value for name, value in values.items() if name in parameters})
+
+
+class LogitsLayout:
+    """A logits-level sampler behind the probability contract the battery calls.
+
+    ``parameters`` are the warps the sampler declares it supports.  Each cut the layout sets removes
+    exactly the decoys, and no kept token, whichever cut comes first, so one posing serves every
+    warp order.
+    """
+
+    def __init__(self, sampler: Callable[..., Any], parameters: Sequence[str] = ("temperature",)) -> None:
+        self.sampler = sampler
+        self.parameters = tuple(parameters)
+        self.name = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        capabilities = getattr(sampler, "capabilities", None)
+        if capabilities is not None:
+            self.capabilities = capabilities
+
+    def __call__(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any, **kwargs: Any) -> Any:
+        logits, params = pose(target_probs, self.parameters)
+        # float32 logits for narrower cases: their law is the rounded probabilities', not the
+        # logits' own rounding
+        dtype = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
+        return self.sampler(logits.to(dtype), draft_probs, draft_tokens, generator, params, **kwargs)
