@@ -45,40 +45,50 @@ def pose(target_probs: torch.Tensor, parameters: Sequence[str]) -> tuple[torch.T
     p = p / p.sum(dim=-1, keepdim=True)
     batch, _, vocab = p.shape
     support = p > 0
-    log_p = torch.where(support, p.log(), torch.zeros_like(p))
     smallest = torch.where(support, p, torch.inf).amin(dim=-1)  # [B, K+1] smallest kept probability
-    row = torch.arange(batch, device=p.device)
-    temperature = torch.tensor(TEMPERATURES, dtype=torch.float64, device=p.device)[row % len(TEMPERATURES)]
-    one_hot = (support.sum(-1) == 1).all(-1)
-    greedy = one_hot & (row % 2 == 0) & ("temperature" in parameters)  # half the one-hot rows greedy
     sizes = support.sum(-1)
     top_k = sizes.amax(-1)
+    exact_k = sizes == top_k.unsqueeze(-1)  # one top_k per row cuts exactly where a position keeps top_k
+    row = torch.arange(batch, device=p.device)
+    temperature = torch.tensor(TEMPERATURES, dtype=torch.float64, device=p.device)[row % len(TEMPERATURES)]
+    greedy = (sizes == 1).all(-1) & (row % 2 == 0) & ("temperature" in parameters)  # half the one-hot rows
     cuts = [name for name in ("top_k", "top_p", "min_p") if name in parameters]
-    # a cut can be exact where the kept tokens stand clear of the decoys (no sub-ulp tail)
-    separable = (smallest >= MIN_SEPARATION).all(-1) & (sizes < vocab).any(-1) & bool(cuts) & ~greedy
-    # decoys go where a declared cut removes exactly them: top_k only where a position keeps top_k
-    # tokens (one top_k per row), top_p and min_p anywhere
-    exact_k = sizes == top_k.unsqueeze(-1)
-    cut_here = exact_k if cuts == ["top_k"] else torch.ones_like(exact_k)
-    finite = ~support & ((separable[:, None] & cut_here) | greedy[:, None]).unsqueeze(-1)
+    # a row gets cuts where its kept tokens stand clear of the decoys (no sub-ulp tail)
+    separable = (smallest >= MIN_SEPARATION).all(-1) & (sizes < vocab).any(-1) & ~greedy
+    # rows take turns, each cut alone, then all together: a sampler that skips any one cut leaves
+    # decoys in the rows where that cut was alone
+    turn = row % (len(cuts) + 1)
+    uses = {name: separable & ((turn == i) | (turn == len(cuts))) for i, name in enumerate(cuts)}
+    any_cut = torch.zeros_like(separable)
+    for used in uses.values():
+        any_cut |= used
+    only_top_k = uses.get("top_k", torch.zeros_like(separable)) & ~_uses_another(uses, "top_k", separable)
+    where = torch.where(only_top_k[:, None], exact_k, torch.ones_like(exact_k)) & any_cut[:, None]
+    finite = ~support & (where | greedy[:, None]).unsqueeze(-1)
     decoy = (smallest.log() - DECOY_GAP).unsqueeze(-1)
-    logits = torch.where(support, log_p, torch.where(finite, decoy, -torch.inf))
-    # the kept tokens' share once the decoys are in, per position
-    kept = 1.0 / (1.0 + (finite * decoy.exp()).sum(-1))
+    logits = torch.where(support, torch.where(support, p, 1.0).log(), torch.where(finite, decoy, -torch.inf))
+    kept = 1.0 / (1.0 + (finite * decoy.exp()).sum(-1))  # the kept tokens' share with the decoys in
     # top_p strictly above every position's mass before its smallest kept token, at most its kept mass
     low, high = (kept * (1.0 - smallest)).amax(-1), kept.amin(-1)
-    top_p = 0.5 * (low + high)
-    # min_p: half the smallest ratio of a kept probability to its position's largest
-    min_p = 0.5 * (smallest / p.amax(-1)).amin(-1)
     values = {
         "temperature": torch.where(greedy, 0.0, temperature),
-        "top_k": torch.where(separable, top_k, 0).to(torch.int64),
-        "top_p": torch.where(separable & (low < high), top_p, 1.0),
-        "min_p": torch.where(separable, min_p, 0.0),
+        "top_k": torch.where(uses.get("top_k", separable), top_k, 0).to(torch.int64),
+        "top_p": torch.where(uses.get("top_p", separable) & (low < high), 0.5 * (low + high), 1.0),
+        # min_p: half the smallest ratio of a kept probability to its position's largest
+        "min_p": torch.where(uses.get("min_p", separable), 0.5 * (smallest / p.amax(-1)).amin(-1), 0.0),
     }
     if "temperature" in parameters:
         logits = logits * torch.where(greedy, 1.0, temperature)[:, None, None]
     return logits, SamplingParams(**{name: value for name, value in values.items() if name in parameters})
+
+
+def _uses_another(uses: dict[str, torch.Tensor], name: str, like: torch.Tensor) -> torch.Tensor:
+    """Rows that use a cut other than ``name``."""
+    other = torch.zeros_like(like)
+    for key, used in uses.items():
+        if key != name:
+            other |= used
+    return other
 
 
 class LogitsLayout:

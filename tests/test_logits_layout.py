@@ -52,11 +52,11 @@ class _SkipsACut:
         return logits_reference(target_logits, draft_probs, draft_tokens, generator, params.only(n for n in ALL if n != self.skipped))
 
 
-SELECT = ["support.*", "exact.uniform-driven[zeros]", "fit.conditional[zeros]", "fit.conditional[random]", "fit.step[chain]", "contract.one-hot"]
+SELECT = ["support.zero-target[zeros]", "fit.conditional[zeros]", "contract.one-hot"]
 
 
 def test_the_logits_reference_passes_the_battery_posed_as_logits():
-    result = specverify.check(LogitsLayout(logits_reference, ALL), budget="quick", select=SELECT, isolation="in-process")
+    result = specverify.check(LogitsLayout(logits_reference, ALL), budget="quick", select=[*SELECT, "fit.step[chain]"], isolation="in-process")
     bad = [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
     assert not bad
 
