@@ -8,9 +8,10 @@ sampler on its usual expected laws, while the sampler has to get temperature, to
 min-p right to pass:
 
 * temperature ``T`` (drawn per row from a fixed ladder): the logits are ``T log p``;
-* tokens of probability 0 become *decoys*: finite logits far below the row's smallest, which the
-  row's ``top_k``, ``top_p`` and ``min_p`` are set to cut exactly (a sampler that skips a cut
-  emits a decoy: a token of target probability 0, which the audit of every output catches);
+* tokens of probability 0 become *decoys*: finite logits a nat below the row's smallest, with
+  real mass, which the row's ``top_k``, ``top_p`` and ``min_p`` are set to cut exactly (a sampler
+  that skips a cut emits decoys: tokens of target probability 0, which the audit of every output
+  catches);
 * a one-hot row is posed as a greedy row (temperature 0) with its other logits finite.
 
 A row whose smallest probability is too small to place a cut between it and the decoys (a
@@ -20,6 +21,7 @@ batch only, so the same inputs always make the same call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,8 +33,8 @@ __all__ = ["LogitsLayout", "pose"]
 
 #: Temperatures rows cycle through (by row index): cold, neutral and hot.
 TEMPERATURES = (0.6, 1.0, 1.7)
-#: Decoys sit this many nats below a row's smallest logit (their mass: about e^-30 of the row's).
-DECOY_GAP = 30.0
+#: Decoys sit this many nats below the smallest kept logit (relative to each position's largest).
+DECOY_GAP = 1.0
 #: A row's cuts are set only if every kept probability is at least this (float32 cumulative sums
 #: then resolve the cut with room to spare).
 MIN_SEPARATION = 1e-4
@@ -65,7 +67,12 @@ def pose(target_probs: torch.Tensor, parameters: Sequence[str]) -> tuple[torch.T
     only_top_k = uses.get("top_k", torch.zeros_like(separable)) & ~_uses_another(uses, "top_k", separable)
     where = torch.where(only_top_k[:, None], exact_k, torch.ones_like(exact_k)) & any_cut[:, None]
     finite = ~support & (where | greedy[:, None]).unsqueeze(-1)
-    decoy = (smallest.log() - DECOY_GAP).unsqueeze(-1)
+    # a decoy stands DECOY_GAP nats below its row's smallest ratio to the largest probability:
+    # below every kept token (top_k, top_p cut it), below one min_p for all positions, and with
+    # mass enough that a sampler which keeps it is seen to
+    largest = p.amax(-1)
+    ratio = (smallest / largest).amin(-1, keepdim=True)  # [B, 1]
+    decoy = (largest.log() + ratio.log() - DECOY_GAP).unsqueeze(-1)
     logits = torch.where(support, torch.where(support, p, 1.0).log(), torch.where(finite, decoy, -torch.inf))
     kept = 1.0 / (1.0 + (finite * decoy.exp()).sum(-1))  # the kept tokens' share with the decoys in
     # top_p strictly above every position's mass before its smallest kept token, at most its kept mass
@@ -74,8 +81,8 @@ def pose(target_probs: torch.Tensor, parameters: Sequence[str]) -> tuple[torch.T
         "temperature": torch.where(greedy, 0.0, temperature),
         "top_k": torch.where(uses.get("top_k", separable), top_k, 0).to(torch.int64),
         "top_p": torch.where(uses.get("top_p", separable) & (low < high), 0.5 * (low + high), 1.0),
-        # min_p: half the smallest ratio of a kept probability to its position's largest
-        "min_p": torch.where(uses.get("min_p", separable), 0.5 * (smallest / p.amax(-1)).amin(-1), 0.0),
+        # min_p: between the decoys' ratio to the largest and the smallest kept one's
+        "min_p": torch.where(uses.get("min_p", separable), ratio[:, 0] * math.exp(-0.5 * DECOY_GAP), 0.0),
     }
     if "temperature" in parameters:
         logits = logits * torch.where(greedy, 1.0, temperature)[:, None, None]
