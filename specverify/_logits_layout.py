@@ -67,20 +67,24 @@ def pose(target_probs: torch.Tensor, parameters: Sequence[str]) -> tuple[torch.T
     only_top_k = uses.get("top_k", torch.zeros_like(separable)) & ~_uses_another(uses, "top_k", separable)
     where = torch.where(only_top_k[:, None], exact_k, torch.ones_like(exact_k)) & any_cut[:, None]
     finite = ~support & (where | greedy[:, None]).unsqueeze(-1)
-    # a decoy stands DECOY_GAP nats below its row's smallest ratio to the largest probability:
-    # below every kept token (top_k, top_p cut it), below one min_p for all positions, and with
-    # mass enough that a sampler which keeps it is seen to
+    # Decoys: each below its position's smallest kept token and below one min_p for the whole row
+    # (DECOY_GAP nats under the row's smallest ratio to a position's largest), and together of the
+    # same mass D at every position, so one top_p cuts them all; D <= s_min / 4 keeps that top_p
+    # above every kept token, on positions without decoys too.
     largest = p.amax(-1)
     ratio = (smallest / largest).amin(-1, keepdim=True)  # [B, 1]
-    decoy = (largest.log() + ratio.log() - DECOY_GAP).unsqueeze(-1)
+    cap = largest * ratio * math.exp(-DECOY_GAP)  # [B, K+1] the most one decoy may weigh
+    count = finite.sum(-1)
+    room = torch.where(count > 0, count * cap, torch.inf).amin(-1)
+    mass = torch.minimum(room, 0.25 * smallest.amin(-1))  # [B] D
+    decoy = (mass[:, None] / count.clamp_min(1)).log().unsqueeze(-1)
     logits = torch.where(support, torch.where(support, p, 1.0).log(), torch.where(finite, decoy, -torch.inf))
-    kept = 1.0 / (1.0 + (finite * decoy.exp()).sum(-1))  # the kept tokens' share with the decoys in
-    # top_p strictly above every position's mass before its smallest kept token, at most its kept mass
-    low, high = (kept * (1.0 - smallest)).amax(-1), kept.amin(-1)
+    kept = 1.0 / (1.0 + torch.where(finite.any(-1).any(-1), mass, 0.0))  # [B] the kept share, every position
+    top_p = kept * (1.0 - 0.5 * smallest.amin(-1))
     values = {
         "temperature": torch.where(greedy, 0.0, temperature),
         "top_k": torch.where(uses.get("top_k", separable), top_k, 0).to(torch.int64),
-        "top_p": torch.where(uses.get("top_p", separable) & (low < high), 0.5 * (low + high), 1.0),
+        "top_p": torch.where(uses.get("top_p", separable), top_p, 1.0),
         # min_p: between the decoys' ratio to the largest and the smallest kept one's
         "min_p": torch.where(uses.get("min_p", separable), ratio[:, 0] * math.exp(-0.5 * DECOY_GAP), 0.0),
     }
