@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of, step_sampler
 from ._reach import ReachRecorder
 from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 
@@ -198,7 +198,7 @@ class SamplerUnderTest:
             self.name, self.capabilities = info["name"], info["capabilities"]
             self.device = torch.device(info["device"])
         else:
-            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else sampler
+            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else step_sampler(sampler)
             self.name = name_of(self.sampler)
             self.capabilities = capabilities_of(self.sampler)
             self.device = torch.device(self.capabilities.device or device or "cpu")

@@ -54,6 +54,7 @@ __all__ = [
     "load_sampler",
     "name_of",
     "sampler",
+    "step_sampler",
 ]
 
 
@@ -93,6 +94,12 @@ class Capabilities:
             stand for the row divided by its sum.  ``True`` adds a check on such rows, whose
             failure is its own finding ("does not renormalise its inputs"); ``False`` (engines'
             kernels) means the sampler is given only rows normalised as well as their dtype allows.
+        inputs: ``"probs"`` (the contract above) or ``"logits"``: the sampler takes
+            ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator, params)`` and must
+            preserve ``specverify.warp(target_logits, params)`` (see docs/loops.md); every case of
+            the battery is posed to it as logits and per-row parameters whose warp is the case's law.
+        params: the sampling parameters a logits sampler honours (``temperature``, ``top_k``,
+            ``top_p``, ``min_p``); it is given only those.
     """
 
     device: str | None = None
@@ -105,10 +112,21 @@ class Capabilities:
     deterministic: bool = True
     canonical: bool = True
     unnormalised: bool = False
+    inputs: str = "probs"
+    params: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.dtypes:
             raise ValueError("Capabilities.dtypes must name at least one dtype")
+        if self.inputs not in ("probs", "logits"):
+            raise ValueError(f"Capabilities.inputs must be 'probs' or 'logits', got {self.inputs!r}")
+        warps = ("temperature", "top_k", "top_p", "min_p")
+        unknown = [name for name in self.params if name not in warps]
+        if unknown or (self.params and self.inputs != "logits"):
+            raise ValueError(
+                f"Capabilities.params names the warps a logits sampler honours, some of {warps}; got {tuple(self.params)!r}"
+                + ("" if self.inputs == "logits" else " on a sampler of probabilities")
+            )
         for field in ("max_k", "max_vocab", "max_batch"):
             value = getattr(self, field)
             if value is not None and value < 1:
@@ -133,6 +151,16 @@ class SamplerSpecError(SpecverifyError):
 
     The message is one line that says what to fix; the CLI prints it and exits with status 2.
     """
+
+
+def step_sampler(sampler: Callable[..., Any]) -> Callable[..., Any]:
+    """The probability-contract sampler the battery calls: the sampler itself, or a logits sampler
+    behind :class:`specverify._logits_layout.LogitsLayout`."""
+    from ._logits_layout import LogitsLayout
+
+    if isinstance(sampler, LogitsLayout) or capabilities_of(sampler).inputs != "logits":
+        return sampler
+    return LogitsLayout(sampler, capabilities_of(sampler).params)
 
 
 def capabilities_of(sampler: Callable[..., Any]) -> Capabilities:
@@ -234,7 +262,7 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    return obj
+    return step_sampler(obj)
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:

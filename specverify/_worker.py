@@ -449,7 +449,7 @@ def _well_formed(output: Any, rows: int, k: int, device: torch.device) -> bool:
 
 
 def _serve() -> None:  # pragma: no cover - runs in the worker process (covered by tests/test_isolation.py)
-    from ._contract import capabilities_of, load_sampler, name_of
+    from ._contract import capabilities_of, load_sampler, name_of, step_sampler
 
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -500,6 +500,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     sampler = importlib.import_module(body["source"][1])
                     for part in body["source"][2].split("."):
                         sampler = getattr(sampler, part)
+                sampler = step_sampler(sampler)
                 capabilities = capabilities_of(sampler)
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":

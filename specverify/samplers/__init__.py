@@ -1,6 +1,9 @@
 """Built-in samplers.
 
 * ``reference``: the canonical algorithm, vectorised, float64, any device, injected uniforms.
+* ``logits_reference``: the logits-level contract (``Capabilities(inputs="logits")``): each row's
+  warps (temperature, top-k, top-p, min-p), then the canonical step.
+* ``loop_reference``: a whole speculative generation loop (``specverify.check_loop``).
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
 * ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
@@ -10,9 +13,11 @@
 
 from typing import Any
 
+from ._logits_reference import LogitsReferenceSampler, logits_reference
+from ._loop_reference import LoopReference, loop_reference
 from ._reference import ReferenceSampler, reference
 
-__all__ = ["ReferenceSampler", "reference"]
+__all__ = ["LogitsReferenceSampler", "LoopReference", "ReferenceSampler", "logits_reference", "loop_reference", "reference"]
 
 _TREE_NAMES = ("TREE_REFERENCES", "block_verification", "tree_specinfer", "tree_target_only", "tree_without_replacement")
 

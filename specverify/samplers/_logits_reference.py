@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from .._contract import Capabilities
+from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
 from .._warp import DEFAULT_ORDER, SamplingParams, warp
-from .._oracle import canonical_emit
 
 __all__ = ["LogitsReferenceSampler", "logits_reference"]
 
@@ -24,6 +25,12 @@ class LogitsReferenceSampler:
 
     name = "specverify.logits_reference"
     order = DEFAULT_ORDER
+    capabilities = Capabilities(
+        dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16),
+        uniforms=True,
+        inputs="logits",
+        params=("temperature", "top_k", "top_p", "min_p"),
+    )
 
     def __call__(
         self,
@@ -32,13 +39,16 @@ class LogitsReferenceSampler:
         draft_tokens: torch.Tensor,
         generator: torch.Generator | None,
         params: SamplingParams,
+        *,
+        uniforms: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         batch, k = draft_tokens.shape
         target = warp(target_logits, params, self.order)
-        uniforms = torch.rand((batch, k + 1), generator=generator, dtype=torch.float64, device=target.device)
         if params.seeds is not None:
             uniforms = seeded_uniforms(params.seeds, k + 1)
-        return canonical_emit(target, draft_probs, draft_tokens, uniforms)
+        elif uniforms is None:
+            uniforms = torch.rand((batch, k + 1), generator=generator, dtype=torch.float64, device=target.device)
+        return canonical_emit(target, draft_probs, draft_tokens, uniforms.to(torch.float64))
 
 
 logits_reference = LogitsReferenceSampler()

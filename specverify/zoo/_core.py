@@ -49,8 +49,8 @@ class ZooSampler:
     story: str
     capabilities: Capabilities = Capabilities()
 
-    def __call__(self, target_probs, draft_probs, draft_tokens, generator, **kwargs):
-        return self.fn(target_probs, draft_probs, draft_tokens, generator, **kwargs)
+    def __call__(self, *args, **kwargs):  # the contract's arguments (a logits member's params too)
+        return self.fn(*args, **kwargs)
 
 
 def uniforms(batch: int, k: int, generator: torch.Generator | None, device: torch.device, dtype=torch.float64) -> torch.Tensor:

@@ -486,3 +486,53 @@ def zero_residual_token_zero(t, d, y, g):
 @member("non-conformant", ("shapes",), "quick", "A residual that rounds to zero falls back to a uniform draw over the whole vocabulary, forbidden tokens included.")
 def zero_residual_uniform(t, d, y, g):
     return canonical_with(t, d, y, g, final=_zero_residual_fallback(torch.ones_like))
+
+
+# --- logits-level samplers (issue 18): a warp applied to one side only, or twice ---------------
+# Each takes (target_logits, draft_probs, draft_tokens, generator, params) and must preserve
+# specverify.warp(target_logits, params); the battery poses its cases as logits and parameters
+# (specverify._logits_layout), with decoy tokens only the row's cuts remove and greedy one-hot
+# rows, so each of these emits tokens of target probability 0. Declared at standard with the
+# family that catches them first (support), which keeps their CI test to that family: posing a
+# whole quick battery as logits costs minutes on a CPU (full sorts at V = 65k for the cuts).
+# The logits reference itself (specverify.samplers:logits_reference) is the conformant one.
+
+_WARPS = ("temperature", "top_k", "top_p", "min_p")
+_LOGITS = Capabilities(inputs="logits", params=_WARPS, dtypes=(torch.float64, torch.float32))
+
+
+def _logits_step(logits, d, y, g, params, target_law):
+    from .._oracle import canonical_emit
+    from .._warp import warp
+
+    u = uniforms(y.shape[0], y.shape[1], g, logits.device)
+    return canonical_emit(target_law(logits, params, warp), d, y, u)
+
+
+@member("non-conformant", ("support",), "standard", "The target verified at temperature 1: the row's temperature reaches only the draft (vLLM PR #10198); a greedy row samples.", _LOGITS)
+def logits_target_temperature_ignored(t, d, y, g, params):
+    return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "temperature")))
+
+
+@member("non-conformant", ("support",), "standard", "top_k applied to the draft, not to the target: tokens outside the top k come out (transformers #47932's class).", _LOGITS)
+def logits_target_top_k_skipped(t, d, y, g, params):
+    return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "top_k")))
+
+
+@member("non-conformant", ("support",), "standard", "min_p skipped at the verified positions (vLLM #42744): tokens below min_p come out.", _LOGITS)
+def logits_target_min_p_skipped(t, d, y, g, params):
+    return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "min_p")))
+
+
+@member("non-conformant", ("support",), "standard", "Softmax applied to the warped probabilities again (vllm-ascend #6685): every token gets mass, cut ones too.", _LOGITS)
+def logits_softmax_twice(t, d, y, g, params):
+    return _logits_step(t, d, y, g, params, lambda z, p, warp: torch.softmax(warp(z, p), dim=-1))
+
+
+@member("non-conformant", ("support",), "standard", "Temperature 0 taken as 1: a greedy row samples instead of emitting the argmax.", Capabilities(inputs="logits", params=("temperature",), dtypes=(torch.float64, torch.float32)))
+def logits_greedy_sampled(t, d, y, g, params):
+    def no_greedy(z, p, warp):
+        temperature = torch.where(p.temperature == 0, 1.0, p.temperature)
+        return warp(z, type(p)(temperature=temperature))
+
+    return _logits_step(t, d, y, g, params, no_greedy)
