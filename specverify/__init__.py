@@ -7,22 +7,31 @@ Put a sampler through the battery::
     print(result.verdict)
 
 or from the shell: ``specverify check mypackage.module:sampler``.
+
+The names below are imported on first use, so ``import specverify`` is cheap and reading a run's
+JSON (``specverify report``, :mod:`specverify.report`) never imports torch or Hypothesis.
 """
 
 from __future__ import annotations
 
-from ._budgets import BUDGETS, Budget
-from ._cases import ModelCase, StepCase
-from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import SpecverifyError, UsageError
-from ._exact import completed_law, emitted_law, step_law, target_law
-from ._models import ChainModel, Model, TableModel
-from ._replay import LawTest, model_law_test, step_law_test
-from ._result import CheckResult, RunResult
-from ._runner import check
-from ._seeds import derive_seed
 from ._version import __version__
-from .samplers import reference
+
+if TYPE_CHECKING:
+    from ._budgets import BUDGETS, Budget
+    from ._cases import ModelCase, StepCase
+    from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+    from ._exact import completed_law, emitted_law, step_law, target_law
+    from ._models import ChainModel, Model, TableModel
+    from ._pytest import battery as pytest_battery
+    from ._replay import LawTest, model_law_test, step_law_test
+    from ._result import CheckResult, RunResult
+    from ._runner import check
+    from ._seeds import derive_seed
+    from .samplers import reference
 
 __all__ = [
     "BUDGETS",
@@ -55,11 +64,49 @@ __all__ = [
     "target_law",
 ]
 
+#: Where each public name lives: (module, attribute).
+_LAZY = {
+    "BUDGETS": ("._budgets", "BUDGETS"),
+    "Budget": ("._budgets", "Budget"),
+    "Capabilities": ("._contract", "Capabilities"),
+    "ChainModel": ("._models", "ChainModel"),
+    "CheckResult": ("._result", "CheckResult"),
+    "LawTest": ("._replay", "LawTest"),
+    "Model": ("._models", "Model"),
+    "ModelCase": ("._cases", "ModelCase"),
+    "RunResult": ("._result", "RunResult"),
+    "Sampler": ("._contract", "Sampler"),
+    "SamplerSpecError": ("._contract", "SamplerSpecError"),
+    "StepCase": ("._cases", "StepCase"),
+    "TableModel": ("._models", "TableModel"),
+    "check": ("._runner", "check"),
+    "completed_law": ("._exact", "completed_law"),
+    "derive_seed": ("._seeds", "derive_seed"),
+    "emitted_law": ("._exact", "emitted_law"),
+    "load_sampler": ("._contract", "load_sampler"),
+    "model_law_test": ("._replay", "model_law_test"),
+    "pytest_battery": ("._pytest", "battery"),  # imports pytest
+    "reference": (".samplers", "reference"),
+    "sampler": ("._contract", "sampler"),
+    "step_law": ("._exact", "step_law"),
+    "step_law_test": ("._replay", "step_law_test"),
+    "target_law": ("._exact", "target_law"),
+}
 
-def __getattr__(name: str):
-    # pytest_battery imports pytest: only when asked for.
-    if name == "pytest_battery":
-        from ._pytest import battery
+#: Subpackages reachable as attributes after a bare ``import specverify``, as before the names were lazy.
+_SUBPACKAGES = ("adapters", "checks", "report", "samplers", "stats", "strategies", "zoo")
 
-        return battery
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module, __name__), attribute)
+        globals()[name] = value
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'specverify' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_SUBPACKAGES})

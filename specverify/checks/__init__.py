@@ -14,6 +14,7 @@ Families and their stable ids (``family.name[case]``):
 
 from __future__ import annotations
 
+from .._families import FAMILIES
 from ._base import Check, Context
 from ._contract import (
     CallIndependenceCheck,
@@ -29,8 +30,6 @@ from ._fit import ModelFitCheck, StepLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery"]
-
-FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness")
 
 
 def battery() -> list[Check]:

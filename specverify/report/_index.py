@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import SpecverifyError
+from .._families import FAMILIES
 from .._result import RunResult
-from ..checks import FAMILIES
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
