@@ -7,25 +7,34 @@ Put a sampler through the battery::
     print(result.verdict)
 
 or from the shell: ``specverify check mypackage.module:sampler``.
+
+The names below are imported on first use, so ``import specverify`` is cheap and reading a run's
+JSON (``specverify report``, :mod:`specverify.report`) never imports torch or Hypothesis.
 """
 
 from __future__ import annotations
 
-from ._budgets import BUDGETS, Budget
-from ._cases import ModelCase, StepCase
-from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._errors import SpecverifyError, UsageError
-from ._exact import completed_law, emitted_law, step_law, target_law
-from ._loop import MarkovLM, generation_law, loop
-from ._models import ChainModel, Model, TableModel
-from ._replay import LawTest, model_law_test, step_law_test
-from ._result import CheckResult, RunResult
-from ._runner import check
-from ._seeds import derive_seed
 from ._version import __version__
-from ._warp import SamplingParams, warp
-from .checks._loop import check_loop
-from .samplers import reference
+
+if TYPE_CHECKING:
+    from ._budgets import BUDGETS, Budget
+    from ._cases import ModelCase, StepCase
+    from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+    from ._exact import completed_law, emitted_law, step_law, target_law
+    from ._loop import MarkovLM, generation_law, loop
+    from ._models import ChainModel, Model, TableModel
+    from ._pytest import battery as pytest_battery
+    from ._replay import LawTest, model_law_test, step_law_test
+    from ._result import CheckResult, RunResult
+    from ._runner import check
+    from ._seeds import derive_seed
+    from ._warp import SamplingParams, warp
+    from .checks._loop import check_loop
+    from .samplers import reference
 
 __all__ = [
     "BUDGETS",
@@ -64,11 +73,55 @@ __all__ = [
     "warp",
 ]
 
+#: Where each public name lives: (module, attribute).
+_LAZY = {
+    "BUDGETS": ("._budgets", "BUDGETS"),
+    "Budget": ("._budgets", "Budget"),
+    "Capabilities": ("._contract", "Capabilities"),
+    "ChainModel": ("._models", "ChainModel"),
+    "CheckResult": ("._result", "CheckResult"),
+    "LawTest": ("._replay", "LawTest"),
+    "MarkovLM": ("._loop", "MarkovLM"),
+    "Model": ("._models", "Model"),
+    "ModelCase": ("._cases", "ModelCase"),
+    "RunResult": ("._result", "RunResult"),
+    "Sampler": ("._contract", "Sampler"),
+    "SamplerSpecError": ("._contract", "SamplerSpecError"),
+    "SamplingParams": ("._warp", "SamplingParams"),
+    "StepCase": ("._cases", "StepCase"),
+    "TableModel": ("._models", "TableModel"),
+    "check": ("._runner", "check"),
+    "check_loop": (".checks._loop", "check_loop"),
+    "completed_law": ("._exact", "completed_law"),
+    "derive_seed": ("._seeds", "derive_seed"),
+    "emitted_law": ("._exact", "emitted_law"),
+    "generation_law": ("._loop", "generation_law"),
+    "load_sampler": ("._contract", "load_sampler"),
+    "loop": ("._loop", "loop"),
+    "model_law_test": ("._replay", "model_law_test"),
+    "pytest_battery": ("._pytest", "battery"),  # imports pytest
+    "reference": (".samplers", "reference"),
+    "sampler": ("._contract", "sampler"),
+    "step_law": ("._exact", "step_law"),
+    "step_law_test": ("._replay", "step_law_test"),
+    "target_law": ("._exact", "target_law"),
+    "warp": ("._warp", "warp"),
+}
 
-def __getattr__(name: str):
-    # pytest_battery imports pytest: only when asked for.
-    if name == "pytest_battery":
-        from ._pytest import battery
+#: Subpackages reachable as attributes after a bare ``import specverify``, as before the names were lazy.
+_SUBPACKAGES = ("adapters", "checks", "report", "samplers", "stats", "strategies", "zoo")
 
-        return battery
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module, __name__), attribute)
+        globals()[name] = value
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'specverify' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_SUBPACKAGES})

@@ -17,6 +17,7 @@ Families and their stable ids (``family.name[case]``):
 
 from __future__ import annotations
 
+from .._families import FAMILIES
 from ._base import Check, Context
 from ._contract import (
     CallIndependenceCheck,
@@ -35,8 +36,6 @@ from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery"]
-
-FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness", "shapes")
 
 
 def battery() -> list[Check]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import SpecverifyError
+from .._families import FAMILIES
 from .._result import RunResult
-from ..checks import FAMILIES
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
@@ -55,7 +55,7 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc
+        raise RunFileError(f"cannot read {os.fspath(path)}: {getattr(exc, 'strerror', None) or exc}") from exc
     except json.JSONDecodeError as exc:
         raise RunFileError(f"{os.fspath(path)} is not JSON: {exc.msg} at line {exc.lineno}") from exc
     if not isinstance(raw, dict):
@@ -118,7 +118,8 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         counts = [(s, n) for s, n in counts if n]
         cells.append(FamilyCell(dict(counts).get("pass", 0), len(members), counts[0][0], counts))
     budget = info.get("budget")
-    versions = info.get("versions") if isinstance(info.get("versions"), Mapping) else {}
+    versions = info.get("versions")
+    versions = versions if isinstance(versions, Mapping) else {}
     facts = [
         f"budget {budget.get('name')}" if isinstance(budget, Mapping) and budget.get("name") else "",
         f"seed {info['seed']}" if "seed" in info else "",

@@ -15,8 +15,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from .._families import FAMILIES
 from .._result import FINDINGS
-from ..checks import FAMILIES
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg

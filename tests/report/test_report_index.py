@@ -103,3 +103,12 @@ def test_write_report_replaces_a_file_whole(tmp_path: Path, support_run, raising
     write_report(support_run, path)
     assert 'data-verdict="non-conformant"' in path.read_text(encoding="utf-8")
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left behind
+
+
+def test_a_run_file_that_is_not_utf8_is_a_one_line_error(tmp_path: Path, support_run, capsys) -> None:
+    good = _save(support_run, tmp_path / "good.json")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'\xff\xfe{"schema_version": 1}')
+    assert build_index([good, str(bad)], str(tmp_path / "index.html")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specverify: error: cannot read ") and err.count("\n") == 1 and "bad.json" in err
