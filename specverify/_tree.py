@@ -51,7 +51,7 @@ ALGORITHMS = ("specinfer", "without-replacement", "target-only", "block-verifica
 PADDING = -2
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TreeBatch:
     """One verification step's trees of candidates, one tree per row (see the module docstring).
 
