@@ -51,7 +51,7 @@ ALGORITHMS = ("specinfer", "without-replacement", "target-only", "block-verifica
 PADDING = -2
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TreeBatch:
     """One verification step's trees of candidates, one tree per row (see the module docstring).
 
@@ -117,9 +117,10 @@ class TreeBatch:
     @functools.cached_property
     def sibling_rank(self) -> torch.Tensor:
         """``[B, N]``: how many earlier siblings a node has (its place in the try order); root 0."""
-        same = self.parents[:, :, None] == self.parents[:, None, :]
-        earlier = torch.ones(self.width, self.width, dtype=torch.bool, device=self.parents.device).tril(-1)
-        return (same & earlier & self.real[:, None, :]).sum(dim=2)
+        rank = torch.zeros_like(self.parents)
+        for i in range(2, self.width):  # O(B N) memory: no [B, N, N] comparison
+            rank[:, i] = (self.parents[:, 1:i] == self.parents[:, i : i + 1]).sum(dim=1)
+        return torch.where(self.real, rank, 0)
 
     @functools.cached_property
     def children(self) -> torch.Tensor:

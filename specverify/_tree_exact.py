@@ -50,6 +50,7 @@ from ._tree import ALGORITHMS, TreeBatch
 from .samplers._reference import normalise
 
 __all__ = [
+    "accepted_law",
     "block_law",
     "block_law_scalar",
     "block_mean_accepted_scalar",
@@ -180,6 +181,13 @@ def _block_thresholds(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) ->
     denom = z + 1.0 - weight[:, 1:k]
     h_inner = torch.where(denom > 0, z / denom.clamp_min(torch.finfo(torch.float64).tiny), 0.0).clamp(0.0, 1.0)  # (z + 1) - w rounds
     return torch.cat([h_inner, weight[:, k:]], dim=1), weight
+
+
+def accepted_law(tree: TreeBatch, law: torch.Tensor) -> torch.Tensor:
+    """``[B, D+1]``: the law of the number of accepted nodes after the root (for ``stats.mean_test``)."""
+    depth = tree.node_depth.clamp_min(0)
+    out = torch.zeros(tree.batch, tree.depth + 1, dtype=torch.float64, device=law.device)
+    return out.scatter_add_(1, depth, law.sum(dim=-1))
 
 
 def expected_accepted(tree: TreeBatch, law: torch.Tensor) -> torch.Tensor:

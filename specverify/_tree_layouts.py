@@ -95,7 +95,7 @@ def _renumbered(order: torch.Tensor, parents_src: torch.Tensor, tokens: torch.Te
 # --- SGLang ----------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class SGLangTree:
     """A TreeBatch made from SGLang's arrays, with the maps to translate outputs both ways.
 
@@ -237,7 +237,7 @@ def sglang_arrays(layout: SGLangTree) -> dict[str, torch.Tensor]:
 # --- EAGLE -----------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class EagleTree:
     """A TreeBatch made from EAGLE's ``retrieve_indices``, with the maps to translate outputs.
 

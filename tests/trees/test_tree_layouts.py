@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
 
 from specverify._tree import TreeBatch
 from specverify._tree_layouts import from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from specverify.samplers import tree_specinfer
+from specverify.strategies._internal.trees import tree_cases
 
 V = 16
 
@@ -118,3 +121,19 @@ def test_eagle_outputs_round_trip() -> None:
 def test_eagle_conflicting_parents_are_refused() -> None:
     with pytest.raises(ValueError, match="two different parents"):
         from_eagle(torch.tensor([[0, 1, 2], [0, 3, 2]]), torch.zeros(1, 4, dtype=torch.int64), laws(1, 4))
+
+
+@settings(max_examples=25)
+@given(tree_cases(max_nodes=20, kind="mixed"))
+def test_layouts_round_trip_on_generated_trees(case) -> None:  # type: ignore[no-untyped-def]
+    """Any tree through SGLang's and EAGLE's layouts and back, with a sampler's output translated both ways."""
+    tree = case.tree
+    path, token = tree_specinfer(tree, torch.Generator().manual_seed(0))
+    layout = to_sglang(tree)
+    again = from_sglang(**sglang_arrays(layout))
+    assert torch.equal(again.tree.parents, tree.parents) and torch.equal(again.tree.target_probs, tree.target_probs)
+    back = again.to_path(*layout.from_path(path, token))
+    assert torch.equal(back[0], path) and torch.equal(back[1], token)
+    eagle = from_eagle(to_eagle(tree), tree.tokens, tree.target_probs, tree.draft_probs)
+    assert torch.equal(eagle.tree.parents, tree.parents) and torch.equal(eagle.tree.tokens, tree.tokens)
+    assert torch.equal(eagle.to_path(*eagle.from_path(path)), path)

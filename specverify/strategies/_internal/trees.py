@@ -40,7 +40,7 @@ MAX_TREE_NODES = 65
 MAX_SIBLINGS = 64
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TreeCase:
     """One tree (a :class:`TreeBatch` of one row) and how it was made."""
 
