@@ -198,3 +198,19 @@ def test_a_sampler_lossy_at_four_drafts_only_fails_a_target_law_test_there(name)
     assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4")
     assert check.reach.covers(4, 8) and check.reach.covers(1, 2)
     assert result.verdict == "lossy"
+
+
+def test_low_precision_rows_are_normalised_as_well_as_their_dtype_allows():
+    import torch
+
+    from specverify.strategies._internal.vectors import round_normalised, round_to
+
+    rows = torch.rand((500, 8), generator=torch.Generator().manual_seed(0), dtype=torch.float64) + 0.01
+    rows = rows / rows.sum(-1, keepdim=True)
+    for precision, nearest_error in (("bfloat16", 1e-3), ("float16", 1e-4)):
+        rounded = round_normalised(rows, precision)
+        assert torch.equal(round_to(rounded, precision), rounded)  # exactly representable
+        assert (round_to(rows, precision).sum(-1) - 1).abs().max() > nearest_error  # entrywise rounding misses 1
+        assert (rounded.sum(-1) - 1).abs().max() < nearest_error / 2
+        eps = torch.finfo(getattr(torch, precision)).eps
+        assert ((rounded - rows).abs() <= 1.5 * eps * rows).all()  # half an ulp to the nearest, one step at most

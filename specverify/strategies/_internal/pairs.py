@@ -19,6 +19,7 @@ from .vectors import (
     _probability_rows,
     draw_bytes,
     normalise_rows,
+    round_normalised,
     round_to,
     vocab_sizes,
 )
@@ -33,7 +34,7 @@ PAIR_KINDS = (
     "random",  # independent target and draft, each of any vector kind
     "near-equal",  # one of NEAR_EQUAL_KINDS
     "zero-residual",  # draft = target x (1 + an ulp or two): equal once normalised, residual mass exactly 0
-    "low-precision",  # smooth laws; the case rounds them to bf16, fp16 or fp32 (not renormalised)
+    "low-precision",  # smooth laws rounded to bf16, fp16 or fp32, each row's sum as close to 1 as that allows
     "disjoint",  # supports share no token
     "zeros",  # both sparse (exact zeros in each)
     "one-hot",  # one-hot target, any draft
@@ -107,7 +108,9 @@ def pair_rows(draw: st.DrawFn, rows: int, vocab: int, kind: str, precision: str)
         return p.to(torch.float64), q.to(torch.float64)
     p, q = _pair_float64(draw, rows, vocab, kind)
     p, q = torch.from_numpy(p), torch.from_numpy(q)
-    if precision != "float64":
+    if kind == "low-precision":  # smooth laws rounded as a normalised engine passes them
+        p, q = round_normalised(p, precision), round_normalised(q, precision)
+    elif precision != "float64":
         p, q = round_to(p, precision), round_to(q, precision)
     return p, q
 
