@@ -34,6 +34,8 @@ class Budget:
             its cost grows with V, so the largest vocabularies get fewer rows and a coarser claim.
         shape_max_vocab: largest vocabulary the ``shapes`` family gives the sampler at this budget
             (larger shapes are reported as skipped, with this reason).
+        shape_full_domain: also test the whole law of one shape, every (accepted, token) cell, with
+            the identity test of :func:`specverify.stats.identity_test` (samples ~ sqrt(cells)/eps^2).
         shape_ceiling_tv: above this detectable TV a ``shapes`` check is inconclusive (its own
             ceiling: at the largest V a CPU budget affords far fewer rows than at small V).
     """
@@ -51,6 +53,7 @@ class Budget:
     shape_tv: float = 0.05
     shape_volume: int = 2**28
     shape_max_vocab: int = 262_144
+    shape_full_domain: bool = False
     shape_ceiling_tv: float = 0.5
 
     @property
@@ -82,6 +85,7 @@ BUDGETS = {
         shrink_seconds=120.0,
         shape_tv=0.02,
         shape_volume=2**32,
+        shape_full_domain=True,
     ),
 }
 

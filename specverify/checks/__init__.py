@@ -26,7 +26,7 @@ from ._contract import (
     SeedSensitivityCheck,
 )
 from ._efficiency import AcceptanceCheck
-from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
+from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, FullSizeGridCheck, UniformGridCheck
 from ._fit import ModelFitCheck, StepLawCheck
 from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
@@ -75,6 +75,7 @@ def battery() -> list[Check]:
         AcceptanceCheck("seed-chain"),
         AcceptanceCheck("random"),
         # --- production shapes and float edges (issue 14) ---
+        FullSizeGridCheck(),
         EdgeLawCheck(),
         ShapeConditionalCheck(),
         ShapeTargetLawCheck(),

@@ -34,7 +34,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest, Violation
 from .._cases import StepCase
 from .._result import CheckResult
-from ..stats import gof_test, mean_test, samples_needed, tv_estimate
+from ..stats import gof_test, identity_plan, identity_test, mean_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
     EDGE_LAW_KINDS,
     active_tokens,
@@ -47,8 +47,10 @@ from ._fit import largest_deviation
 
 __all__ = ["EdgeLawCheck", "Shape", "ShapeConditionalCheck", "ShapeTargetLawCheck", "call_rows", "lumped_law"]
 
-#: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory.
-MAX_CALL_ELEMENTS = 2**24
+#: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory, and keeps each
+#: call's tensors small enough to be reused from the heap (larger ones are fresh pages every call,
+#: and the page faults cost more than the sampler's arithmetic: measured, 15x the system time).
+MAX_CALL_ELEMENTS = 2**21
 #: Most rows in one call (more where a sampler's max_batch allows nothing larger).
 MAX_CALL_ROWS = 512
 #: Fewest rows a shape is given, whatever the budget affords.
@@ -68,6 +70,7 @@ class Shape:
     k: int
     accept_until: int = 0
     actives: int = 4
+    rows_per_call: int | None = None  # a large batch on purpose (default: what memory allows)
 
     @property
     def label(self) -> str:
@@ -82,11 +85,13 @@ class Shape:
 #: (2K+1) V floats a row).
 CONDITIONAL_SHAPES = (
     Shape(1_025, 16, accept_until=8, actives=2),
-    Shape(4_097, 3),
+    Shape(4_097, 3, rows_per_call=MAX_CALL_ROWS),
     Shape(65_537, 1, actives=3),
     Shape(128_256, 1, actives=3),
     Shape(262_144, 1, actives=3),
 )
+#: Shape of the full-domain identity test (every one of its (K+1) V cells, no lumping).
+FULL_DOMAIN_SHAPE = Shape(1_025, 2)
 #: Shapes of the target's own law and of acceptance: the common vocabulary sizes.
 TARGET_SHAPES = (Shape(32_000, 2, actives=3), Shape(151_936, 1, actives=3), Shape(256_000, 1, actives=3))
 #: Vocabulary of the float-edge cases (the dominant token's id, the last, crosses the 1,024 boundary).
@@ -97,7 +102,7 @@ EDGE_ACTIVE = 0.02
 
 def call_rows(sut: SamplerUnderTest, shape: Shape) -> int:
     """Rows per call at ``shape``: up to :data:`MAX_CALL_ROWS`, the sampler's max_batch, and memory."""
-    rows = min(MAX_CALL_ROWS, max(1, MAX_CALL_ELEMENTS // shape.row_elements()))
+    rows = shape.rows_per_call or min(MAX_CALL_ROWS, max(1, MAX_CALL_ELEMENTS // shape.row_elements()))
     return min(rows, sut.capabilities.max_batch or rows) if sut.capabilities.batched else 1
 
 
@@ -108,7 +113,7 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
     k = min(shape.k, caps.max_k or shape.k)
     if (vocab, k) == (shape.vocab, shape.k):
         return shape, None
-    return Shape(vocab, k, min(shape.accept_until, k), shape.actives), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
+    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
 
 
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
@@ -178,14 +183,16 @@ class ShapeConditionalCheck:
         return check_id(self.family, "conditional")
 
     def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes]
+        full = _Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
+        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return None
 
     def run(self, ctx: Context) -> list[CheckResult]:
         results = []
-        share = ctx.alpha / len(self.shapes)
+        full = ctx.budget.shape_full_domain
+        share = ctx.alpha / (len(self.shapes) + full)
         fault: SamplerFault | None = None
         for index, declared in enumerate(self.shapes):
             rid = check_id(self.family, "conditional", declared.label)
@@ -238,7 +245,67 @@ class ShapeConditionalCheck:
                                      message=f"V={shape.vocab:,}, K={shape.k}, {rows:,} rows: law given the drafts exact; {_claim_note(ctx, claim, rows, needed)}" + (f"; {reduced}" if reduced else ""))
             result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
             results.append(result)
+        results.append(_full_law(ctx, share, fault) if full else CheckResult(
+            id=self.decision_list()[-1].id, family=self.family, case=FULL_DOMAIN_SHAPE.label, status="skip",
+            message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law"))
         return results
+
+
+def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckResult:
+    """The whole law of one shape, every (accepted, token) cell, by the identity test."""
+    family = "shapes"
+    shape, reduced = bounded(ctx.sut, FULL_DOMAIN_SHAPE)
+    rid = check_id(family, "full-law", FULL_DOMAIN_SHAPE.label)
+    fault = fault or _earlier_fault(ctx, shape.vocab)
+    if fault is not None:
+        return _not_run(rid, family, FULL_DOMAIN_SHAPE.label, fault, [])
+    case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case")))
+    law = case.law().reshape(-1).numpy()
+    cells = law.size
+    eps = ctx.budget.shape_tv
+    batches, size = identity_plan(cells, eps, alpha, ctx.budget.power)
+    affordable = max(MIN_ROWS, ctx.budget.shape_volume // shape.row_elements())
+    mean_size = min(float(size), affordable / batches)  # what the volume affords: a coarser claim
+    harness = np.random.default_rng(ctx.seed_for(rid, "batches"))
+    sizes = harness.poisson(mean_size, size=batches)  # Poisson-sized batches: independent cell counts
+    batch_of = torch.from_numpy(np.repeat(np.arange(batches), sizes))
+    rows = int(sizes.sum())
+    per_call = call_rows(ctx.sut, shape)
+    generator = ctx.sut.generator(ctx.seed_for(rid, "rows"))
+    dtype = ctx.dtype_for(case.precision)
+    counts = np.zeros(batches * cells, dtype=np.int64)
+    ctx.sut.reach.reset()
+    try:
+        for start in range(0, rows, per_call):  # over calls, not rows
+            n = min(per_call, rows - start)
+            tokens, accepted = ctx.sut.step(*case.batch(n), generator=generator, dtype=dtype)
+            code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
+            counts += np.bincount(code.numpy(), minlength=counts.size)
+            ctx.advance(n)
+    except SamplerFault as f:
+        _remember(ctx, shape.vocab, rid, f)
+        result = fault_result(_Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
+        result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+        return result
+    test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
+    claim = test.min_detectable_tv(alpha, ctx.budget.power)
+    evidence = {"V": shape.vocab, "K": shape.k, "cells": cells, "test": test.method, "batches": batches, "mean_batch_size": mean_size,
+                "planned_batch_size": size, "rejecting_batches": test.rejecting, "statistics": list(test.statistics), "impossible": test.impossible,
+                "power_against": "the spread deviation (every cell moved by a relative factor)", "ceiling_tv": ctx.budget.shape_ceiling_tv}
+    if reduced:
+        evidence["reduced"] = reduced
+    common = dict(id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
+    if test.pvalue <= alpha:
+        result = CheckResult(**common, status="fail", finding="non-canonical", message=(
+            f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
+            + (f"{test.impossible} outcomes of probability 0" if test.impossible else f"{test.rejecting} of {batches} batches reject (p = {test.pvalue:.3g})")))
+    else:
+        status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
+        result = CheckResult(**common, status=status, message=(
+            f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
+            f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"))
+    result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
