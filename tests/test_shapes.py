@@ -109,3 +109,26 @@ def test_guarantee_states_each_claim_on_its_own_reach():
     assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in [2, 8]")
     line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
     assert "TV >= 0.0137 on V in [2, 8]" in line and "TV >= 0.3 on V in [2, 262,144]" in line
+
+
+def test_after_a_hang_the_family_makes_no_further_call():
+    import threading
+
+    from specverify.checks._validity import LargeVocabCheck
+
+    calls = []
+
+    def hangs_above_1000(t, d, y, g):
+        calls.append(t.shape[-1])
+        if t.shape[-1] > 1_000:
+            threading.Event().wait(20)
+        return specverify.reference(t, d, y, g)
+
+    sut = SamplerUnderTest(hangs_above_1000, timeout=1.0)
+    ctx = Context(sut=sut, budget=QUICK, seed=0, alpha=1e-4)
+    (hung,) = [LargeVocabCheck(vocabularies=(4096,)).run(ctx)]
+    assert hung.status == "fail" and hung.evidence["violation"] == "hang"
+    before = len(calls)
+    results = ShapeConditionalCheck(shapes=(Shape(1_025, 2),)).run(ctx)
+    assert len(calls) == before  # no call beside the hung one
+    assert [r.status for r in results] == ["skip", "skip"] and "hang" in results[0].message

@@ -343,7 +343,7 @@ class FullSizeGridCheck:
 
     def run(self, ctx: Context) -> list[CheckResult]:
         from ..strategies._internal.shapes import structured_case
-        from ._shapes import Shape, bounded, call_rows
+        from ._shapes import Shape, bounded, call_rows, earlier_hang, remember_hang
 
         results = []
         for decision, (declared_vocab, declared_k) in zip(self.decision_list(), self.shapes):
@@ -354,6 +354,10 @@ class FullSizeGridCheck:
                 continue
             # draft tails above the target's: the residual lives on the active tokens; the bonus
             # row's tail is exact zeros, so every axis has a few cells whatever V
+            hang = earlier_hang(ctx)
+            if hang is not None:
+                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip", message=f"not run: {hang.violation.rule}: {hang.violation.message}"))
+                continue
             case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(decision.id), tail_mass=(0.1, 0.3), bonus_tail=0.0, accept_until=shape.k // 2))
             uniforms, volume, skipped = prefix_grid(case)
             ctx.sut.reach.reset()
@@ -372,6 +376,7 @@ class FullSizeGridCheck:
                     got_tokens.append(got[0])
                     got_accepted.append(got[1])
             except SamplerFault as fault:
+                remember_hang(ctx, decision.id, fault)
                 result = fault_result(decision, fault, evidence={"V": shape.vocab, "K": shape.k})
                 result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
                 results.append(result)

@@ -45,7 +45,16 @@ from ..strategies._internal.shapes import (
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation
 
-__all__ = ["EdgeLawCheck", "Shape", "ShapeConditionalCheck", "ShapeTargetLawCheck", "call_rows", "lumped_law"]
+__all__ = [
+    "EdgeLawCheck",
+    "Shape",
+    "ShapeConditionalCheck",
+    "ShapeTargetLawCheck",
+    "call_rows",
+    "earlier_hang",
+    "lumped_law",
+    "remember_hang",
+]
 
 #: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory, and keeps each
 #: call's tensors small enough to be reused from the heap (larger ones are fresh pages every call,
@@ -56,9 +65,9 @@ MAX_CALL_ROWS = 512
 #: Fewest rows a shape is given, whatever the budget affords.
 MIN_ROWS = 64
 
-# A sampler that hung or failed at a shape is not called again at that shape or larger by a later
-# check of this family in the same run (a hang costs its time limit once, not once per check).
-_FAULTS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[int, str, SamplerFault]] = weakref.WeakKeyDictionary()
+# After a hang the hung call is still running inside the sampler: this family makes no further call
+# in the run (a second call would run beside it, and each hang costs its time limit).
+_HANGS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[str, SamplerFault]] = weakref.WeakKeyDictionary()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,17 +140,19 @@ def lumped_law(case: StepCase, cells: torch.Tensor, n_cells: int) -> np.ndarray:
     return lumped.reshape(-1).numpy()
 
 
-def _earlier_fault(ctx: Context, vocab: int) -> SamplerFault | None:
-    earlier = _FAULTS.get(ctx.sut)
-    if earlier is not None and vocab >= earlier[0]:
-        v = earlier[2].violation
-        return SamplerFault(Violation(v.rule, f"{v.message} (at V={earlier[0]:,} in {earlier[1]}; not called again at V >= {earlier[0]:,})", v.finding))
-    return None
+def earlier_hang(ctx: Context) -> SamplerFault | None:
+    """The hang an earlier check of this run saw, as this check's fault (``None`` if none)."""
+    earlier = _HANGS.get(ctx.sut)
+    if earlier is None:
+        return None
+    v = earlier[1].violation
+    return SamplerFault(Violation(v.rule, f"{v.message} (in {earlier[0]}; the hung call still runs, so no further call is made)", v.finding))
 
 
-def _remember(ctx: Context, vocab: int, where: str, fault: SamplerFault) -> None:
-    if ctx.sut not in _FAULTS or vocab < _FAULTS[ctx.sut][0]:
-        _FAULTS[ctx.sut] = (vocab, where, fault)
+def remember_hang(ctx: Context, where: str, fault: SamplerFault) -> None:
+    """Record a hang, so that later large-shape checks do not call the sampler again."""
+    if fault.violation.rule == "hang" and ctx.sut not in _HANGS:
+        _HANGS[ctx.sut] = (where, fault)
 
 
 def lumped_counts(
@@ -201,7 +212,7 @@ class ShapeConditionalCheck:
                 results.append(_beyond_budget(ctx, rid, self.family, declared.label, shape))
                 continue
             if fault is None:
-                fault = _earlier_fault(ctx, shape.vocab)
+                fault = earlier_hang(ctx)
             if fault is not None:
                 results.append(_not_run(rid, self.family, declared.label, fault, results))
                 continue
@@ -214,8 +225,8 @@ class ShapeConditionalCheck:
             try:
                 counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
-                _remember(ctx, shape.vocab, rid, f)
-                fault = f
+                remember_hang(ctx, rid, f)
+                fault = earlier_hang(ctx)  # a hang stops the shapes after it; another fault does not
                 result = fault_result(_Decision(rid, self.family, declared.label), f, evidence={"V": shape.vocab, "K": shape.k})
                 result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
                 results.append(result)
@@ -256,7 +267,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     family = "shapes"
     shape, reduced = bounded(ctx.sut, FULL_DOMAIN_SHAPE)
     rid = check_id(family, "full-law", FULL_DOMAIN_SHAPE.label)
-    fault = fault or _earlier_fault(ctx, shape.vocab)
+    fault = fault or earlier_hang(ctx)
     if fault is not None:
         return _not_run(rid, family, FULL_DOMAIN_SHAPE.label, fault, [])
     case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case")))
@@ -283,7 +294,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
             counts += np.bincount(code.numpy(), minlength=counts.size)
             ctx.advance(n)
     except SamplerFault as f:
-        _remember(ctx, shape.vocab, rid, f)
+        remember_hang(ctx, rid, f)
         result = fault_result(_Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
         result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
         return result
@@ -321,10 +332,9 @@ def _beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape)
 
 
 def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault, done: list[CheckResult]) -> CheckResult:
-    """A shape not run because the sampler already faulted: a failure with that fault, never a pass."""
-    result = fault_result(_Decision(rid, family, case), fault)
-    result.message = f"not run: {result.message}"
-    return result
+    """A shape not run because the sampler hung before: a skip naming the hang (the failure is the
+    hang's own result), never a pass."""
+    return CheckResult(id=rid, family=family, case=case, status="skip", message=f"not run: {fault.violation.rule}: {fault.violation.message}")
 
 
 @dataclasses.dataclass
@@ -362,14 +372,14 @@ class ShapeTargetLawCheck:
         fault: SamplerFault | None = None
         tallies = []
         left_out = []
+        hang = earlier_hang(ctx)
+        if hang is not None:
+            return [_not_run(d.id, self.family, None, hang, []) for d in self.decision_list()]
         for declared in self.shapes:
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
                 left_out.append(f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab {ctx.budget.shape_max_vocab:,}")
                 continue
-            fault = fault or _earlier_fault(ctx, shape.vocab)
-            if fault is not None:
-                break
             case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(self.id, shape.label), actives=shape.actives, label="position-model"))
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             df = len(labels) * (shape.k + 1) - 1
@@ -377,7 +387,7 @@ class ShapeTargetLawCheck:
             try:
                 tally = _model_tally(ctx, case, cells, len(labels), rows, ctx.seed_for(self.id, shape.label, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
-                _remember(ctx, shape.vocab, self.id, f)
+                remember_hang(ctx, self.id, f)
                 fault = f
                 break
             tallies.append((shape, reduced, case, cells, labels, rows, needed, tally))
@@ -515,6 +525,10 @@ class EdgeLawCheck:
         results = []
         for kind in self.kinds:
             rid = check_id(self.family, "edge-law", kind)
+            hang = earlier_hang(ctx)
+            if hang is not None:
+                results.append(_not_run(rid, self.family, kind, hang, results))
+                continue
             case = ctx.as_passed(edge_case(kind, vocab, seed=ctx.seed_for(rid) % 2**32))
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
             law = lumped_law(case, cells, len(labels))
@@ -524,6 +538,7 @@ class EdgeLawCheck:
             try:
                 counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
+                remember_hang(ctx, rid, f)
                 result = fault_result(_Decision(rid, self.family, kind), f, evidence={"case": kind, "V": vocab})
                 result.reach = ctx.sut.reach.snapshot(kinds=[kind])
                 results.append(result)
