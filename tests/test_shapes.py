@@ -132,3 +132,14 @@ def test_after_a_hang_the_family_makes_no_further_call():
     results = ShapeConditionalCheck(shapes=(Shape(1_025, 2),)).run(ctx)
     assert len(calls) == before  # no call beside the hung one
     assert [r.status for r in results] == ["skip", "skip"] and "hang" in results[0].message
+
+
+def test_target_law_at_shapes_finds_loss_and_passes_the_reference():
+    from specverify.checks._shapes import ShapeTargetLawCheck
+
+    check = ShapeTargetLawCheck(shapes=(Shape(40, 2, actives=3),))
+    assert [r.status for r in _run(check, specverify.reference)] == ["pass", "pass", "pass"]
+    first, _, _ = _run(check, ZOO["wrong-from-nine-tokens"])
+    assert first.status == "fail" and first.finding == "loss"
+    *_, acceptance = _run(check, ZOO["sample-and-compare"])
+    assert acceptance.status == "fail" and acceptance.finding == "suboptimal"

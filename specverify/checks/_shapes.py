@@ -393,71 +393,68 @@ class ShapeTargetLawCheck:
             tallies.append((shape, reduced, case, cells, labels, rows, needed, tally))
         if fault is not None:
             return [fault_result(d, fault) for d in self.decision_list()]
-        results = []
-        power = ctx.budget.power
         note = f" ({'; '.join(left_out)})" if left_out else ""
-        for rid, kind in ((first_id, "first"), (position_id, "position"), (accept_id, "acceptance")):
-            worst_p, claim, evidence, detail = 1.0, 0.0, [], ""
-            for shape, reduced, case, cells, labels, rows, needed, (completed, accepted) in tallies:
-                n_cells = len(labels)
-                p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
-                lumped = torch.zeros((case.k + 1, n_cells), dtype=torch.float64).index_add_(1, cells, p).numpy()
-                if kind == "acceptance":
-                    law = accepted_law(case)
-                    test = mean_test(np.repeat(np.arange(case.k + 1), accepted), law, alpha=share / 2, power=power)
-                    pv = min(1.0, 2 * min(test.pvalue_low, test.pvalue_high))
-                    low = test.pvalue_low <= share / 2
-                    high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
-                    ceiling = case.k * ctx.budget.shape_ceiling_tv
-                    entry = {"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
-                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}
-                    evidence.append(entry)
-                    if low or high:
-                        return_finding = "suboptimal" if low else "non-canonical"
-                        results.append(CheckResult(id=rid, family=self.family, case=None, status="fail", finding=return_finding, proves="suboptimal",
-                                                   p_value=test.pvalue_low if low else test.pvalue_high, alpha=share / 2, samples=rows, evidence={"shapes": evidence},
-                                                   message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})"))
-                        break
-                    worst_p = min(worst_p, pv)
-                    if test.min_detectable_drop > ceiling:
-                        detail = "inconclusive"
-                    continue
-                positions = [0] if kind == "first" else list(range(1, case.k + 1))
-                level = share / len(positions)
-                for i in positions:
-                    obs = completed[i]
-                    gof = gof_test(obs, lumped[i], alpha=level, random_state=ctx.seed_for(rid, shape.label, i))
-                    c = gof.min_detectable_tv(level, power)
-                    claim = max(claim, c)
-                    expected = lumped[i] * obs.sum()
-                    entry = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
-                             "pvalue": gof.pvalue, "min_detectable_tv": c, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
-                             "where": largest_deviation(obs, expected, lambda g, cc: labels[cc])}
-                    if reduced:
-                        entry["reduced"] = reduced
-                    evidence.append(entry)
-                    if gof.pvalue * len(positions) * len(self.shapes) <= ctx.alpha and not detail.startswith("fail"):
-                        detail = f"fail:V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
-                    worst_p = min(worst_p, min(1.0, gof.pvalue * len(positions)))
-            if kind == "acceptance":
-                if results and results[-1].id == rid:
-                    continue
-                status = "inconclusive" if detail == "inconclusive" else "pass"
-                results.append(CheckResult(id=rid, family=self.family, case=None, status=status, proves="suboptimal", p_value=min(1.0, worst_p * len(self.shapes)),
-                                           alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
-                                           message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note))
-                continue
-            common = dict(id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
-                          p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
-                          evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
-            what = "the first token" if kind == "first" else "each position's completed token"
-            if detail.startswith("fail:"):
-                results.append(CheckResult(**common, status="fail", finding="loss", message=f"{what} does not follow the target's law: {detail[5:]}"))
-            else:
-                status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-                sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
-                results.append(CheckResult(**common, status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}"))
-        return results
+        if not tallies:
+            return [CheckResult(id=d.id, family=self.family, case=None, status="skip", message=f"no shape within the budget's limits{note}") for d in self.decision_list()]
+        return [
+            self._law_result(ctx, first_id, [0], tallies, share, note),
+            self._law_result(ctx, position_id, None, tallies, share, note),
+            self._acceptance_result(ctx, accept_id, tallies, share, note),
+        ]
+
+    def _law_result(self, ctx: Context, rid: str, positions: list[int] | None, tallies: list, share: float, note: str) -> CheckResult:
+        """The completed token's law at ``positions`` (``None``: 1..K), Bonferroni over shapes and positions."""
+        worst_p, claim, evidence, failure = 1.0, 0.0, [], None
+        power = ctx.budget.power
+        for shape, reduced, case, cells, labels, rows, needed, (completed, _) in tallies:
+            p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
+            lumped = torch.zeros((case.k + 1, len(labels)), dtype=torch.float64).index_add_(1, cells, p).numpy()
+            at = positions or list(range(1, case.k + 1))
+            level = share / len(at)
+            for i in at:
+                obs = completed[i]
+                gof = gof_test(obs, lumped[i], alpha=level, random_state=ctx.seed_for(rid, shape.label, i))
+                detectable = gof.min_detectable_tv(level, power)
+                claim = max(claim, detectable)
+                expected = lumped[i] * obs.sum()
+                entry = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
+                         "pvalue": gof.pvalue, "min_detectable_tv": detectable, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
+                         "where": largest_deviation(obs, expected, lambda g, c: labels[c])}
+                if reduced:
+                    entry["reduced"] = reduced
+                evidence.append(entry)
+                if gof.pvalue <= level and failure is None:
+                    failure = f"V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
+                worst_p = min(worst_p, min(1.0, gof.pvalue * len(at)))
+        common = dict(id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
+                      p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
+                      evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
+        what = "the first token" if positions == [0] else "each later position's completed token"
+        if failure is not None:
+            return CheckResult(**common, status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}")
+        status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
+        sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
+        return CheckResult(**common, status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}")
+
+    def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
+        """Mean accepted drafts against the exact expectation, both tails at ``share / 2`` per shape."""
+        worst_p, evidence, inconclusive = 1.0, [], False
+        for shape, _, case, _, _, rows, _, (_, accepted) in tallies:
+            test = mean_test(np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power)
+            ceiling = case.k * ctx.budget.shape_ceiling_tv  # a TV deviation t moves the mean by at most K t
+            evidence.append({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
+                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high})
+            low = test.pvalue_low <= share / 2
+            high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
+            if low or high:
+                return CheckResult(id=rid, family=self.family, case=None, status="fail", finding="suboptimal" if low else "non-canonical", proves="suboptimal",
+                                   p_value=test.pvalue_low if low else test.pvalue_high, alpha=ctx.alpha, samples=rows, evidence={"shapes": evidence},
+                                   message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})")
+            worst_p = min(worst_p, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)))
+            inconclusive |= test.min_detectable_drop > ceiling
+        return CheckResult(id=rid, family=self.family, case=None, status="inconclusive" if inconclusive else "pass", proves="suboptimal",
+                           p_value=min(1.0, worst_p * len(self.shapes)), alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
+                           message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note)
 
 
 def accepted_law(case: StepCase) -> np.ndarray:
