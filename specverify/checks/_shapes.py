@@ -128,7 +128,7 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
     """``(rows, needed)``: rows for the budget's shape TV, bounded by what its volume affords."""
     needed = samples_needed(ctx.budget.shape_tv, max(df, 1), alpha, ctx.budget.power)
-    affordable = max(MIN_ROWS, ctx.budget.shape_volume // shape.row_elements())
+    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
     return max(MIN_ROWS, min(needed, affordable, ctx.budget.max_samples)), needed
 
 
@@ -275,7 +275,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     cells = law.size
     eps = ctx.budget.shape_tv
     batches, size = identity_plan(cells, eps, alpha, ctx.budget.power)
-    affordable = max(MIN_ROWS, ctx.budget.shape_volume // shape.row_elements())
+    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
     mean_size = min(float(size), affordable / batches)  # what the volume affords: a coarser claim
     harness = np.random.default_rng(ctx.seed_for(rid, "batches"))
     sizes = harness.poisson(mean_size, size=batches)  # Poisson-sized batches: independent cell counts
