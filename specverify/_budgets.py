@@ -76,7 +76,7 @@ class Budget:
 BUDGETS = {
     "quick": Budget(
         "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0, shape_tv=0.1, shape_volume=2**26,
-        shape_min_rows=128,
+        shape_min_rows=512,
         shape_max_vocab=65_537,
     ),
     "standard": Budget("standard", tv=0.01, examples=20, validity_examples=60),
