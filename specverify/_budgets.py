@@ -34,8 +34,12 @@ class Budget:
         shape_tv: TV the ``shapes`` family's checks are sized for where the volume affords it.
         shape_volume: input elements (rows x (2K+1) x V) one production shape may give the sampler:
             its cost grows with V, so the largest vocabularies get fewer rows and a coarser claim.
+        shape_min_rows: fewest rows a production shape gets, whatever its volume affords (so the
+            largest vocabularies keep a claim under the ceiling).
         shape_max_vocab: largest vocabulary the ``shapes`` family gives the sampler at this budget
             (larger shapes are reported as skipped, with this reason).
+        shape_full_domain: also test the whole law of one shape, every (accepted, token) cell, with
+            the identity test of :func:`specverify.stats.identity_test` (samples ~ sqrt(cells)/eps^2).
         shape_ceiling_tv: above this detectable TV a ``shapes`` check is inconclusive (its own
             ceiling: at the largest V a CPU budget affords far fewer rows than at small V).
     """
@@ -52,7 +56,9 @@ class Budget:
     shrink_seconds: float = 30.0
     shape_tv: float = 0.05
     shape_volume: int = 2**28
+    shape_min_rows: int = 512
     shape_max_vocab: int = 262_144
+    shape_full_domain: bool = False
     shape_ceiling_tv: float = 0.5
 
     @property
@@ -72,6 +78,7 @@ class Budget:
 BUDGETS = {
     "quick": Budget(
         "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0, shape_tv=0.1, shape_volume=2**26,
+        shape_min_rows=512,
         shape_max_vocab=65_537,
     ),
     "standard": Budget("standard", tv=0.01, examples=20, validity_examples=60),
@@ -84,6 +91,8 @@ BUDGETS = {
         shrink_seconds=120.0,
         shape_tv=0.02,
         shape_volume=2**32,
+        shape_full_domain=True,
+        shape_min_rows=2_048,
     ),
 }
 

@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="put a sampler through the conformance battery",
         description=(
-            "Run every check family (contract, support, exact, fit, efficiency, robustness) on the sampler named "
+            "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler named "
             "by SPEC and print the verdict. Statistical checks share one family-wise false-positive budget and "
             "each states the smallest deviation (total variation) it detects with probability 0.99."
         ),

@@ -134,6 +134,8 @@ class ReachRecorder:
 
 #: Checks whose claims are within this factor of each other share one clause of the guarantee.
 MERGE_FACTOR = 2.0
+#: A clause also ends where the largest vocabulary tested grows past this factor.
+VOCAB_FACTOR = 64
 
 
 def guarantee(checks: Iterable[Any], *, power: float, alpha: float) -> str | None:
@@ -162,7 +164,8 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
     """``(claim, reach)`` clauses, by increasing largest vocabulary tested.
 
     Checks sorted by the largest V they tested; a clause ends where the running worst claim has
-    grown past :data:`MERGE_FACTOR` times the claim the clause began with.  Each clause claims the
+    grown past :data:`MERGE_FACTOR` times the claim the clause began with, or the largest V past
+    :data:`VOCAB_FACTOR` times the clause's first.  Each clause claims the
     worst claim of every check up to its end (so the claims grow with V and each holds for all
     checks it speaks for) on the merged reach of its own checks.
     """
@@ -172,7 +175,7 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
     start = worst = 0.0
     for c in known:
         worst = max(worst, c.min_detectable_tv)
-        if groups and worst <= MERGE_FACTOR * start:
+        if groups and worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1]:
             groups[-1].append(c)
         else:
             groups.append([c])

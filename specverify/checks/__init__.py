@@ -28,7 +28,7 @@ from ._contract import (
     SeedSensitivityCheck,
 )
 from ._efficiency import AcceptanceCheck
-from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
+from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, FullSizeGridCheck, UniformGridCheck
 from ._fit import ModelFitCheck, StepLawCheck
 from ._every_shape import EveryShapeCheck
 from ._renormalisation import RenormalisationCheck
@@ -79,6 +79,7 @@ def battery() -> list[Check]:
         AcceptanceCheck("seed-chain"),
         AcceptanceCheck("random"),
         # --- production shapes and float edges (issue 14) ---
+        FullSizeGridCheck(),
         EdgeLawCheck(),
         ShapeConditionalCheck(),
         ShapeTargetLawCheck(),

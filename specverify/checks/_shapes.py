@@ -34,7 +34,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest, Violation
 from .._cases import StepCase
 from .._result import CheckResult
-from ..stats import gof_test, mean_test, samples_needed, tv_estimate
+from ..stats import gof_test, identity_plan, identity_test, mean_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
     EDGE_LAW_KINDS,
     active_tokens,
@@ -45,18 +45,29 @@ from ..strategies._internal.shapes import (
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation
 
-__all__ = ["EdgeLawCheck", "Shape", "ShapeConditionalCheck", "ShapeTargetLawCheck", "call_rows", "lumped_law"]
+__all__ = [
+    "EdgeLawCheck",
+    "Shape",
+    "ShapeConditionalCheck",
+    "ShapeTargetLawCheck",
+    "call_rows",
+    "earlier_hang",
+    "lumped_law",
+    "remember_hang",
+]
 
-#: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory.
-MAX_CALL_ELEMENTS = 2**24
+#: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory, and keeps each
+#: call's tensors small enough to be reused from the heap (larger ones are fresh pages every call,
+#: and the page faults cost more than the sampler's arithmetic: measured, 15x the system time).
+MAX_CALL_ELEMENTS = 2**21
 #: Most rows in one call (more where a sampler's max_batch allows nothing larger).
 MAX_CALL_ROWS = 512
 #: Fewest rows a shape is given, whatever the budget affords.
 MIN_ROWS = 64
 
-# A sampler that hung or failed at a shape is not called again at that shape or larger by a later
-# check of this family in the same run (a hang costs its time limit once, not once per check).
-_FAULTS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[int, str, SamplerFault]] = weakref.WeakKeyDictionary()
+# After a hang the hung call is still running inside the sampler: this family makes no further call
+# in the run (a second call would run beside it, and each hang costs its time limit).
+_HANGS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[str, SamplerFault]] = weakref.WeakKeyDictionary()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +79,7 @@ class Shape:
     k: int
     accept_until: int = 0
     actives: int = 4
+    rows_per_call: int | None = None  # a large batch on purpose (default: what memory allows)
 
     @property
     def label(self) -> str:
@@ -82,11 +94,13 @@ class Shape:
 #: (2K+1) V floats a row).
 CONDITIONAL_SHAPES = (
     Shape(1_025, 16, accept_until=8, actives=2),
-    Shape(4_097, 3),
+    Shape(4_097, 3, rows_per_call=MAX_CALL_ROWS),
     Shape(65_537, 1, actives=3),
     Shape(128_256, 1, actives=3),
     Shape(262_144, 1, actives=3),
 )
+#: Shape of the full-domain identity test (every one of its (K+1) V cells, no lumping).
+FULL_DOMAIN_SHAPE = Shape(1_025, 2)
 #: Shapes of the target's own law and of acceptance: the common vocabulary sizes.
 TARGET_SHAPES = (Shape(32_000, 2, actives=3), Shape(151_936, 1, actives=3), Shape(256_000, 1, actives=3))
 #: Vocabulary of the float-edge cases (the dominant token's id, the last, crosses the 1,024 boundary).
@@ -97,7 +111,7 @@ EDGE_ACTIVE = 0.02
 
 def call_rows(sut: SamplerUnderTest, shape: Shape) -> int:
     """Rows per call at ``shape``: up to :data:`MAX_CALL_ROWS`, the sampler's max_batch, and memory."""
-    rows = min(MAX_CALL_ROWS, max(1, MAX_CALL_ELEMENTS // shape.row_elements()))
+    rows = shape.rows_per_call or min(MAX_CALL_ROWS, max(1, MAX_CALL_ELEMENTS // shape.row_elements()))
     return min(rows, sut.capabilities.max_batch or rows) if sut.capabilities.batched else 1
 
 
@@ -108,13 +122,13 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
     k = min(shape.k, caps.max_k or shape.k)
     if (vocab, k) == (shape.vocab, shape.k):
         return shape, None
-    return Shape(vocab, k, min(shape.accept_until, k), shape.actives), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
+    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
 
 
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
     """``(rows, needed)``: rows for the budget's shape TV, bounded by what its volume affords."""
     needed = samples_needed(ctx.budget.shape_tv, max(df, 1), alpha, ctx.budget.power)
-    affordable = max(MIN_ROWS, ctx.budget.shape_volume // shape.row_elements())
+    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
     return max(MIN_ROWS, min(needed, affordable, ctx.budget.max_samples)), needed
 
 
@@ -126,17 +140,19 @@ def lumped_law(case: StepCase, cells: torch.Tensor, n_cells: int) -> np.ndarray:
     return lumped.reshape(-1).numpy()
 
 
-def _earlier_fault(ctx: Context, vocab: int) -> SamplerFault | None:
-    earlier = _FAULTS.get(ctx.sut)
-    if earlier is not None and vocab >= earlier[0]:
-        v = earlier[2].violation
-        return SamplerFault(Violation(v.rule, f"{v.message} (at V={earlier[0]:,} in {earlier[1]}; not called again at V >= {earlier[0]:,})", v.finding))
-    return None
+def earlier_hang(ctx: Context) -> SamplerFault | None:
+    """The hang an earlier check of this run saw, as this check's fault (``None`` if none)."""
+    earlier = _HANGS.get(ctx.sut)
+    if earlier is None:
+        return None
+    v = earlier[1].violation
+    return SamplerFault(Violation(v.rule, f"{v.message} (in {earlier[0]}; the hung call still runs, so no further call is made)", v.finding))
 
 
-def _remember(ctx: Context, vocab: int, where: str, fault: SamplerFault) -> None:
-    if ctx.sut not in _FAULTS or vocab < _FAULTS[ctx.sut][0]:
-        _FAULTS[ctx.sut] = (vocab, where, fault)
+def remember_hang(ctx: Context, where: str, fault: SamplerFault) -> None:
+    """Record a hang, so that later large-shape checks do not call the sampler again."""
+    if fault.violation.rule == "hang" and ctx.sut not in _HANGS:
+        _HANGS[ctx.sut] = (where, fault)
 
 
 def lumped_counts(
@@ -178,14 +194,16 @@ class ShapeConditionalCheck:
         return check_id(self.family, "conditional")
 
     def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes]
+        full = _Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
+        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return None
 
     def run(self, ctx: Context) -> list[CheckResult]:
         results = []
-        share = ctx.alpha / len(self.shapes)
+        full = ctx.budget.shape_full_domain
+        share = ctx.alpha / (len(self.shapes) + full)
         fault: SamplerFault | None = None
         for index, declared in enumerate(self.shapes):
             rid = check_id(self.family, "conditional", declared.label)
@@ -194,7 +212,7 @@ class ShapeConditionalCheck:
                 results.append(_beyond_budget(ctx, rid, self.family, declared.label, shape))
                 continue
             if fault is None:
-                fault = _earlier_fault(ctx, shape.vocab)
+                fault = earlier_hang(ctx)
             if fault is not None:
                 results.append(_not_run(rid, self.family, declared.label, fault, results))
                 continue
@@ -207,8 +225,8 @@ class ShapeConditionalCheck:
             try:
                 counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
-                _remember(ctx, shape.vocab, rid, f)
-                fault = f
+                remember_hang(ctx, rid, f)
+                fault = earlier_hang(ctx)  # a hang stops the shapes after it; another fault does not
                 result = fault_result(_Decision(rid, self.family, declared.label), f, evidence={"V": shape.vocab, "K": shape.k})
                 result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
                 results.append(result)
@@ -238,7 +256,67 @@ class ShapeConditionalCheck:
                                      message=f"V={shape.vocab:,}, K={shape.k}, {rows:,} rows: law given the drafts exact; {_claim_note(ctx, claim, rows, needed)}" + (f"; {reduced}" if reduced else ""))
             result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
             results.append(result)
+        results.append(_full_law(ctx, share, fault) if full else CheckResult(
+            id=self.decision_list()[-1].id, family=self.family, case=FULL_DOMAIN_SHAPE.label, status="skip",
+            message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law"))
         return results
+
+
+def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckResult:
+    """The whole law of one shape, every (accepted, token) cell, by the identity test."""
+    family = "shapes"
+    shape, reduced = bounded(ctx.sut, FULL_DOMAIN_SHAPE)
+    rid = check_id(family, "full-law", FULL_DOMAIN_SHAPE.label)
+    fault = fault or earlier_hang(ctx)
+    if fault is not None:
+        return _not_run(rid, family, FULL_DOMAIN_SHAPE.label, fault, [])
+    case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case")))
+    law = case.law().reshape(-1).numpy()
+    cells = law.size
+    eps = ctx.budget.shape_tv
+    batches, size = identity_plan(cells, eps, alpha, ctx.budget.power)
+    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
+    mean_size = min(float(size), affordable / batches)  # what the volume affords: a coarser claim
+    harness = np.random.default_rng(ctx.seed_for(rid, "batches"))
+    sizes = harness.poisson(mean_size, size=batches)  # Poisson-sized batches: independent cell counts
+    batch_of = torch.from_numpy(np.repeat(np.arange(batches), sizes))
+    rows = int(sizes.sum())
+    per_call = call_rows(ctx.sut, shape)
+    generator = ctx.sut.generator(ctx.seed_for(rid, "rows"))
+    dtype = ctx.dtype_for(case.precision)
+    counts = np.zeros(batches * cells, dtype=np.int64)
+    ctx.sut.reach.reset()
+    try:
+        for start in range(0, rows, per_call):  # over calls, not rows
+            n = min(per_call, rows - start)
+            tokens, accepted = ctx.sut.step(*case.batch(n), generator=generator, dtype=dtype)
+            code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
+            counts += np.bincount(code.numpy(), minlength=counts.size)
+            ctx.advance(n)
+    except SamplerFault as f:
+        remember_hang(ctx, rid, f)
+        result = fault_result(_Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
+        result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+        return result
+    test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
+    claim = test.min_detectable_tv(alpha, ctx.budget.power)
+    evidence = {"V": shape.vocab, "K": shape.k, "cells": cells, "test": test.method, "batches": batches, "mean_batch_size": mean_size,
+                "planned_batch_size": size, "rejecting_batches": test.rejecting, "statistics": list(test.statistics), "impossible": test.impossible,
+                "power_against": "the spread deviation (every cell moved by a relative factor)", "ceiling_tv": ctx.budget.shape_ceiling_tv}
+    if reduced:
+        evidence["reduced"] = reduced
+    common = dict(id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
+    if test.pvalue <= alpha:
+        result = CheckResult(**common, status="fail", finding="non-canonical", message=(
+            f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
+            + (f"{test.impossible} outcomes of probability 0" if test.impossible else f"{test.rejecting} of {batches} batches reject (p = {test.pvalue:.3g})")))
+    else:
+        status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
+        result = CheckResult(**common, status=status, message=(
+            f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
+            f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"))
+    result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,10 +332,9 @@ def _beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape)
 
 
 def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault, done: list[CheckResult]) -> CheckResult:
-    """A shape not run because the sampler already faulted: a failure with that fault, never a pass."""
-    result = fault_result(_Decision(rid, family, case), fault)
-    result.message = f"not run: {result.message}"
-    return result
+    """A shape not run because the sampler hung before: a skip naming the hang (the failure is the
+    hang's own result), never a pass."""
+    return CheckResult(id=rid, family=family, case=case, status="skip", message=f"not run: {fault.violation.rule}: {fault.violation.message}")
 
 
 @dataclasses.dataclass
@@ -295,14 +372,14 @@ class ShapeTargetLawCheck:
         fault: SamplerFault | None = None
         tallies = []
         left_out = []
+        hang = earlier_hang(ctx)
+        if hang is not None:
+            return [_not_run(d.id, self.family, None, hang, []) for d in self.decision_list()]
         for declared in self.shapes:
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
                 left_out.append(f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab {ctx.budget.shape_max_vocab:,}")
                 continue
-            fault = fault or _earlier_fault(ctx, shape.vocab)
-            if fault is not None:
-                break
             case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(self.id, shape.label), actives=shape.actives, label="position-model"))
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             df = len(labels) * (shape.k + 1) - 1
@@ -310,77 +387,74 @@ class ShapeTargetLawCheck:
             try:
                 tally = _model_tally(ctx, case, cells, len(labels), rows, ctx.seed_for(self.id, shape.label, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
-                _remember(ctx, shape.vocab, self.id, f)
+                remember_hang(ctx, self.id, f)
                 fault = f
                 break
             tallies.append((shape, reduced, case, cells, labels, rows, needed, tally))
         if fault is not None:
             return [fault_result(d, fault) for d in self.decision_list()]
-        results = []
-        power = ctx.budget.power
         note = f" ({'; '.join(left_out)})" if left_out else ""
-        for rid, kind in ((first_id, "first"), (position_id, "position"), (accept_id, "acceptance")):
-            worst_p, claim, evidence, detail = 1.0, 0.0, [], ""
-            for shape, reduced, case, cells, labels, rows, needed, (completed, accepted) in tallies:
-                n_cells = len(labels)
-                p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
-                lumped = torch.zeros((case.k + 1, n_cells), dtype=torch.float64).index_add_(1, cells, p).numpy()
-                if kind == "acceptance":
-                    law = accepted_law(case)
-                    test = mean_test(np.repeat(np.arange(case.k + 1), accepted), law, alpha=share / 2, power=power)
-                    pv = min(1.0, 2 * min(test.pvalue_low, test.pvalue_high))
-                    low = test.pvalue_low <= share / 2
-                    high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
-                    ceiling = case.k * ctx.budget.shape_ceiling_tv
-                    entry = {"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
-                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}
-                    evidence.append(entry)
-                    if low or high:
-                        return_finding = "suboptimal" if low else "non-canonical"
-                        results.append(CheckResult(id=rid, family=self.family, case=None, status="fail", finding=return_finding, proves="suboptimal",
-                                                   p_value=test.pvalue_low if low else test.pvalue_high, alpha=share / 2, samples=rows, evidence={"shapes": evidence},
-                                                   message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})"))
-                        break
-                    worst_p = min(worst_p, pv)
-                    if test.min_detectable_drop > ceiling:
-                        detail = "inconclusive"
-                    continue
-                positions = [0] if kind == "first" else list(range(1, case.k + 1))
-                level = share / len(positions)
-                for i in positions:
-                    obs = completed[i]
-                    gof = gof_test(obs, lumped[i], alpha=level, random_state=ctx.seed_for(rid, shape.label, i))
-                    c = gof.min_detectable_tv(level, power)
-                    claim = max(claim, c)
-                    expected = lumped[i] * obs.sum()
-                    entry = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
-                             "pvalue": gof.pvalue, "min_detectable_tv": c, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
-                             "where": largest_deviation(obs, expected, lambda g, cc: labels[cc])}
-                    if reduced:
-                        entry["reduced"] = reduced
-                    evidence.append(entry)
-                    if gof.pvalue * len(positions) * len(self.shapes) <= ctx.alpha and not detail.startswith("fail"):
-                        detail = f"fail:V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
-                    worst_p = min(worst_p, min(1.0, gof.pvalue * len(positions)))
-            if kind == "acceptance":
-                if results and results[-1].id == rid:
-                    continue
-                status = "inconclusive" if detail == "inconclusive" else "pass"
-                results.append(CheckResult(id=rid, family=self.family, case=None, status=status, proves="suboptimal", p_value=min(1.0, worst_p * len(self.shapes)),
-                                           alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
-                                           message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note))
-                continue
-            common = dict(id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
-                          p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
-                          evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
-            what = "the first token" if kind == "first" else "each position's completed token"
-            if detail.startswith("fail:"):
-                results.append(CheckResult(**common, status="fail", finding="loss", message=f"{what} does not follow the target's law: {detail[5:]}"))
-            else:
-                status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-                sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
-                results.append(CheckResult(**common, status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}"))
-        return results
+        if not tallies:
+            return [CheckResult(id=d.id, family=self.family, case=None, status="skip", message=f"no shape within the budget's limits{note}") for d in self.decision_list()]
+        return [
+            self._law_result(ctx, first_id, [0], tallies, share, note),
+            self._law_result(ctx, position_id, None, tallies, share, note),
+            self._acceptance_result(ctx, accept_id, tallies, share, note),
+        ]
+
+    def _law_result(self, ctx: Context, rid: str, positions: list[int] | None, tallies: list, share: float, note: str) -> CheckResult:
+        """The completed token's law at ``positions`` (``None``: 1..K), Bonferroni over shapes and positions."""
+        worst_p, claim, evidence, failure = 1.0, 0.0, [], None
+        power = ctx.budget.power
+        for shape, reduced, case, cells, labels, rows, needed, (completed, _) in tallies:
+            p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
+            lumped = torch.zeros((case.k + 1, len(labels)), dtype=torch.float64).index_add_(1, cells, p).numpy()
+            at = positions or list(range(1, case.k + 1))
+            level = share / len(at)
+            for i in at:
+                obs = completed[i]
+                gof = gof_test(obs, lumped[i], alpha=level, random_state=ctx.seed_for(rid, shape.label, i))
+                detectable = gof.min_detectable_tv(level, power)
+                claim = max(claim, detectable)
+                expected = lumped[i] * obs.sum()
+                entry = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
+                         "pvalue": gof.pvalue, "min_detectable_tv": detectable, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
+                         "where": largest_deviation(obs, expected, lambda g, c: labels[c])}
+                if reduced:
+                    entry["reduced"] = reduced
+                evidence.append(entry)
+                if gof.pvalue <= level and failure is None:
+                    failure = f"V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
+                worst_p = min(worst_p, min(1.0, gof.pvalue * len(at)))
+        common = dict(id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
+                      p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
+                      evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
+        what = "the first token" if positions == [0] else "each later position's completed token"
+        if failure is not None:
+            return CheckResult(**common, status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}")
+        status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
+        sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
+        return CheckResult(**common, status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}")
+
+    def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
+        """Mean accepted drafts against the exact expectation, both tails at ``share / 2`` per shape."""
+        worst_p, evidence, inconclusive = 1.0, [], False
+        for shape, _, case, _, _, rows, _, (_, accepted) in tallies:
+            test = mean_test(np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power)
+            ceiling = case.k * ctx.budget.shape_ceiling_tv  # a TV deviation t moves the mean by at most K t
+            evidence.append({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
+                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high})
+            low = test.pvalue_low <= share / 2
+            high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
+            if low or high:
+                return CheckResult(id=rid, family=self.family, case=None, status="fail", finding="suboptimal" if low else "non-canonical", proves="suboptimal",
+                                   p_value=test.pvalue_low if low else test.pvalue_high, alpha=ctx.alpha, samples=rows, evidence={"shapes": evidence},
+                                   message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})")
+            worst_p = min(worst_p, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)))
+            inconclusive |= test.min_detectable_drop > ceiling
+        return CheckResult(id=rid, family=self.family, case=None, status="inconclusive" if inconclusive else "pass", proves="suboptimal",
+                           p_value=min(1.0, worst_p * len(self.shapes)), alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
+                           message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note)
 
 
 def accepted_law(case: StepCase) -> np.ndarray:
@@ -448,6 +522,10 @@ class EdgeLawCheck:
         results = []
         for kind in self.kinds:
             rid = check_id(self.family, "edge-law", kind)
+            hang = earlier_hang(ctx)
+            if hang is not None:
+                results.append(_not_run(rid, self.family, kind, hang, results))
+                continue
             case = ctx.as_passed(edge_case(kind, vocab, seed=ctx.seed_for(rid) % 2**32))
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
             law = lumped_law(case, cells, len(labels))
@@ -457,6 +535,7 @@ class EdgeLawCheck:
             try:
                 counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
             except SamplerFault as f:
+                remember_hang(ctx, rid, f)
                 result = fault_result(_Decision(rid, self.family, kind), f, evidence={"case": kind, "V": vocab})
                 result.reach = ctx.sut.reach.snapshot(kinds=[kind])
                 results.append(result)

@@ -133,6 +133,9 @@ class LargeVocabCheck:
             try:
                 ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", vocab)))
             except SamplerFault as fault:
+                from ._shapes import remember_hang
+
+                remember_hang(ctx, self.id, fault)  # the shapes family makes no call beside a hung one
                 return fault_result(self, fault, evidence={"V": vocab})
             rows += batch
             ctx.advance(batch)

@@ -16,10 +16,14 @@
 * :func:`least_favourable`, :func:`chi_square_distance`: the planted deviation power is stated
   against.
 * :func:`mean_test`: accepted drafts per call against the exact expectation.
+* :func:`identity_test`, :func:`identity_plan`, :func:`identity_min_tv`: the whole law over a
+  large domain with samples growing like ``sqrt(cells) / eps^2`` (Acharya, Daskalakis and Kamath
+  2015), level exact at any alpha.
 """
 
 from ._budget import AlphaBudget, TwoStagePlan, confirmation_alpha, plan_two_stage
 from ._gof import GoodnessOfFit, gof_pvalues, gof_test
+from ._identity import IdentityTest, identity_min_tv, identity_plan, identity_test
 from ._independence import IndependenceTest, homogeneity_test, independence_test
 from ._mean import MeanTest, mean_test
 from ._planted import chi_square_distance, least_favourable
@@ -30,6 +34,7 @@ from ._tv import TVEstimate, tv_distance, tv_estimate
 __all__ = [
     "AlphaBudget",
     "GoodnessOfFit",
+    "IdentityTest",
     "IndependenceTest",
     "MeanTest",
     "SequentialTest",
@@ -40,6 +45,9 @@ __all__ = [
     "gof_pvalues",
     "gof_test",
     "homogeneity_test",
+    "identity_min_tv",
+    "identity_plan",
+    "identity_test",
     "independence_test",
     "least_favourable",
     "mean_test",

@@ -14,7 +14,10 @@ Use them in your own tests::
   :data:`VECTOR_KINDS`, rounded to any of :data:`PRECISIONS` without renormalising;
 * one position: :func:`target_draft_pairs` of every :data:`PAIR_KINDS` relation;
 * one step: :func:`step_cases` and :func:`step_batches` (kinds :data:`STEP_KINDS`, ``"mixed"``);
-* a model: :func:`model_cases` and :func:`model_batches` (kinds :data:`MODEL_KINDS`, ``"mixed"``).
+* a model: :func:`model_cases` and :func:`model_batches` (kinds :data:`MODEL_KINDS`, ``"mixed"``);
+* production shapes and float edges: :func:`large_vocab_cases` (and :func:`structured_case`, one
+  case with mass on tokens across :data:`BOUNDARIES` and diffuse tails), :func:`edge_case` (kinds
+  :data:`EDGE_LAW_KINDS`).
 
 Everything shrinks toward a small vocabulary, few drafts and simple numbers.  No strategy draws a
 sampler's random seed: seeds are derived from the example (see ``specverify._seeds``).  Importing
@@ -39,6 +42,7 @@ from ._internal.models import (
 )
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
 from ._internal.profiles import PROFILES, register_profiles
+from ._internal.shapes import BOUNDARIES, COMMON_VOCABS, EDGE_LAW_KINDS, edge_case, large_vocab_cases, structured_case
 from ._internal.vectors import (
     LOW_PRECISIONS,
     PRECISIONS,
@@ -52,7 +56,10 @@ from ._internal.vectors import (
 register_profiles()
 
 __all__ = [
+    "BOUNDARIES",
+    "COMMON_VOCABS",
     "EDGE_KINDS",
+    "EDGE_LAW_KINDS",
     "LOW_PRECISIONS",
     "MAX_CHAIN_ORDER",
     "MIXABLE_MODEL_KINDS",
@@ -65,6 +72,8 @@ __all__ = [
     "PROFILES",
     "STEP_KINDS",
     "VECTOR_KINDS",
+    "edge_case",
+    "large_vocab_cases",
     "model_batches",
     "model_cases",
     "probability_rows",
@@ -73,6 +82,7 @@ __all__ = [
     "round_to",
     "step_batches",
     "step_cases",
+    "structured_case",
     "target_draft_pairs",
     "vocab_sizes",
 ]

@@ -2,7 +2,8 @@
 
 The harness finds, by itself, the defect the adapters' notes describe: with no guard on a residual
 of zero mass, the library raises when the target exceeds the draft only below float32 resolution
-(the ``sub-ulp`` edge cases), so the verdict is non-conformant; every statistical check passes.
+(the ``sub-ulp`` edge cases, and the ``shapes`` family's float-edge laws where a residual rounds to
+zero), so the verdict is non-conformant; every statistical check passes.
 """
 
 from __future__ import annotations
@@ -26,4 +27,6 @@ def test_transformers_battery_finds_the_zero_residual_crash(tmp_path):
     assert "raised RuntimeError" in crash["message"]
     example = crash["evidence"]["minimal_example"]["cases"][0]
     assert (example["K"], example["V"]) == (1, 2)
+    for edge in ("sub-ulp-residual", "zeros-next-to-sub-ulp"):  # the same crash, seen as a law test
+        assert "raised RuntimeError" in failing.pop(f"shapes.edge-law[{edge}]")["message"]
     assert not failing, f"only the crash should fail: {sorted(failing)}"

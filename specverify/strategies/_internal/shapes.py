@@ -83,6 +83,7 @@ def structured_case(
     actives: int = 4,
     tail_mass: tuple[float, float] = (0.3, 0.1),
     accept_until: int = 0,
+    bonus_tail: float | None = None,
     precision: str = "float32",
     label: str = "structured",
 ) -> StepCase:
@@ -93,7 +94,8 @@ def structured_case(
     id drawn, never the forced ones, so the last ids carry residual and bonus mass.  The target's tail holds
     ``tail_mass[0]`` spread evenly over the other tokens, the draft's ``tail_mass[1]``, so a
     rejection emits a tail token with real probability and the tail cells see it.  Draft ``i`` is
-    the position's first active token; for ``i < accept_until`` the draft gives it less mass than
+    the position's first active token (``bonus_tail``, if given, replaces the tail mass of the
+    bonus row ``K``; 0 leaves it exact zeros); for ``i < accept_until`` the draft gives it less mass than
     the target (accepted with probability 1, so later positions are reached often), from there on
     twice the target's (accepted with probability about 1/2, so residuals are drawn from).
     """
@@ -111,8 +113,9 @@ def structured_case(
         m = ids.size
         ids_t = torch.from_numpy(ids.astype(np.int64))
         w_p = rng.uniform(0.5, 1.5, size=m)
-        w_p = (1.0 - tail_mass[0]) * w_p / w_p.sum()
-        target[i].fill_(tail_mass[0] / (vocab - m))
+        tail = tail_mass[0] if i < k or bonus_tail is None else bonus_tail
+        w_p = (1.0 - tail) * w_p / w_p.sum()
+        target[i].fill_(tail / (vocab - m))
         target[i, ids_t] = torch.from_numpy(w_p)
         if i == k:
             break

@@ -1,0 +1,145 @@
+"""The shapes family: structured production-shape cases, float edges as laws, full-size uniform grids.
+
+Small, exact tests: the cases' structure, the exact law's zero-residual convention, the uniform
+grid at full size, and one bug of each kind caught at a small shape of the same structure.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+
+import specverify
+from specverify._budgets import get_budget
+from specverify._calling import SamplerUnderTest
+from specverify._contract import Capabilities
+from specverify._exact import step_law_scalar
+from specverify._reach import Reach, guarantee
+from specverify._result import CheckResult
+from specverify.checks import Context
+from specverify.checks._enumeration import FullSizeGridCheck, prefix_grid
+from specverify.checks._shapes import EdgeLawCheck, Shape, ShapeConditionalCheck, lumped_law
+from specverify.samplers._reference import canonical_emit
+from specverify.strategies._internal.shapes import active_tokens, boundary_ids, cell_map, edge_case, structured_case
+from specverify.zoo import ZOO
+
+QUICK = get_budget("quick")
+
+
+def _run(check, sampler, budget=QUICK):
+    ctx = Context(sut=SamplerUnderTest(sampler, timeout=60.0), budget=budget, seed=0, alpha=1e-4)
+    return check.run(ctx)
+
+
+def test_structured_cases_put_mass_across_boundaries_with_lumped_tails():
+    vocab = 70_000
+    case = structured_case(vocab, 3, seed=1)
+    assert torch.allclose(case.target_probs.sum(-1), torch.ones(4, dtype=torch.float64), atol=1e-6)
+    active = active_tokens(case)
+    assert vocab - 1 in active and (active >= 32_768).any()
+    assert set(active.tolist()) <= set(boundary_ids(vocab))
+    cells, labels = cell_map(active, vocab)
+    assert cells.min() == 0 and cells.max() == len(labels) - 1  # every token in exactly one cell
+    assert len(labels) <= active.numel() + 6  # the tail lumped by range: cells do not grow with V
+    law = lumped_law(case, cells, len(labels))
+    assert abs(law.sum() - 1) < 1e-12 and law.size == 4 * len(labels)
+
+
+def test_the_exact_law_draws_from_the_target_when_the_residual_rounds_to_zero():
+    case = edge_case("sub-ulp-residual", 9)
+    law = case.law()
+    assert abs(float(law[0].sum()) - 0.5) < 1e-12  # the tail draft is rejected half the time ...
+    assert float(law[0, 8]) > 0.5 - 1e-12  # ... and the token drawn from p: the dominant one
+    p = [[Fraction(x) for x in row] for row in case.target_probs.tolist()]
+    q = [[Fraction(x) for x in row] for row in case.draft_probs.tolist()]
+    exact = step_law_scalar(p, q, case.draft_tokens.tolist())  # Fractions follow the same convention
+    assert max(abs(float(exact[j][t]) - float(law[j, t])) for j in range(3) for t in range(9)) < 1e-15
+
+
+def test_edge_laws_catch_both_wrong_fallbacks_and_pass_the_reference():
+    check = EdgeLawCheck(kinds=("sub-ulp-residual", "zeros-next-to-sub-ulp"), vocab=65, rows=512)
+    assert all(r.status == "pass" for r in _run(check, specverify.reference))
+    for name in ("zero-residual-token-zero", "zero-residual-uniform"):
+        law, support = _run(check, ZOO[name])
+        assert law.status == "fail" and law.finding == "non-canonical"
+        assert support.status == "fail" and support.finding == "support"
+
+
+def test_prefix_grid_induces_the_exact_law_at_full_size():
+    case = structured_case(40_000, 4, seed=2, tail_mass=(0.1, 0.3), bonus_tail=0.0, accept_until=2)
+    uniforms, volume, skipped = prefix_grid(case)
+    assert uniforms.shape[0] < 5 * 8  # K + 1 prefixes times a few residual tokens, whatever V
+    assert abs(float(volume.sum()) + skipped - 1) < 1e-12
+    tokens, accepted = canonical_emit(*case.batch(uniforms.shape[0]), uniforms)
+    induced = torch.zeros(5 * 40_000, dtype=torch.float64)
+    induced.index_add_(0, accepted * 40_000 + tokens.gather(1, accepted[:, None])[:, 0], volume)
+    assert 0.5 * float((induced - case.law().reshape(-1)).abs().sum()) <= skipped + 1e-12
+
+
+def test_full_size_grid_catches_an_index_wrap_that_the_reference_does_not_have():
+    check = FullSizeGridCheck(shapes=((40_000, 2),))
+    assert [r.status for r in _run(check, specverify.reference)] == ["pass"]
+
+    def wraps(t, d, y, g, *, uniforms=None):
+        tokens, n = specverify.reference(t, d, y, g, uniforms=uniforms)
+        return torch.where(tokens >= 32_768, tokens % 32_768, tokens), n
+
+    wraps.capabilities = Capabilities(uniforms=True)
+    (result,) = _run(check, wraps)
+    # the wrapped id lands on a token the bonus row forbids: the audit or the grid catches it
+    assert result.status == "fail" and result.finding in ("non-canonical", "support")
+
+
+def test_conditional_shapes_catch_a_fixed_per_position_array_and_state_their_reach():
+    check = ShapeConditionalCheck(shapes=(Shape(33, 16, accept_until=8, actives=2),))
+    ok, skipped_full = _run(check, specverify.reference)
+    assert ok.status == "pass" and ok.reach.k == (16, 16) and ok.reach.vocab == (33, 33)
+    assert skipped_full.status == "skip"  # the full-domain test belongs to thorough
+    (bug, _) = _run(check, ZOO["fixed-position-arrays"])
+    assert bug.status == "fail" and bug.finding == "non-canonical"
+
+
+def test_guarantee_states_each_claim_on_its_own_reach():
+    def result(tv, vocab):
+        reach = Reach(vocab=(2, vocab), k=(1, 4), batch=(1, 512), rows=10, dtypes=("float32",), shapes=((1, vocab),))
+        return CheckResult(id=f"x{vocab}", family="fit", status="pass", min_detectable_tv=tv, reach=reach)
+
+    single = guarantee([result(0.0137, 8), result(0.012, 4)], power=0.99, alpha=1e-4)
+    assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in [2, 8]")
+    line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
+    assert "TV >= 0.0137 on V in [2, 8]" in line and "TV >= 0.3 on V in [2, 262,144]" in line
+
+
+def test_after_a_hang_the_family_makes_no_further_call():
+    import threading
+
+    from specverify.checks._validity import LargeVocabCheck
+
+    calls = []
+
+    def hangs_above_1000(t, d, y, g):
+        calls.append(t.shape[-1])
+        if t.shape[-1] > 1_000:
+            threading.Event().wait(20)
+        return specverify.reference(t, d, y, g)
+
+    sut = SamplerUnderTest(hangs_above_1000, timeout=1.0)
+    ctx = Context(sut=sut, budget=QUICK, seed=0, alpha=1e-4)
+    (hung,) = [LargeVocabCheck(vocabularies=(4096,)).run(ctx)]
+    assert hung.status == "fail" and hung.evidence["violation"] == "hang"
+    before = len(calls)
+    results = ShapeConditionalCheck(shapes=(Shape(1_025, 2),)).run(ctx)
+    assert len(calls) == before  # no call beside the hung one
+    assert [r.status for r in results] == ["skip", "skip"] and "hang" in results[0].message
+
+
+def test_target_law_at_shapes_finds_loss_and_passes_the_reference():
+    from specverify.checks._shapes import ShapeTargetLawCheck
+
+    check = ShapeTargetLawCheck(shapes=(Shape(40, 2, actives=3),))
+    assert [r.status for r in _run(check, specverify.reference)] == ["pass", "pass", "pass"]
+    first, _, _ = _run(check, ZOO["wrong-from-nine-tokens"])
+    assert first.status == "fail" and first.finding == "loss"
+    *_, acceptance = _run(check, ZOO["sample-and-compare"])
+    assert acceptance.status == "fail" and acceptance.finding == "suboptimal"
