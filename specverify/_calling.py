@@ -124,13 +124,15 @@ class CallLimit:
     A fixed ``timeout`` is that limit for every call.  Otherwise a call before the sampler's speed
     is known gets ``first`` seconds; later ones ``first + SAFETY x`` the time the call should take:
     the smallest call's time (the fixed cost) plus the steepest cost per input element seen so far
-    beyond it (a worker's first call aside: it may compile), scaled to this call's elements.  So a
+    beyond it, on calls of at least :attr:`MEASURED_ELEMENTS` elements (smaller ones are fixed cost
+    and jitter; a worker's first call aside: it may compile), scaled to this call's elements.  So a
     slow sampler is given the time its size needs, and small calls' fixed costs do not inflate the
     limit of large ones.  After a hang the floor drops to ``short``, so a sampler that hangs on
     every call is through the battery in minutes.
     """
 
     SAFETY = 10.0
+    MEASURED_ELEMENTS = 65_536
 
     def __init__(self, *, timeout: float | None, first: float, short: float = 5.0) -> None:
         self.timeout, self.first, self.short = timeout, first, short
@@ -150,7 +152,8 @@ class CallLimit:
         if not warm and self.fixed is not None:
             return  # a fresh worker's first call may compile: it says nothing of the speed
         self.fixed = seconds if self.fixed is None else min(self.fixed, seconds)
-        self.per_element = max(self.per_element, (seconds - self.fixed) / max(1, elements))
+        if elements >= self.MEASURED_ELEMENTS:
+            self.per_element = max(self.per_element, (seconds - self.fixed) / elements)
 
 
 class SamplerUnderTest:
@@ -199,6 +202,7 @@ class SamplerUnderTest:
         self._thread: _CallThread | None = None
         self.timed = timed
         self._warm = False
+        self._loads = 0
         if isolation == "process":
             source = importable_source(sampler, spec)
             if isinstance(source, str):
@@ -206,6 +210,7 @@ class SamplerUnderTest:
             self.sampler: Callable[..., Any] | None = None
             self._process = SamplerProcess.acquire(source, device)
             info = self._load()
+            self._loads = 1
             self.name, self.capabilities = info["name"], info["capabilities"]
             self.device = torch.device(info["device"])
         else:
@@ -223,7 +228,7 @@ class SamplerUnderTest:
     @property
     def worker_starts(self) -> int:
         """How many processes the sampler was loaded into (1 + restarts after a crash or hang)."""
-        return self._process.starts if self._process is not None else 0
+        return self._loads
 
     @property
     def on_wait(self) -> Callable[[float, float], None] | None:
@@ -376,6 +381,7 @@ class SamplerUnderTest:
         assert self._process is not None
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             self._warm = False
+            self._loads += 1
             try:
                 self._process.start()
             except WorkerLoadError as exc:

@@ -263,7 +263,7 @@ def check(
         source = importable_source(sampler, spec)
         mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
     elif isolation == "in-process":
-        reason = "asked for (in-process)"
+        reason = "asked for (isolation='in-process', the CLI's --in-process)"
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     start = time.perf_counter()
