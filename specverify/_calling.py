@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import queue
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -120,31 +122,38 @@ class CallLimit:
     """How long one call may take before it is a hang.
 
     A fixed ``timeout`` is that limit for every call.  Otherwise a call before the sampler's speed
-    is known gets ``first`` seconds; then ``floor + SAFETY x`` the time the slowest call seen so far
-    (a worker's first call aside: it may compile) would take per input element, scaled to this
-    call's elements, so a slow sampler is given the time its size needs.  After a hang the floor
-    drops to ``short``, so a sampler that hangs every call is through the battery in minutes.
+    is known gets ``first`` seconds; later ones ``first + SAFETY x`` the time the call should take:
+    the smallest call's time (the fixed cost) plus the steepest cost per input element seen so far
+    beyond it, on calls of at least :attr:`MEASURED_ELEMENTS` elements (smaller ones are fixed cost
+    and jitter; a worker's first call aside: it may compile), scaled to this call's elements.  So a
+    slow sampler is given the time its size needs, and small calls' fixed costs do not inflate the
+    limit of large ones.  After a hang the floor drops to ``short``, so a sampler that hangs on
+    every call is through the battery in minutes.
     """
 
     SAFETY = 10.0
+    MEASURED_ELEMENTS = 65_536
 
     def __init__(self, *, timeout: float | None, first: float, short: float = 5.0) -> None:
         self.timeout, self.first, self.short = timeout, first, short
-        self.seconds_per_element: float | None = None
+        self.fixed: float | None = None  # seconds of the fastest call
+        self.per_element = 0.0  # seconds per input element beyond the fixed cost, the most seen
         self.hung = False
 
     def __call__(self, elements: int) -> float:
         if self.timeout is not None:
             return self.timeout
         floor = self.short if self.hung else self.first
-        if self.seconds_per_element is None:
+        if self.fixed is None:
             return floor
-        return floor + self.SAFETY * self.seconds_per_element * elements
+        return floor + self.SAFETY * (self.fixed + self.per_element * elements)
 
     def observe(self, elements: int, seconds: float, *, warm: bool) -> None:
-        rate = seconds / max(1, elements)
-        if self.seconds_per_element is None or (warm and rate > self.seconds_per_element):
-            self.seconds_per_element = rate
+        if not warm and self.fixed is not None:
+            return  # a fresh worker's first call may compile: it says nothing of the speed
+        self.fixed = seconds if self.fixed is None else min(self.fixed, seconds)
+        if elements >= self.MEASURED_ELEMENTS:
+            self.per_element = max(self.per_element, (seconds - self.fixed) / elements)
 
 
 class SamplerUnderTest:
@@ -159,6 +168,8 @@ class SamplerUnderTest:
         isolation: ``"process"`` (the sampler runs in a supervised process of its own; a callable
             must be importable by name, see :func:`importable_source`) or ``"in-process"``.
         spec: the sampler's spec, tried to load a callable by name.
+        timed: in-process only: make calls in a helper thread, so a hang is abandoned at its limit
+            (``False``: in the caller's thread, untimed, so ``breakpoint()`` works).
 
     Raises:
         SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
@@ -173,6 +184,7 @@ class SamplerUnderTest:
         first_timeout: float = 120.0,
         isolation: str = "in-process",
         spec: str | None = None,
+        timed: bool = True,
     ) -> None:
         if isolation not in ("process", "in-process"):
             raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
@@ -187,7 +199,10 @@ class SamplerUnderTest:
         self.last_fault: SamplerFault | None = None
         self.reach = ReachRecorder()  # what the sampler is given, reset by the runner per check
         self._process: SamplerProcess | None = None
+        self._thread: _CallThread | None = None
+        self.timed = timed
         self._warm = False
+        self._loads = 0
         if isolation == "process":
             source = importable_source(sampler, spec)
             if isinstance(source, str):
@@ -195,6 +210,7 @@ class SamplerUnderTest:
             self.sampler: Callable[..., Any] | None = None
             self._process = SamplerProcess.acquire(source, device)
             info = self._load()
+            self._loads = 1
             self.name, self.capabilities = info["name"], info["capabilities"]
             self.device = torch.device(info["device"])
         else:
@@ -212,7 +228,7 @@ class SamplerUnderTest:
     @property
     def worker_starts(self) -> int:
         """How many processes the sampler was loaded into (1 + restarts after a crash or hang)."""
-        return self._process.starts if self._process is not None else 0
+        return self._loads
 
     @property
     def on_wait(self) -> Callable[[float, float], None] | None:
@@ -313,7 +329,7 @@ class SamplerUnderTest:
         if self._process is not None:
             outputs, seconds, given = self._process_calls(parts, generator, per_row, per_call_elements, where, first_call)
         else:
-            outputs, seconds, given = self._direct_calls(parts, generator, per_row)
+            outputs, seconds, given = self._direct_calls(parts, generator, per_row, per_call_elements)
         for index, spent in enumerate(seconds):
             self.limit.observe(per_call_elements, spent, warm=self._warm or index > 0)
         self._warm = self._warm or bool(seconds)
@@ -326,25 +342,36 @@ class SamplerUnderTest:
                 raise self._fault(problems[0])
         return outputs, given
 
-    def _direct_calls(self, parts: list[Any], generator: torch.Generator | None, per_row: bool) -> tuple[list[Any], list[float], list[torch.Tensor]]:
+    def _direct_calls(
+        self, parts: list[Any], generator: torch.Generator | None, per_row: bool, elements: int
+    ) -> tuple[list[Any], list[float], list[torch.Tensor]]:
         given = [p.clone() for p in parts[:3]]  # the sampler is given copies: its in-place writes show
         target, draft, drafts = given
         uniforms = parts[3]
         slices = [slice(i, i + 1) for i in range(drafts.shape[0])] if per_row else [slice(None)]
+        requests = [((target[s], draft[s], drafts[s], generator), {} if uniforms is None else {"uniforms": uniforms[s]}) for s in slices]
+        if self.timed:
+            if self._thread is None:
+                self._thread = _CallThread(self.device)
+            try:
+                outputs, seconds = self._thread.run(self.sampler, requests, self.limit(elements))
+            except SamplerFault as fault:
+                if fault.violation.rule == "hang":
+                    self._thread = None  # abandoned with its hung call; the next call gets a fresh thread
+                    self.hangs += 1
+                    self.limit.hung = True
+                self.last_fault = fault
+                raise
+            return outputs, seconds, given
         outputs, seconds = [], []
-        for part in slices:
-            kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
+        for args, kwargs in requests:
             start = time.perf_counter()
             try:
-                outputs.append(self.sampler(target[part], draft[part], drafts[part], generator, **kwargs))
+                outputs.append(self.sampler(*args, **kwargs))
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
             except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-                text = str(exc).strip().splitlines()
-                raise self._fault(
-                    Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}"),
-                    {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))},
-                ) from exc
+                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
             seconds.append(time.perf_counter() - start)
         return outputs, seconds, given
 
@@ -354,6 +381,7 @@ class SamplerUnderTest:
         assert self._process is not None
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             self._warm = False
+            self._loads += 1
             try:
                 self._process.start()
             except WorkerLoadError as exc:
@@ -475,3 +503,62 @@ def _describe(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         return f"a {type(value).__name__} of length {len(value)}"
     return f"a {type(value).__name__}"
+
+
+class _CallThread:
+    """In-process only: a daemon thread that makes the sampler's calls, so a hang can be abandoned,
+    not awaited (the abandoned thread lives on: isolation is the cure).
+
+    It takes a list of calls at a time (an unbatched sampler's chunk of rows, one call each) and
+    beats a heartbeat before each: a call that has not returned ``timeout`` seconds after its beat
+    is a hang, whatever came before it.  An abandoned worker makes no further call; the next call
+    gets a fresh worker.  On a CUDA device each call is synchronised before it counts as returned,
+    so a hung kernel is a hang of the call that launched it (and the time measured is the kernel's).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._device = device
+        threading.Thread(target=self._serve, name="specverify-sampler-calls", daemon=True).start()
+
+    def _serve(self) -> None:
+        cuda = self._device.type == "cuda"
+        if cuda:
+            torch.cuda.set_device(self._device)  # the current device is per thread
+        while True:
+            fn, calls, state, done = self._requests.get()
+            try:
+                for args, kwargs in calls:
+                    if state["abandoned"]:
+                        break
+                    state["beat"] = time.monotonic()
+                    state["results"].append(fn(*args, **kwargs))
+                    if cuda:
+                        torch.cuda.synchronize(self._device)
+                    state["seconds"].append(time.monotonic() - state["beat"])
+            except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+                state["error"] = exc
+            done.set()
+
+    def run(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float) -> tuple[list[Any], list[float]]:
+        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "seconds": [], "error": None, "abandoned": False}
+        done = threading.Event()
+        self._requests.put((fn, calls, state, done))
+        poll = min(0.5, timeout / 8)
+        while not done.wait(poll):
+            if time.monotonic() - state["beat"] > timeout:
+                state["abandoned"] = True
+                raise SamplerFault(Violation("hang", f"the sampler did not return within {timeout:g} s"))
+        if state["error"] is not None:
+            exc = state["error"]
+            raise SamplerFault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+        return state["results"], state["seconds"]
+
+
+def _raised(exc: BaseException) -> Violation:
+    text = str(exc).strip().splitlines()
+    return Violation("raised", f"the sampler raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
+
+
+def _last_frames(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))

@@ -188,6 +188,9 @@ class SpecverifyPlugin:
         self.expected_failures = _load_expected_failures(xfail_file)
         self.results: dict[str, list[dict[str, Any]]] = {}
 
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.sut.close()  # the sampler's process is kept idle for this harness, or ended at exit
+
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         caps = self.sut.capabilities.to_json()
         return [

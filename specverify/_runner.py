@@ -244,10 +244,11 @@ def check(
         isolation: ``"process"``: the sampler runs in a supervised process of its own, so a crash,
             a hang or an exit is a finding and not the end of the run; ``"in-process"``: in this
             thread (for pdb; no crash or hang protection); ``"auto"`` (default): a process when the
-            sampler is a spec or a callable importable by name, else in-process, with the reason
-            in ``run["isolation"]``.
+            sampler is a spec or a callable importable by name, else in-process with its calls in a
+            helper thread under the time limit (a hung call is abandoned, not killed), with the
+            reason in ``run["isolation"]``.
         timeout: seconds one call may take (default: derived from the budget's ``timeout`` and the
-            sampler's measured speed; isolated runs only).
+            sampler's measured speed).
         on_plan: called with the planned checks before the first runs.
         on_wait: called with ``(seconds, limit)`` while a call is slow (isolated runs only).
 
@@ -263,11 +264,13 @@ def check(
         source = importable_source(sampler, spec)
         mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
     elif isolation == "in-process":
-        reason = "asked for (in-process)"
+        reason = "asked for (isolation='in-process', the CLI's --in-process)"
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     start = time.perf_counter()
-    sut = SamplerUnderTest(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec)
+    sut = SamplerUnderTest(
+        sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto"
+    )
     result = RunResult(run={}, checks=[], finished=False)
     try:
         sut.on_wait = on_wait

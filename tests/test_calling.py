@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -81,6 +83,26 @@ def test_raise_and_in_place_write_become_faults():
     with pytest.raises(SamplerFault) as info:
         SamplerUnderTest(raises).step(target, draft, drafts, generator=torch.Generator())
     assert "bad vocab" in info.value.details["traceback"]
+
+
+def test_in_process_a_hung_call_is_abandoned_and_the_next_call_gets_a_fresh_thread():
+    target, draft, drafts = inputs(batch=3)
+    calls = []
+
+    @specverify.sampler(batched=False)
+    def first_call_hangs(t, d, y, g):
+        calls.append(1)
+        if len(calls) == 1:
+            threading.Event().wait(2)
+        return specverify.reference(t, d, y, g)
+
+    sut = SamplerUnderTest(first_call_hangs, timeout=0.2)
+    with pytest.raises(SamplerFault, match="did not return within 0.2 s"):
+        sut.step(target, draft, drafts, generator=torch.Generator())
+    tokens, _ = sut.step(target, draft, drafts, generator=torch.Generator())
+    assert tokens.shape == (3, 3)
+    threading.Event().wait(2.5)
+    assert len(calls) == 4  # the abandoned thread made no call after its hung one
 
 
 def test_an_isolated_sampler_draws_what_it_draws_in_process():

@@ -112,10 +112,13 @@ def test_a_flood_of_output_is_captured_not_printed(tmp_path, capsys):
 def test_a_slow_batched_sampler_gets_the_time_its_size_needs():
     sut = SamplerUnderTest("isolation_samplers:slow_batched", isolation="process", first_timeout=1.0)
     g = torch.Generator().manual_seed(0)
-    small = [torch.full((64, 2, 3), 1 / 3, dtype=torch.float64), torch.full((64, 1, 3), 1 / 3, dtype=torch.float64), torch.zeros(64, 1, dtype=torch.int64)]
-    sut.step(*small, generator=g)  # 64 ms: the speed is measured
-    big = [torch.cat([x] * 40) for x in small]  # 2,560 rows: over the 1 s first limit
-    tokens, _ = sut.step(*big, generator=g)
+
+    def batch(rows):
+        return torch.full((rows, 2, 512), 1 / 512, dtype=torch.float64), torch.full((rows, 1, 512), 1 / 512, dtype=torch.float64), torch.zeros(rows, 1, dtype=torch.int64)
+
+    for rows in (2, 2, 64):  # a first call, then the fixed cost and the cost per element are measured
+        sut.step(*batch(rows), generator=g)
+    tokens, _ = sut.step(*batch(2560), generator=g)  # 2.6 s: over the 1 s first limit
     assert tokens.shape == (2560, 2) and sut.hangs == 0
     sut.close()
 
@@ -123,12 +126,14 @@ def test_a_slow_batched_sampler_gets_the_time_its_size_needs():
 def test_the_call_limit_scales_with_speed_and_shortens_after_a_hang():
     limit = CallLimit(timeout=None, first=120.0, short=5.0)
     assert limit(10**6) == 120.0
-    limit.observe(1000, 0.01, warm=False)
-    assert limit(10**6) == 120.0 + 10 * 1e-5 * 10**6
-    limit.observe(1000, 0.001, warm=True)  # a faster call never shortens the limit
-    assert limit(10**6) == 120.0 + 10 * 1e-5 * 10**6
+    limit.observe(10, 0.5, warm=False)  # a first call: it may compile
+    limit.observe(10, 0.001, warm=True)  # the fixed cost
+    limit.observe(10, 0.5, warm=False)  # a fresh worker's first call: ignored
+    limit.observe(1_000, 0.3, warm=True)  # a small call's jitter: not a measure of the cost per element
+    limit.observe(100_000, 0.101, warm=True)  # 1e-6 s per element beyond the fixed cost
+    assert limit(10**6) == pytest.approx(120.0 + 10 * (0.001 + 1e-6 * 10**6))
     limit.hung = True
-    assert limit(1000) == 5.0 + 10 * 1e-5 * 1000
+    assert limit(1000) == pytest.approx(5.0 + 10 * (0.001 + 1e-6 * 1000))
     assert CallLimit(timeout=3.0, first=120.0)(10**9) == 3.0
 
 

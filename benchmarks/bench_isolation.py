@@ -1,0 +1,92 @@
+"""The sampler's own process: what it costs on the reference sampler, as a ratio to in-process.
+
+Each budget runs the battery on the reference twice in this process, in-process and isolated (a
+freshly started worker: its torch import is counted), and reports the isolated run's wall time as
+a ratio to the in-process one measured in the same run, the harness's share of each run
+(``run.timing``), and whether the two runs gave the same numbers (they must: the generator's state
+travels with every call).
+
+    python benchmarks/bench_isolation.py [--budgets quick standard] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+import specverify
+from specverify import _worker
+
+
+def timed(budget: str, isolation: str) -> tuple[float, specverify.RunResult]:
+    for idle in list(_worker._IDLE.values()):  # no warm worker: the isolated run starts its own
+        while idle:
+            idle.pop().kill()
+    start = time.perf_counter()
+    result = specverify.check("specverify.samplers:reference", budget=budget, seed=0, isolation=isolation)
+    return time.perf_counter() - start, result
+
+
+def numbers(result: specverify.RunResult) -> list[tuple]:
+    return [(c.id, c.status, c.p_value, c.samples) for c in result.checks]
+
+
+def write(rows: list[dict], out: Path) -> None:
+    """Results so far, as JSON and as the markdown table the README quotes."""
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "isolation.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    lines = [
+        "# The sampler's own process: cost on the reference sampler",
+        "",
+        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']})",
+        "",
+        "| budget | in-process s | isolated s | overhead | calls | rows | harness share (in-process / isolated) | same numbers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['budget']} | {r['in_process_seconds']} | {r['isolated_seconds']} | {r['overhead_ratio']:+.1%} | {r['calls']:,} | "
+            f"{r['rows']:,} | {r['harness_share_in_process']:.0%} / {r['harness_share_isolated']:.0%} | {r['same_numbers']} |"
+        )
+    (out / "isolation.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", nargs="*", default=["quick", "standard"])
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    rows = []
+    for budget in args.budgets:
+        here_s, here = timed(budget, "in-process")
+        isolated_s, isolated = timed(budget, "process")
+        row = {
+            "budget": budget,
+            "in_process_seconds": round(here_s, 2),
+            "isolated_seconds": round(isolated_s, 2),
+            "overhead_ratio": round(isolated_s / here_s - 1, 4),
+            "calls": isolated.run["sampler_calls"],
+            "rows": isolated.run["sampler_rows"],
+            "harness_share_in_process": here.run["timing"]["harness_share"],
+            "harness_share_isolated": isolated.run["timing"]["harness_share"],
+            "same_numbers": numbers(here) == numbers(isolated),
+            "verdicts": [here.verdict, isolated.verdict],
+        }
+        rows.append(row)
+        write(rows, Path(args.out))
+        print(
+            f"{budget}: in-process {here_s:.1f} s, isolated {isolated_s:.1f} s "
+            f"(overhead {row['overhead_ratio']:+.1%}, {row['calls']:,} calls, {row['rows']:,} rows); harness share "
+            f"{row['harness_share_in_process']:.0%} / {row['harness_share_isolated']:.0%}; same numbers: {row['same_numbers']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
