@@ -33,7 +33,7 @@ import torch
 
 from ._calling import Violation
 from ._contract import Capabilities
-from .samplers._reference import assemble
+from ._oracle import assemble
 
 __all__ = [
     "ALGORITHMS",

@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from ._tree import ALGORITHMS, TreeBatch
-from .samplers._reference import normalise
+from ._oracle import normalise
 
 __all__ = [
     "accepted_law",

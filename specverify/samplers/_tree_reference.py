@@ -22,7 +22,7 @@ import torch
 from .._contract import Capabilities
 from .._tree import TreeBatch
 from .._tree_exact import _block_thresholds, drafts_normalised, judged_against, residual, without
-from ._reference import inverse_cdf, normalise
+from .._oracle import inverse_cdf, normalise
 
 __all__ = [
     "TREE_REFERENCES",
