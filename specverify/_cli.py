@@ -88,6 +88,25 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
+    loop = commands.add_parser(
+        "loop",
+        help="put a whole speculative generation loop through the loop family",
+        description=(
+            "Run the loop family (output, determinism, per-request seeds, warped laws of short generations by "
+            "sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
+            "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in the harness's process."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    loop.add_argument("spec", metavar="SPEC", help="the loop as 'package.module:attribute'")
+    loop.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    loop.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    loop.add_argument("--budget", choices=list(BUDGETS), default="standard", help="as for 'check' (default standard)")
+    loop.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    loop.add_argument("--only", action="append", metavar="PATTERN", help="run only matching check ids (a subset never passes)")
+    loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+
     report = commands.add_parser(
         "report",
         help="one HTML page comparing several runs (sampler by check family)",
@@ -129,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(args)
+    if args.command == "loop":
+        return _loop(args)
     if args.command == "report":
         from .report import build_index
 
@@ -280,6 +301,46 @@ def _write_report(result, path: str, err) -> bool:
         err.print(f"specverify: error: cannot write the report: {exc}", markup=False, highlight=False)
         return False
     return True
+
+
+def _loop(args: argparse.Namespace) -> int:
+    """``specverify loop``: the loop family, in this process (a loop crash ends the run, non-zero)."""
+    from rich.console import Console
+
+    from ._contract import SamplerSpecError, load_sampler
+    from ._runner import write_json
+    from .checks._loop import check_loop
+
+    err, out = Console(stderr=True, soft_wrap=True), Console(soft_wrap=True)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    problem = "--alpha must lie in (0, 1)" if args.alpha is not None and not 0 < args.alpha < 1 else None
+    try:
+        loop = None if problem else load_sampler(args.spec)
+    except SamplerSpecError as exc:
+        problem = str(exc)
+    if loop is not None and getattr(loop, "contract", None) != "loop":
+        problem = f"{args.spec!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
+    if problem is None:
+        try:
+            result = check_loop(loop, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only)
+        except ValueError as exc:  # a selection that matches nothing
+            problem = str(exc)
+    if problem is not None:
+        err.print(f"specverify: error: {problem}", markup=False, highlight=False)
+        return 2
+    result.run["spec"] = args.spec
+    if not args.quiet:
+        printer = _result_printer(out)
+        for check in result.checks:
+            printer(check)
+    if args.json:
+        write_json(result, args.json)
+    args.report = None
+    _print_verdict(out, result, args)
+    if result.verdict == "conformant":
+        out.print(f"tested on {result.run['reach']}", markup=False, highlight=False)
+    return result.exit_code
 
 
 def _zoo(args: argparse.Namespace) -> int:

@@ -64,3 +64,14 @@ def test_checks_a_loop_cannot_take_are_skipped_with_the_reason():
     assert "seeds" in result.checks[0].message and "top_k" in result.checks[1].message
     with pytest.raises(ValueError, match="no loop check"):
         check_loop(LoopReference(), select=["loop.nothing"])
+
+
+def test_the_loop_command_runs_a_declared_loop_and_refuses_a_step_sampler(tmp_path, capsys):
+    from specverify._cli import main
+
+    out = tmp_path / "loop.json"
+    assert main(["loop", "specverify.samplers:loop_reference", "--budget", "quick", "--only", "loop.output", "--only", "loop.seeds", "--json", str(out), "-q"]) == 3
+    text = capsys.readouterr().out
+    assert "inconclusive" in text and out.exists()  # a subset never passes
+    assert main(["loop", "specverify.samplers:reference"]) == 2
+    assert "not a generation loop" in capsys.readouterr().err

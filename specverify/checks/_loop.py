@@ -319,6 +319,10 @@ def check_loop(
         ctx = LoopContext(loop, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
         results.append(item.run(ctx))
     name = getattr(loop, "name", type(loop).__qualname__)
-    info = {"sampler": {"name": name, "parameters": list(loop_parameters(loop))}, "contract": "loop", "seed": seed,
+    reach = (
+        "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
+        f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
+    )
+    info = {"sampler": {"name": name, "parameters": list(loop_parameters(loop))}, "contract": "loop", "reach": reach, "seed": seed,
             "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks), "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
     return RunResult(run=info, checks=results, finished=True)
