@@ -43,7 +43,7 @@ def test_a_confirmation_fails_only_the_decisions_it_rejects_at_the_confirmation_
     assert (a.status, a.finding, a.p_value, a.alpha, a.samples) == ("fail", "loss", 1e-9, 1e-3, 250)
     assert a.evidence["minimal_example"] == {"case": 7} and a.evidence["repro"] == "repro 7"
     assert a.evidence["where"] == "token 2" and "token 2" in a.message
-    assert b.status == "pass" and b.p_value is None
+    assert b.status == "pass" and b.p_value == 0.3 and b.alpha == 1e-3  # its own confirmation decided it
 
 
 def test_a_p_value_above_the_confirmation_level_does_not_fail():
