@@ -211,7 +211,8 @@ class SamplerUnderTest:
             self._process = SamplerProcess.acquire(source, device)
             info = self._load()
             self._loads = 1
-            self.name, self.capabilities = info["name"], info["capabilities"]
+            self.name = info["name"]
+            self.capabilities: Capabilities = info["capabilities"]
             self.device = torch.device(info["device"])
         else:
             self.sampler = load_sampler(sampler) if isinstance(sampler, str) else step_sampler(sampler)

@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ._budgets import BUDGETS
 
@@ -171,7 +172,7 @@ def _check(args: argparse.Namespace) -> int:
 
     from ._calling import check_device
     from ._contract import SamplerSpecError
-    from ._runner import Interrupted, check, check_selection, load_failure
+    from ._runner import check_selection
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
@@ -207,14 +208,19 @@ def _check(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, exit_now)  # a second Ctrl-C ends the harness at once
         raise KeyboardInterrupt
 
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        return _run(args, display, printer, err, out, exit_now)
     previous = signal.signal(signal.SIGINT, interrupt)
     try:
-        return _run(args, display, printer, err, out, exit_now, interrupt)
+        return _run(args, display, printer, err, out, exit_now)
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _run(args, display, printer, err, out, exit_now, interrupt) -> int:
+def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
+    """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
     import signal
 
     from ._contract import SamplerSpecError

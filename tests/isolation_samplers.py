@@ -11,8 +11,6 @@ import os
 import sys
 import time
 
-import torch
-
 import specverify
 
 _calls = {"n": 0}
