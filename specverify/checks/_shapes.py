@@ -24,7 +24,6 @@ message and evidence).  A sampler's declared limits bound every shape; what was 
 from __future__ import annotations
 
 import dataclasses
-import math
 import weakref
 from typing import Any
 
@@ -214,7 +213,7 @@ class ShapeConditionalCheck:
             if fault is None:
                 fault = earlier_hang(ctx)
             if fault is not None:
-                results.append(_not_run(rid, self.family, declared.label, fault, results))
+                results.append(_not_run(rid, self.family, declared.label, fault))
                 continue
             case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case"), accept_until=shape.accept_until, actives=shape.actives))
             cells, labels = cell_map(active_tokens(case), shape.vocab)
@@ -269,7 +268,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     rid = check_id(family, "full-law", FULL_DOMAIN_SHAPE.label)
     fault = fault or earlier_hang(ctx)
     if fault is not None:
-        return _not_run(rid, family, FULL_DOMAIN_SHAPE.label, fault, [])
+        return _not_run(rid, family, FULL_DOMAIN_SHAPE.label, fault)
     case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case")))
     law = case.law().reshape(-1).numpy()
     cells = law.size
@@ -331,7 +330,7 @@ def _beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape)
     return CheckResult(id=rid, family=family, case=case, status="skip", message=reason)
 
 
-def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault, done: list[CheckResult]) -> CheckResult:
+def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault) -> CheckResult:
     """A shape not run because the sampler hung before: a skip naming the hang (the failure is the
     hang's own result), never a pass."""
     return CheckResult(id=rid, family=family, case=case, status="skip", message=f"not run: {fault.violation.rule}: {fault.violation.message}")
@@ -374,7 +373,7 @@ class ShapeTargetLawCheck:
         left_out = []
         hang = earlier_hang(ctx)
         if hang is not None:
-            return [_not_run(d.id, self.family, None, hang, []) for d in self.decision_list()]
+            return [_not_run(d.id, self.family, None, hang) for d in self.decision_list()]
         for declared in self.shapes:
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
@@ -524,7 +523,7 @@ class EdgeLawCheck:
             rid = check_id(self.family, "edge-law", kind)
             hang = earlier_hang(ctx)
             if hang is not None:
-                results.append(_not_run(rid, self.family, kind, hang, results))
+                results.append(_not_run(rid, self.family, kind, hang))
                 continue
             case = ctx.as_passed(edge_case(kind, vocab, seed=ctx.seed_for(rid) % 2**32))
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
