@@ -1,9 +1,12 @@
 """The harness finds bugs and does not cry wolf: every zoo member gets its declared verdict.
 
 Like Hypothesis's tests/quality: these tests are about the harness's power, not the samplers.
-Members declared catchable at the quick budget run the whole battery here; members that need a
-larger budget run the families expected to catch them at that budget (the full matrix at every
-budget is ``specverify zoo --budget standard``, quoted in the README).
+Correct and lossless-suboptimal members declared at the quick budget run the whole battery here (a
+subset never passes); bugs declared at quick run the families declared to catch them, which must
+reach the declared verdict on their own (a failure stands in a subset), and members that need a
+larger budget run those families at that budget.  The whole battery on every member, at every
+budget, is ``specverify zoo --budget standard`` (the kill matrices quoted in the README); here the
+bugs' runs are cut to their families to keep CI within its time.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ def _describe(result) -> str:
 @pytest.mark.parametrize("name", AT_QUICK)
 def test_member_gets_its_declared_verdict(name):
     member = ZOO[name]
-    result = specverify.check(member, budget=QUICK, seed=0)
+    passes = member.verdict in ("conformant", "lossless-suboptimal")
+    result = specverify.check(member, budget=QUICK, seed=0, select=None if passes else list(member.caught_by))
     assert result.verdict == member.verdict, _describe(result)
     caught = {c.family for c in result.checks if c.status == "fail"}
     if member.caught_by:
