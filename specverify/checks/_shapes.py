@@ -100,8 +100,18 @@ CONDITIONAL_SHAPES = (
 )
 #: Shape of the full-domain identity test (every one of its (K+1) V cells, no lumping).
 FULL_DOMAIN_SHAPE = Shape(1_025, 2)
-#: Shapes of the target's own law and of acceptance: the common vocabulary sizes.
-TARGET_SHAPES = (Shape(32_000, 2, actives=3), Shape(151_936, 1, actives=3), Shape(256_000, 1, actives=3))
+#: Shape of the float-edge law cases (K = 2 drafts at EDGE_VOCAB tokens).
+EDGE_SHAPE = Shape(1_025, 2)
+#: Shapes of the target's own law and of acceptance: the common vocabulary sizes, and every shape
+#: the conditional and edge checks use, so that a sampler which differs from the canonical law there
+#: has target-law evidence at the same shape (a lossless-type verdict needs it: specverify.judge).
+TARGET_SHAPES = (
+    EDGE_SHAPE,
+    *(dataclasses.replace(s, accept_until=0, rows_per_call=None) for s in CONDITIONAL_SHAPES),
+    Shape(32_000, 2, actives=3),
+    Shape(151_936, 1, actives=3),
+    Shape(256_000, 1, actives=3),
+)
 #: Vocabulary of the float-edge cases (the dominant token's id, the last, crosses the 1,024 boundary).
 EDGE_VOCAB = 1_025
 #: A token of an edge case is a cell of its own from this mass on (smooth laws lump the rest).
