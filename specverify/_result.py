@@ -240,7 +240,13 @@ def _uncovered(checks: list[CheckResult], laws: list[CheckResult]) -> list[str]:
 
 
 def left_out(run: Mapping[str, Any]) -> list[str]:
-    """The ids of the battery's results a run with ``run["select"]`` did not plan (empty for a whole run)."""
+    """The ids of the battery's results a run with ``run["select"]`` did not plan (empty for a whole run).
+
+    A run records them as ``run["left_out"]`` when it starts (so reading its JSON needs no battery,
+    and a loop run names the loop family's checks); older results are planned again here.
+    """
+    if run.get("left_out") is not None:
+        return list(run["left_out"])
     select = run.get("select")
     if not select:
         return []

@@ -23,7 +23,7 @@ from typing import Any
 from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest, importable_source
 from ._errors import UsageError
-from ._result import CheckResult, RunResult
+from ._result import CheckResult, RunResult, left_out
 from .checks import Check, Context, battery
 from .checks._base import fault_result
 
@@ -279,6 +279,7 @@ def check(
         result.run["isolation"]["reason"] = reason
         result.run["planned_checks"] = len(planned)
         result.run["select"] = list(select) if select else None
+        result.run["left_out"] = left_out(result.run)
         result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
         if on_plan:
             on_plan(planned)

@@ -324,5 +324,6 @@ def check_loop(
         f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
     )
     info = {"sampler": {"name": name, "parameters": list(loop_parameters(loop))}, "contract": "loop", "reach": reach, "seed": seed,
-            "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks), "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
+            "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks),
+            "left_out": [c.id for c in loop_battery() if c.id not in {k.id for k in checks}], "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
     return RunResult(run=info, checks=results, finished=True)

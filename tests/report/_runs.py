@@ -113,6 +113,7 @@ def hostile_run() -> RunResult:
         "versions": {"torch": HOSTILE, HOSTILE: "1"},
         "started": HOSTILE,
         "select": [HOSTILE],
+        "left_out": [HOSTILE],  # as a run records it when it starts
         HOSTILE: HOSTILE,
     }
     return RunResult(run=run, checks=checks, finished=False)
