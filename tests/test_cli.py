@@ -101,5 +101,5 @@ def test_zoo_writes_the_kill_matrix_with_the_command_that_made_it(tmp_path, caps
     assert code == 0
     assert "specverify zoo --budget quick --seeds 1 --members 'ignores-generator' --members 'fixed-seed'" in markdown
     assert sorted(r["member"] for r in rows) == ["fixed-seed", "ignores-generator"]
-    assert all(r["meets"] and r["verdict"] == "non-conformant" and set(r["caught_by"]) == {"contract"} for r in rows)
+    assert all(r["meets"] and r["verdict"] == "non-conformant" and "contract" in r["caught_by"] for r in rows)
     assert "false alarms: 0" in capsys.readouterr().out

@@ -16,7 +16,18 @@ import specverify
 from specverify._calling import SamplerUnderTest
 from specverify._runner import plan
 
-EVIDENCE = {"specverify._calling.SamplerFault", "specverify._pytest.CheckFailed"}
+EVIDENCE = {
+    "specverify._calling.SamplerFault",
+    "specverify._pytest.CheckFailed",
+    "specverify.checks._loop.LoopFault",  # a loop's broken contract, as SamplerFault for steps
+    # what the worker process says of the sampler, turned into a SamplerFault by the caller
+    "specverify._worker.WorkerLoadError",
+    "specverify._worker.WorkerRaised",
+    "specverify._worker.WorkerDied",
+    "specverify._worker.WorkerHung",
+}
+#: Control flow, not errors: Ctrl-C carrying the results of what finished (a KeyboardInterrupt).
+INTERRUPTS = {"specverify._runner.Interrupted"}
 
 
 def defined_exceptions() -> dict[str, type]:
@@ -43,7 +54,7 @@ def test_every_error_derives_from_the_root_and_evidence_does_not():
     assert EVIDENCE <= set(exceptions)
     assert {"specverify._contract.SamplerSpecError", "specverify._errors.UsageError"} <= set(exceptions)
     for name, cls in exceptions.items():
-        assert issubclass(cls, specverify.SpecverifyError) == (name not in EVIDENCE), name
+        assert issubclass(cls, specverify.SpecverifyError) == (name not in EVIDENCE | INTERRUPTS), name
 
 
 def test_usage_errors_are_value_errors_too():

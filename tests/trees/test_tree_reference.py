@@ -154,8 +154,9 @@ def test_block_verification_through_the_chain_battery_is_not_lossy() -> None:
     chain = as_chain_sampler(block_verification)
     assert not chain.capabilities.canonical
     run = specverify.check(chain, budget="quick", select=["fit.first-token*", "fit.step*", "fit.position*"])
-    assert run.verdict == "conformant", [(c.id, c.status, c.message) for c in run.checks]
+    assert all(c.status in ("pass", "skip") for c in run.checks), [(c.id, c.status, c.message) for c in run.checks]
     assert any(c.status == "pass" for c in run.checks)
+    assert run.verdict == "inconclusive" and "subset" in run.verdict_reason  # a subset never passes
 
 
 def accepted_tests(tree: TreeBatch, sampler, law: torch.Tensor, seed: str):  # type: ignore[no-untyped-def]
