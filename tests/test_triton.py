@@ -251,9 +251,12 @@ def test_the_quick_battery_finds_it_conformant(tmp_path):
                "--json", str(tmp_path / "triton.json"), "--no-progress", "-q"]
     out = subprocess.run(command, capture_output=True, text=True, env=_env(TRITON_INTERPRET="1"), timeout=1200)
     result = json.loads((tmp_path / "triton.json").read_text())
-    bad = [f"{c['id']}: {c['status']} {c['message']}" for c in result["checks"] if c["status"] != "pass"]
+    # skips only for what it declares (max_vocab through the interpreter) or the budget bounds
+    bounded = ("max_vocab", "shape_max_vocab", "unnormalised=True", "shape_full_domain")
+    bad = [f"{c['id']}: {c['status']} {c['message']}" for c in result["checks"]
+           if c["status"] != "pass" and not (c["status"] == "skip" and any(b in c["message"] for b in bounded))]
     assert result["verdict"] == "conformant" and out.returncode == 0, "\n".join(bad) or out.stderr[-2000:]
-    assert not bad and len(result["checks"]) >= 30
+    assert not bad and sum(c["status"] == "pass" for c in result["checks"]) >= 40
 
 
 def test_the_spec_loads_lazily():

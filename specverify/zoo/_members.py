@@ -74,7 +74,7 @@ def non_strict_comparison(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: (u * qy <= py) & (py > 0))
 
 
-@member("conformant", (), "quick", "A per-row Python loop over a scalar implementation in Python floats: slow, exact.")
+@member("conformant", (), "quick", "A per-row Python loop over a scalar implementation in Python floats: slow, exact. Declares max_vocab=4,097: beyond it a Python loop over every probability of every row is too slow to check on a CPU.", Capabilities(max_vocab=4_097))
 def per_row_loop(t, d, y, g):
     batch, k = y.shape
     u = torch.rand((batch, k + 1), generator=g, dtype=torch.float64).tolist()
@@ -83,7 +83,7 @@ def per_row_loop(t, d, y, g):
     return assemble(y, n, torch.tensor([r[1] for r in rows], dtype=torch.int64))
 
 
-@member("conformant", (), "quick", "Declares batched=False: the harness calls it one row at a time.", Capabilities(batched=False))
+@member("conformant", (), "quick", "Declares batched=False: the harness calls it one row at a time (and max_vocab=4,097, so its many one-row calls stay affordable).", Capabilities(batched=False, max_vocab=4_097))
 def one_row_per_call(t, d, y, g):
     assert y.shape[0] == 1, "one row per call"
     drafts = y[0].tolist()
@@ -244,7 +244,7 @@ def batch_row_zero_ratio(t, d, y, g):
     return canonical_with(t, d, y, g, accept=accept)
 
 
-@member("lossy", ("fit", "exact"), "thorough", "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3.")
+@member("lossy", ("fit", "exact"), "quick", "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3, and a u rounded up to 1.0 rejects a draft the canonical step always accepts (an outcome of exact probability 0), which the quick budget already sees.")
 def coarse_uniforms(t, d, y, g):
     batch, k = y.shape
     u = uniforms(batch, k, g, t.device)

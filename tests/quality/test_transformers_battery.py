@@ -3,7 +3,9 @@
 The harness finds, by itself, the defect the adapters' notes describe: with no guard on a residual
 of zero mass, the library raises when the target exceeds the draft only below float32 resolution
 (the ``sub-ulp`` edge cases, and the ``shapes`` family's float-edge laws where a residual rounds to
-zero), so the verdict is non-conformant; every statistical check passes.
+zero), so the verdict is non-conformant; every statistical check it runs passes.  The production
+shapes of the law (V up to 65,537 at quick) are left out here: the library verifies one sequence
+per call, a Python loop over rows that costs minutes there on a CPU; their float-edge laws stay.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from specverify._cli import main  # noqa: E402
 
 def test_transformers_battery_finds_the_zero_residual_crash(tmp_path):
     out = tmp_path / "transformers.json"
-    code = main(["check", "specverify.adapters.transformers:sampler", "--budget", "quick", "--json", str(out), "--no-progress", "-q"])
+    families = ["contract", "support", "exact", "fit", "efficiency", "robustness", "shapes.edge-law*", "shapes.uniform-driven*"]
+    only = [arg for family in families for arg in ("--only", family)]
+    code = main(["check", "specverify.adapters.transformers:sampler", "--budget", "quick", *only, "--json", str(out), "--no-progress", "-q"])
     data = json.loads(out.read_text())
     failing = {c["id"]: c for c in data["checks"] if c["status"] in ("fail", "error", "inconclusive")}
     assert code == 1 and data["verdict"] == "non-conformant"
