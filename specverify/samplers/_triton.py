@@ -25,7 +25,7 @@ from .._contract import Capabilities
 from ._triton_kernels import CONSISTENT, INTERPRETED, launch_config, verify_kernel
 
 #: The largest vocabulary the sampler declares when it runs through Triton's interpreter.
-INTERPRETED_MAX_VOCAB = 4_097
+INTERPRETED_MAX_VOCAB = 1_025
 
 import triton  # noqa: E402,I001  (after _triton_kernels, which sets TRITON_INTERPRET where needed)
 
@@ -69,7 +69,7 @@ class TritonSampler:
             dtypes=DTYPES,
             max_k=MAX_K,
             # Triton's interpreter runs the kernel in Python, about 100x slower than the reference:
-            # there it declares production vocabularies up to 4,097 tokens (the harness reports
+            # there it declares vocabularies up to 1,025 tokens (the harness reports
             # the larger shapes as left out, with this reason); on a GPU, everything up to MAX_VOCAB
             max_vocab=INTERPRETED_MAX_VOCAB if INTERPRETED else MAX_VOCAB,
             uniforms=True,
