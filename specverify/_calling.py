@@ -29,7 +29,7 @@ import torch
 
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of, step_sampler
 from ._reach import ReachRecorder
-from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
+from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 
 __all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "Violation", "audit_output", "importable_source", "check_device"]
 
@@ -200,6 +200,7 @@ class SamplerUnderTest:
         self.reach = ReachRecorder()  # what the sampler is given, reset by the runner per check
         self._process: SamplerProcess | None = None
         self._thread: _CallThread | None = None
+        self._staging = _Staging()
         self.timed = timed
         self._warm = False
         self._loads = 0
@@ -282,11 +283,13 @@ class SamplerUnderTest:
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
         dtype = dtype or self.dtype
         place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
-        target = target_probs.to(device=place, dtype=dtype).contiguous()
-        draft = draft_probs.to(device=place, dtype=dtype).contiguous()
-        drafts = draft_tokens.to(device=place, dtype=torch.int64).contiguous()
+        # Broadcast views stay views and dtypes stay as given: the tensors the sampler is given are laid
+        # out dense, in its dtype, once per distinct input (see _Staging), not once per call.
+        target = target_probs.to(device=place)
+        draft = draft_probs.to(device=place)
+        drafts = draft_tokens.to(device=place, dtype=torch.int64)
         if uniforms is not None:
-            uniforms = uniforms.to(device=place, dtype=torch.float64).contiguous()
+            uniforms = uniforms.to(device=place, dtype=torch.float64)
         if self.capabilities.batched:
             chunk, per_row = self.capabilities.max_batch or DEFAULT_CHUNK, False
             if chunk > 1:
@@ -302,12 +305,12 @@ class SamplerUnderTest:
                 batch=1 if per_row else chunk_rows, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
             )
             parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows]]
-            calls, given = self._calls(parts, generator, per_row=per_row)
+            calls, given, changed = self._calls(parts, dtype, generator, per_row=per_row)
             output = calls[0] if not per_row else (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
-            for name, before, after in zip(("target_probs", "draft_probs", "draft_tokens"), parts, given):
-                if not torch.equal(before, after):
-                    raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
-            violations = audit_output(output, parts[0], parts[2], first_only=True)
+            if changed:
+                name = ("target_probs", "draft_probs", "draft_tokens")[changed[0]]
+                raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
+            violations = audit_output(output, given[0], given[2], first_only=True)
             if violations:
                 v = violations[0]
                 raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
@@ -319,18 +322,19 @@ class SamplerUnderTest:
         return self.last_fault
 
     def _calls(
-        self, parts: list[torch.Tensor | None], generator: torch.Generator | None, *, per_row: bool
-    ) -> tuple[list[Any], list[torch.Tensor]]:
+        self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool
+    ) -> tuple[list[Any], list[torch.Tensor], list[int]]:
         """Make the sampler's calls on a chunk (one call, or one per row), each time-limited, each
-        output of the contract's structure; the outputs, and the inputs as the sampler left them."""
+        output of the contract's structure; the outputs, the inputs as the sampler was given them,
+        and which of them it wrote to."""
         rows, k = parts[2].shape
         per_call_elements = (1 if per_row else rows) * (2 * k + 1) * parts[0].shape[-1]
-        where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={parts[0].shape[-1]}, {str(parts[0].dtype).removeprefix('torch.')}"
+        where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={parts[0].shape[-1]}, {str(dtype).removeprefix('torch.')}"
         first_call = self.calls + 1
         if self._process is not None:
-            outputs, seconds, given = self._process_calls(parts, generator, per_row, per_call_elements, where, first_call)
+            outputs, seconds, given, changed = self._process_calls(parts, dtype, generator, per_row, per_call_elements, where, first_call)
         else:
-            outputs, seconds, given = self._direct_calls(parts, generator, per_row, per_call_elements)
+            outputs, seconds, given, changed = self._direct_calls(parts, dtype, generator, per_row, per_call_elements)
         for index, spent in enumerate(seconds):
             self.limit.observe(per_call_elements, spent, warm=self._warm or index > 0)
         self._warm = self._warm or bool(seconds)
@@ -341,44 +345,48 @@ class SamplerUnderTest:
             problems = _structure(output, 1 if per_row else rows, k, device=parts[2].device if self._process is None else self.device)
             if problems:
                 raise self._fault(problems[0])
-        return outputs, given
+        return outputs, given, changed
 
     def _direct_calls(
-        self, parts: list[Any], generator: torch.Generator | None, per_row: bool, elements: int
-    ) -> tuple[list[Any], list[float], list[torch.Tensor]]:
-        given = [p.clone() for p in parts[:3]]  # the sampler is given copies: its in-place writes show
+        self, parts: list[Any], dtype: torch.dtype, generator: torch.Generator | None, per_row: bool, elements: int
+    ) -> tuple[list[Any], list[float], list[torch.Tensor], list[int]]:
+        given = self._staging.given(parts[:3], dtype)  # copies: the sampler's in-place writes show
         target, draft, drafts = given
         uniforms = parts[3]
         slices = [slice(i, i + 1) for i in range(drafts.shape[0])] if per_row else [slice(None)]
         requests = [((target[s], draft[s], drafts[s], generator), {} if uniforms is None else {"uniforms": uniforms[s]}) for s in slices]
-        if self.timed:
-            if self._thread is None:
-                self._thread = _CallThread(self.device)
-            try:
-                outputs, seconds = self._thread.run(self.sampler, requests, self.limit(elements))
-            except SamplerFault as fault:
-                if fault.violation.rule == "hang":
-                    self._thread = None  # abandoned with its hung call; the next call gets a fresh thread
-                    self.hangs += 1
-                    self.limit.hung = True
-                self.last_fault = fault
-                raise
-            return outputs, seconds, given
-        outputs, seconds = [], []
-        for args, kwargs in requests:
-            start = time.perf_counter()
-            try:
-                outputs.append(self.sampler(*args, **kwargs))
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
-            except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
-            seconds.append(time.perf_counter() - start)
-        return outputs, seconds, given
+        try:
+            if self.timed:
+                if self._thread is None:
+                    self._thread = _CallThread(self.device)
+                try:
+                    outputs, seconds = self._thread.run(self.sampler, requests, self.limit(elements))
+                except SamplerFault as fault:
+                    if fault.violation.rule == "hang":
+                        self._thread = None  # abandoned with its hung call; the next call gets a fresh thread
+                        self.hangs += 1
+                        self.limit.hung = True
+                    self.last_fault = fault
+                    raise
+                return outputs, seconds, given, self._staging.changed()
+            outputs, seconds = [], []
+            for args, kwargs in requests:
+                start = time.perf_counter()
+                try:
+                    outputs.append(self.sampler(*args, **kwargs))
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+                    raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+                seconds.append(time.perf_counter() - start)
+            return outputs, seconds, given, self._staging.changed()
+        except SamplerFault:
+            self._staging.forget()  # whatever it did to its inputs, the next call gets fresh copies
+            raise
 
     def _process_calls(
-        self, parts: list[Any], generator: torch.Generator | None, per_row: bool, elements: int, where: str, first_call: int
-    ) -> tuple[list[Any], list[float], list[torch.Tensor]]:
+        self, parts: list[Any], dtype: torch.dtype, generator: torch.Generator | None, per_row: bool, elements: int, where: str, first_call: int
+    ) -> tuple[list[Any], list[float], list[torch.Tensor], list[int]]:
         assert self._process is not None
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             self._warm = False
@@ -389,7 +397,7 @@ class SamplerUnderTest:
                 raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
         limit = self.limit(elements)
         try:
-            outputs, seconds, staged = self._process.call(parts, per_row=per_row, generator=generator, limit=limit)
+            outputs, seconds, staged, changed = self._process.call(parts, dtype=dtype, per_row=per_row, generator=generator, limit=limit)
         except WorkerRaised as exc:
             message = f"the sampler raised {exc.type_name}: {exc.text}"
             raise self._fault(Violation("raised", message), self._evidence(trace=exc.trace)) from None
@@ -406,7 +414,7 @@ class SamplerUnderTest:
                 Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"),
                 self._evidence(),
             ) from None
-        return outputs, seconds, staged[:3]
+        return outputs, seconds, [t for t in staged[:3] if t is not None], changed
 
     def _evidence(self, trace: str | None = None) -> dict[str, Any]:
         evidence: dict[str, Any] = {}
@@ -416,6 +424,42 @@ class SamplerUnderTest:
         if output:
             evidence["sampler_output"] = output[-16_384:]
         return evidence
+
+
+class _Staging:
+    """In-process: the copies the sampler is given, kept while the harness passes the same tensors.
+
+    A large batch built once is passed to many calls; each distinct input is laid out dense, in the
+    sampler's dtype, once, and compared after every call with the harness's own tensor (or a
+    converted copy of it), so a write to it is seen and the next call gets a fresh copy.
+    """
+
+    def __init__(self) -> None:
+        self._held: list[tuple[tuple[Any, ...], torch.Tensor, torch.Tensor, torch.Tensor] | None] = [None, None, None]
+
+    def given(self, parts: list[torch.Tensor], dtype: torch.dtype) -> list[torch.Tensor]:
+        out = []
+        for slot, tensor in enumerate(parts):
+            want = dtype if slot < 2 else torch.int64
+            key = identity(tensor, want)
+            held = self._held[slot]
+            if held is None or held[0] != key:
+                pristine = tensor if tensor.dtype == want else tensor.to(want)
+                copy = tensor.to(dtype=want, memory_format=torch.contiguous_format, copy=True)
+                held = (key, tensor, pristine, copy)  # the source is kept alive: its address is not reused
+                self._held[slot] = held
+            out.append(held[3])
+        return out
+
+    def changed(self) -> list[int]:
+        """The slots whose copy no longer equals the harness's tensor (forgotten: copied afresh next time)."""
+        changed = [slot for slot, held in enumerate(self._held) if held is not None and not unchanged(held[3], held[2])]
+        for slot in changed:
+            self._held[slot] = None
+        return changed
+
+    def forget(self) -> None:
+        self._held = [None, None, None]
 
 
 def audit_output(

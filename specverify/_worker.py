@@ -7,11 +7,14 @@ output the sampler wrote.  It is started with ``python -m specverify._worker`` (
 the caller's ``__main__``), in a session of its own so the terminal's Ctrl-C reaches only the
 harness, which decides.
 
-Inputs travel through a shared-memory arena the parent writes once per call and the worker reads
-in place (the sampler is given views of it, so an in-place write shows in the parent); outputs of
-the contract's shapes come back through the same arena; anything else comes back pickled, as it is,
-for the parent's audit.  The generator's state travels with each call and back, so the sampler
-draws exactly what it would have drawn in the parent's process.
+Inputs travel through a shared-memory arena: the parent writes a tensor there once and, while it
+passes the same tensor again, never again; the worker gives the sampler views of it in place, no
+copy.  On Linux the worker maps the inputs copy-on-write and reads, after each call, which of their
+pages became its own (``/proc/self/pagemap``): a write to an input is seen exactly, at the cost of
+a few bytes per page, and never reaches the shared copy.  Elsewhere the parent compares the inputs
+with its own copy.  Outputs of the contract's shapes come back through the arena; anything else
+comes back pickled, as it is, for the parent's audit.  The generator's state travels with each call
+and back, so the sampler draws exactly what it would have drawn in the parent's process.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["ForeignTensor", "SamplerProcess", "WorkerDied", "WorkerHung", "WorkerLoadError", "WorkerRaised"]
+__all__ = ["ForeignTensor", "SamplerProcess", "WorkerDied", "WorkerHung", "WorkerLoadError", "WorkerRaised", "identity", "unchanged"]
 
 #: Bytes of the sampler's stdout and stderr kept (the last ones); older output is dropped.
 OUTPUT_TAIL = 64 * 1024
@@ -141,6 +145,91 @@ def _layout(specs: list[tuple[tuple[int, ...], torch.dtype] | None]) -> tuple[li
     return offsets, end
 
 
+@dataclasses.dataclass
+class _Slot:
+    """What one input region of the arena holds: a copy of ``source`` (kept alive, so its address
+    is not reused) in ``dtype``, written as ``generation``."""
+
+    source: torch.Tensor
+    key: tuple[Any, ...]
+    offset: int
+    nbytes: int
+    generation: int
+    pristine: torch.Tensor | None = None  # the parent's copy, where the worker cannot see writes
+
+
+def identity(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[Any, ...]:
+    """What makes a tensor the same input again: its memory, layout, dtype, version, and the dtype it
+    is given in (an in-place change by the harness bumps the version)."""
+    return (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride(), tensor.device, tensor._version, dtype)
+
+
+def unchanged(given: torch.Tensor, pristine: torch.Tensor) -> bool:
+    """Whether a tensor still holds what it was given: equal values, NaN where there was NaN."""
+    if torch.equal(given, pristine):
+        return True
+    if given.is_floating_point() and given.shape == pristine.shape:
+        return bool(((given == pristine) | (given.isnan() & pristine.isnan())).all())
+    return False
+
+
+class _PageWatch:
+    """Which pages of a copy-on-write mapping this process wrote, from ``/proc/self/pagemap``.
+
+    A page of a private file mapping that was only read is the file's page; one that was written
+    is an anonymous copy (bit 61 clear) or was swapped out (bit 62).  ``works()`` tries it on a
+    scratch file first: where the kernel does not say, the parent compares instead.
+    """
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+
+    def written(self, address: int, nbytes: int) -> bool:
+        if nbytes <= 0:
+            return False
+        page = mmap.PAGESIZE
+        first, last = address // page, (address + nbytes - 1) // page
+        entries = np.frombuffer(os.pread(self.fd, (last - first + 1) * 8, first * 8), dtype=np.uint64)
+        present, swapped, file_page = (entries >> np.uint64(63)) & 1, (entries >> np.uint64(62)) & 1, (entries >> np.uint64(61)) & 1
+        return bool(((present & (1 - file_page)) | swapped).any())
+
+    @classmethod
+    def works(cls) -> _PageWatch | None:
+        try:
+            watch = cls()
+            page = mmap.PAGESIZE
+            root = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+            with tempfile.NamedTemporaryFile(dir=root) as handle:
+                handle.truncate(4 * page)
+                shared = mmap.mmap(handle.fileno(), 4 * page)
+                private = mmap.mmap(handle.fileno(), 4 * page, access=mmap.ACCESS_COPY)
+                shared[0:1] = b"\x01"
+                seen = private[0] == 1  # another process's write to a page not yet copied shows
+                private[page : page + 1] = b"\x02"  # a write, which must show as such
+                shared[2 * page : 2 * page + 1] = b"\x03"
+                _ = private[2 * page]  # a read, which must not
+                base = ctypes_address(private)
+                ok = seen and watch.written(base + page, page) and not watch.written(base, page) and not watch.written(base + 2 * page, 2 * page)
+                ok = ok and shared[page] == 0
+                del base
+                private.close()
+                shared.close()
+            return watch if ok else None
+        except (OSError, ValueError, BufferError):
+            return None
+
+
+def ctypes_address(buffer: mmap.mmap) -> int:
+    """The address of a mapping's first byte."""
+    import ctypes
+
+    holder = ctypes.c_char.from_buffer(buffer)
+    try:
+        return ctypes.addressof(holder)
+    finally:
+        del holder
+
+
 class SamplerProcess:
     """A supervised worker process holding one sampler.
 
@@ -149,9 +238,12 @@ class SamplerProcess:
         device: the device a sampler that declares none runs on.
     """
 
-    def __init__(self, source: tuple[str, ...], device: str | None) -> None:
+    def __init__(self, source: tuple[str, ...], device: str | None, *, page_watch: bool = True) -> None:
         self.source = source
         self.device_hint = device
+        #: Whether the worker may see the sampler's writes to its inputs by their pages (where the
+        #: kernel says); ``False``: the parent keeps copies and compares, as on other systems.
+        self.page_watch = page_watch
         self._proc: subprocess.Popen | None = None
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_bytes = 0
@@ -160,6 +252,8 @@ class SamplerProcess:
         self._beat: mmap.mmap | None = None
         self.starts = 0
         self.info: dict[str, Any] = {}
+        self._slots: dict[int, _Slot] = {}
+        self._generation = 0
         #: Called with (seconds waited on the current call, its limit) while a call is slow.
         self.on_wait: Any = None
 
@@ -169,7 +263,11 @@ class SamplerProcess:
         capabilities and device."""
         if not self.alive():
             self._spawn()
-        self._send(("load", {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": torch.get_num_threads()}))
+        if self._arena is not None:  # the worker maps afresh for this sampler
+            self._arena.unlink()
+            self._arena = None
+        self._slots.clear()
+        self._send(("load", {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": torch.get_num_threads(), "page_watch": self.page_watch}))
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
         except WorkerDied as died:
@@ -224,6 +322,7 @@ class SamplerProcess:
     def release(self) -> None:
         """Keep a live process for the next sampler this harness loads (one torch import per
         harness, not per run); a process that died or was killed is not kept."""
+        self._slots.clear()  # the run's tensors are not held beyond it
         if self.alive() and getattr(self, "_owner", None) == os.getpid():
             _IDLE.setdefault(_pool_key(self.device_hint), []).append(self)
         else:
@@ -237,6 +336,7 @@ class SamplerProcess:
             process = idle.pop()
             if process.alive() and getattr(process, "_owner", None) == os.getpid():
                 process.source = source
+                process.page_watch = True
                 return process
             process.kill()
         return cls(source, device)
@@ -291,49 +391,75 @@ class SamplerProcess:
         self,
         inputs: list[torch.Tensor | None],
         *,
+        dtype: torch.dtype,
         per_row: bool,
         generator: torch.Generator | None,
         limit: float,
-    ) -> tuple[list[Any], list[float], list[torch.Tensor | None]]:
-        """Make the calls on ``inputs`` (one, or one per row); outputs, seconds per call, staged inputs.
+    ) -> tuple[list[Any], list[float], list[torch.Tensor | None], list[int]]:
+        """Make the calls on ``inputs`` (one, or one per row); outputs, seconds per call, the inputs as
+        the sampler was given them, and which of the first three it wrote to.
 
-        The staged inputs are the views the sampler was given: compared with ``inputs`` they show
-        any write the sampler made to them.
+        ``inputs`` (target and draft probabilities, given in ``dtype``; draft tokens; uniforms or
+        ``None``) may be broadcast views: the arena holds them dense.  A tensor passed again,
+        unchanged, is not copied again.
         """
         rows, k = inputs[2].shape
-        specs = [None if t is None else (tuple(t.shape), t.dtype) for t in inputs]
+        dtypes = [dtype, dtype, torch.int64, torch.float64]
+        specs = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
         specs += [((rows, k + 1), torch.int64), ((rows,), torch.int64)]
         offsets, size = _layout(specs)
         if self._arena is None or self._arena.size < size:
             if self._arena is not None:
                 self._arena.unlink()
             self._arena = _Arena(max(size, 2 * self._arena.size if self._arena else size, 1 << 20))
+            self._slots.clear()
         arena = self._arena
         staged: list[torch.Tensor | None] = []
-        for tensor, offset in zip(inputs, offsets[:4]):
-            if tensor is None:
+        sent: list[Any] = []
+        for slot, (tensor, spec, offset) in enumerate(zip(inputs, specs[:4], offsets[:4])):
+            if tensor is None or spec is None or offset is None:
                 staged.append(None)
-            else:
-                view = arena.view(offset, tuple(tensor.shape), tensor.dtype)
-                view.copy_(tensor)
-                staged.append(view)
+                sent.append(None)
+                continue
+            view = arena.view(offset, spec[0], spec[1])
+            key = identity(tensor, spec[1])
+            held = self._slots.get(slot)
+            if held is None or held.key != key or held.offset != offset or held.nbytes != view.nbytes:
+                view.copy_(tensor)  # converts, and lays a broadcast view out dense
+                self._forget(offset, view.nbytes, keep=None)
+                self._generation += 1
+                held = _Slot(tensor, key, offset, view.nbytes, self._generation)
+                if slot < 3 and not self.info.get("page_watch"):
+                    held.pristine = view.clone()  # the worker cannot tell writes: the parent compares
+                self._slots[slot] = held
+            staged.append(view)
+            sent.append((offset, spec[0], spec[1], held.generation))
+        for offset in offsets[4:6]:  # the worker writes the outputs there
+            assert offset is not None
+            self._forget(offset, (rows * (k + 1) + rows) * 8, keep=None)
         request = {
             "arena": arena.path if arena.linked else None,
             "size": arena.size,
-            "inputs": [None if s is None else (o, s[0], s[1]) for s, o in zip(specs[:4], offsets[:4])],
+            "inputs": sent,
             "outputs": (offsets[4], offsets[5]),
             "per_row": per_row,
             "generator": None if generator is None else generator.get_state(),
         }
         self._send(("call", request))
         started = self._beat_count()
-        reply = self._wait(limit, calls_before=started)
+        try:
+            reply = self._wait(limit, calls_before=started)
+        except (WorkerDied, WorkerHung):
+            self._slots.clear()  # a new process maps the arena afresh; the parent's copies stay valid, but start clean
+            raise
         arena.unlink()  # the worker has it mapped; the name is no longer needed
         calls_made = self._beat_count() - started
         if reply[0] == "raised":
-            _, type_name, text, trace = reply
+            _, type_name, text, trace, written = reply
+            self._invalidate(written, staged)
             raise WorkerRaised(type_name, text, trace, calls_made)
-        _, encoded, state, seconds = reply
+        _, encoded, state, seconds, written = reply
+        changed = self._invalidate(written, staged)
         if generator is not None and state is not None:
             generator.set_state(state)
         tokens = arena.view(offsets[4], (rows, k + 1), torch.int64).clone()  # the arena is reused
@@ -342,7 +468,24 @@ class SamplerProcess:
             (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
             for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
         ]
-        return outputs, seconds, staged
+        return outputs, seconds, staged, changed
+
+    def _forget(self, offset: int, nbytes: int, *, keep: int | None) -> None:
+        """Drop the records of slots a write to ``[offset, offset + nbytes)`` overlaps."""
+        for slot, held in list(self._slots.items()):
+            if slot != keep and held.offset < offset + nbytes and offset < held.offset + held.nbytes:
+                del self._slots[slot]
+
+    def _invalidate(self, written: list[int], staged: list[torch.Tensor | None]) -> list[int]:
+        """The inputs the sampler changed: as the worker saw it, or by the parent's comparison."""
+        changed = sorted(set(written))
+        for slot in range(3):
+            held = self._slots.get(slot)
+            if held is not None and held.pristine is not None and staged[slot] is not None and not unchanged(staged[slot], held.pristine):
+                changed.append(slot)
+        for slot in changed:
+            self._slots.pop(slot, None)
+        return sorted(set(changed))
 
     def _beat_count(self) -> int:
         return int.from_bytes(self._beat[:8], "little") if self._beat is not None else 0
@@ -478,7 +621,9 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
 
     sampler: Any = None
     device = torch.device("cpu")
-    arena: tuple[str, mmap.mmap, torch.Tensor] | None = None
+    arena: _WorkerArena | None = None
+    watch: _PageWatch | None = None
+    page_watch = _PageWatch.works()
     with open(sys.argv[1], "r+b") as handle:
         beat = mmap.mmap(handle.fileno(), 8)
     calls = 1  # the count of calls started, plus one: nonzero once this process is up
@@ -490,6 +635,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             return
         if kind == "load":
             sys.path[:] = body["sys_path"]
+            watch, arena = (page_watch if body["page_watch"] else None), None
             torch.set_num_threads(body["threads"])
             try:
                 if body["source"][0] == "spec":
@@ -513,64 +659,121 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
                 send(("load-error", message))
                 continue
-            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device)}))
+            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "page_watch": watch is not None}))
             continue
         # kind == "call"
         if body["arena"] is not None:
-            with open(body["arena"], "r+b") as handle:
-                mapped = mmap.mmap(handle.fileno(), body["size"])
-            arena = (body["arena"], mapped, torch.frombuffer(mapped, dtype=torch.uint8))
+            arena = _WorkerArena(body["arena"], body["size"], watch)
         assert arena is not None
-        data = arena[2]
-
-        def view(offset: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-            count = 1
-            for n in shape:
-                count *= n
-            width = torch.empty((), dtype=dtype).element_size()
-            return data[offset : offset + count * width].view(dtype).view(shape)
-
-        staged = [None if spec is None else view(*spec) for spec in body["inputs"]]
-        given = [None if t is None else (t if device.type == "cpu" else t.to(device)) for t in staged]
+        staged = [None if spec is None else arena.view(*spec) for spec in body["inputs"]]
+        given = [None if t is None else t for t in staged]
+        if device.type != "cpu":  # the device keeps its own copies while the parent's are unchanged
+            given = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(body["inputs"])]
         target, draft, drafts, uniforms = given
         rows, k = drafts.shape
         generator = None
         if body["generator"] is not None:
             generator = torch.Generator(device=device)
             generator.set_state(body["generator"])
-        tokens_out = view(body["outputs"][0], (rows, k + 1), torch.int64)
-        accepted_out = view(body["outputs"][1], (rows,), torch.int64)
+        tokens_out = arena.output(body["outputs"][0], (rows, k + 1))
+        accepted_out = arena.output(body["outputs"][1], (rows,))
         per_call = [(slice(i, i + 1), 1) for i in range(rows)] if body["per_row"] else [(slice(0, rows), rows)]
         encoded: list[Any] = []
         seconds: list[float] = []
         try:
-            for part, n in per_call:
-                calls += 1
-                beat[:8] = calls.to_bytes(8, "little")
-                args = (target[part], draft[part], drafts[part], generator)
-                kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
-                start = time.perf_counter()
-                output = sampler(*args, **kwargs)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                seconds.append(time.perf_counter() - start)
-                if _well_formed(output, n, k, device):
-                    tokens_out[part].copy_(output[0])
-                    accepted_out[part].copy_(output[1])
-                    encoded.append(("placed", part.start, n))
-                else:
-                    encoded.append(("object", _encode(output, device)))
-                    break  # the parent's audit stops at this call
-            for original, sent in zip(staged[:3], given[:3]):
-                if sent is not original:
-                    original.copy_(sent)  # a write on the device shows in the parent's audit
+            try:
+                for part, n in per_call:
+                    calls += 1
+                    beat[:8] = calls.to_bytes(8, "little")
+                    args = (target[part], draft[part], drafts[part], generator)
+                    kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
+                    start = time.perf_counter()
+                    output = sampler(*args, **kwargs)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+                    seconds.append(time.perf_counter() - start)
+                    if _well_formed(output, n, k, device):
+                        tokens_out[part].copy_(output[0])
+                        accepted_out[part].copy_(output[1])
+                        encoded.append(("placed", part.start, n))
+                    else:
+                        encoded.append(("object", _encode(output, device)))
+                        break  # the parent's audit stops at this call
+            finally:
+                written = arena.written(body["inputs"][:3], staged[:3], given[:3])
         except SystemExit as exc:
-            send(("raised", "SystemExit", f"sys.exit({exc.code!r}) in the sampler", last_frames(exc)))
+            send(("raised", "SystemExit", f"sys.exit({exc.code!r}) in the sampler", last_frames(exc), written))
             continue
         except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-            send(("raised", type(exc).__name__, first_line(exc), last_frames(exc)))
+            send(("raised", type(exc).__name__, first_line(exc), last_frames(exc), written))
             continue
-        send(("done", encoded, None if generator is None else generator.get_state(), seconds))
+        send(("done", encoded, None if generator is None else generator.get_state(), seconds, written))
+
+
+class _WorkerArena:
+    """The worker's maps of the arena: shared for outputs, copy-on-write for the sampler's inputs
+    where the kernel says which pages were written (else shared, and the parent compares)."""
+
+    def __init__(self, path: str, size: int, watch: _PageWatch | None) -> None:
+        self.fd = os.open(path, os.O_RDWR)  # kept: the parent unlinks the name after the first call
+        self.size = size
+        self.watch = watch
+        self.shared = mmap.mmap(self.fd, size)
+        self.shared_bytes = torch.frombuffer(self.shared, dtype=torch.uint8)
+        self.private: mmap.mmap | None = None
+        self.input_bytes = self.shared_bytes
+        self._fresh_private()
+        self.device_copies: dict[int, tuple[int, torch.Tensor]] = {}
+
+    def __del__(self) -> None:
+        os.close(self.fd)
+
+    @staticmethod
+    def _slice(data: torch.Tensor, offset: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        count = 1
+        for n in shape:
+            count *= n
+        width = torch.empty((), dtype=dtype).element_size()
+        return data[offset : offset + count * width].view(dtype).view(shape)
+
+    def view(self, offset: int, shape: tuple[int, ...], dtype: torch.dtype, generation: int) -> torch.Tensor:
+        return self._slice(self.input_bytes, offset, shape, dtype)
+
+    def output(self, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return self._slice(self.shared_bytes, offset, shape, torch.int64)
+
+    def on_device(self, slot: int, spec: tuple[Any, ...], device: torch.device) -> torch.Tensor:
+        """A fresh copy on the device of an input whose pristine device copy is kept per generation."""
+        generation = spec[3]
+        held = self.device_copies.get(slot)
+        if held is None or held[0] != generation:
+            held = (generation, self._slice(self.shared_bytes, *spec[:3]).to(device))
+            self.device_copies[slot] = held
+        return held[1].clone()
+
+    def written(self, specs: list[Any], staged: list[torch.Tensor | None], given: list[torch.Tensor | None]) -> list[int]:
+        """The input slots the sampler wrote to; after a write, the copy-on-write map starts afresh."""
+        written, touched = [], False
+        for slot, (spec, mapped, sent) in enumerate(zip(specs, staged, given)):
+            if spec is None or mapped is None or sent is None:
+                continue
+            if sent is not mapped:  # a device copy: compared with the pristine one
+                if not unchanged(sent, self.device_copies[slot][1]):
+                    written.append(slot)
+            elif self.watch is not None and self.watch.written(mapped.data_ptr(), mapped.nbytes):
+                touched = True
+                if not unchanged(mapped, self._slice(self.shared_bytes, *spec[:3])):
+                    written.append(slot)
+        if touched:
+            self._fresh_private()
+        return written
+
+    def _fresh_private(self) -> None:
+        """A new copy-on-write map: the pages the sampler made its own are dropped, and the inputs
+        read the shared copy again."""
+        if self.watch is not None:
+            self.private = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_COPY)
+            self.input_bytes = torch.frombuffer(self.private, dtype=torch.uint8)
 
 
 if __name__ == "__main__":

@@ -85,3 +85,13 @@ def factory_raises():
 def writes_draft(t, d, y, g):
     d[0, 0, 0] += 1.0  # one element, in place
     return specverify.reference(t, d, y, g)
+
+
+_writes: list[int] = []
+
+
+def writes_target_on_call_2(t, d, y, g):
+    _writes.append(1)
+    if len(_writes) == 2:
+        t[-1, -1, -1] = 0.5  # the last element, in place, on the second call only
+    return specverify.reference(t, d, y, g)

@@ -154,3 +154,53 @@ def test_odd_max_batch_keeps_row_pairs_in_one_call():
 
     SamplerUnderTest(odd).step(target, draft, drafts, generator=torch.Generator())
     assert seen == [4, 4, 2]
+
+
+@pytest.mark.parametrize("isolation", ["in-process", "process"])
+def test_a_write_in_a_later_call_on_the_same_inputs_is_seen_and_the_next_call_gets_them_pristine(isolation):
+    target, draft, drafts = inputs(batch=8)
+    sut = SamplerUnderTest("isolation_samplers:writes_target_on_call_2", isolation=isolation)
+    reference = SamplerUnderTest(specverify.reference)
+    sut.step(target, draft, drafts, generator=sut.generator(0))
+    with pytest.raises(SamplerFault, match="modified its input target_probs"):
+        sut.step(target, draft, drafts, generator=sut.generator(0))
+    after = sut.step(target, draft, drafts, generator=sut.generator(5))  # what it is given is the harness's tensor again
+    expected = reference.step(target, draft, drafts, generator=reference.generator(5))
+    assert torch.equal(after[0], expected[0]) and torch.equal(after[1], expected[1])
+    sut.close()
+
+
+def test_inputs_passed_again_are_laid_out_once_and_a_change_by_the_harness_is_sent():
+    target, draft, drafts = inputs(batch=8)
+    sut = SamplerUnderTest("specverify.samplers:reference", isolation="process")
+    process = sut._process
+    sut.step(target, draft, drafts, generator=sut.generator(0))
+    written = process._generation
+    sut.step(target, draft, drafts, generator=sut.generator(0))
+    assert process._generation == written  # nothing copied again
+    target[:, :, :] = target.flip(-1)  # the harness changes its tensor in place: it is sent again
+    here = SamplerUnderTest(specverify.reference)
+    got = sut.step(target, draft, drafts, generator=sut.generator(1))
+    want = here.step(target, draft, drafts, generator=here.generator(1))
+    assert process._generation == written + 1
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    sut.close()
+
+
+def test_without_the_page_watch_the_parent_compares_and_sees_the_write():
+    from specverify._worker import SamplerProcess
+
+    target, draft, drafts = inputs(batch=4)
+    process = SamplerProcess(("spec", "isolation_samplers:writes_draft"), None, page_watch=False)
+    assert process.start()["page_watch"] is False
+    _, _, _, changed = process.call([target, draft, drafts, None], dtype=torch.float64, per_row=False, generator=torch.Generator(), limit=60.0)
+    assert changed == [1]
+    process.kill()
+
+
+def test_nan_in_an_input_is_not_a_write():
+    from specverify._worker import unchanged
+
+    a = torch.tensor([0.5, float("nan"), 0.5])
+    assert unchanged(a.clone(), a)
+    assert not unchanged(torch.tensor([0.5, float("nan"), 0.25]), a)
