@@ -315,6 +315,8 @@ class SamplerUnderTest:
                 v = violations[0]
                 raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
             outputs.append(output)
+        if len(outputs) == 1:
+            return outputs[0][0].to("cpu"), outputs[0][1].to("cpu")
         return torch.cat([o[0] for o in outputs]).to("cpu"), torch.cat([o[1] for o in outputs]).to("cpu")
 
     def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
@@ -486,6 +488,15 @@ def audit_output(
         positions = torch.arange(k + 1, device=tokens.device)
         emitted = positions <= accepted.unsqueeze(-1)
         out_of_range = emitted & ((tokens < 0) | (tokens >= vocab))
+        padding = ~emitted & (tokens != -1)
+        mismatch = (positions[:k] < accepted.unsqueeze(-1)) & (tokens[:, :k] != draft_tokens)
+        safe = tokens.clamp(0, vocab - 1)
+        impossible = emitted & (target_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1) == 0)
+        per_row = torch.stack([out_of_range.any(-1), padding.any(-1), mismatch.any(-1), impossible.any(-1)])
+        found = per_row.any(-1).tolist()  # one pass decides the common case: nothing wrong
+        if not any(found):
+            return []
+
         def token_range(r: int) -> str:
             n, position = int(accepted[r]), int(out_of_range[r].nonzero()[0, 0])
             token = int(tokens[r, position])
@@ -498,17 +509,11 @@ def audit_output(
                 text += f": -1 is padding, allowed only after position {n}"
             return text
 
-        checks.append(("token-range", out_of_range.any(-1), token_range, "contract"))
-        padding = ~emitted & (tokens != -1)
-        checks.append(("padding", padding.any(-1), lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
-        accepted_mask = positions[:k] < accepted.unsqueeze(-1)
-        mismatch = accepted_mask & (tokens[:, :k] != draft_tokens)
-        checks.append(("accepted-drafts", mismatch.any(-1), lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
-        if not out_of_range.any():
-            safe = tokens.clamp(0, vocab - 1)
-            p = target_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-            impossible = emitted & (p == 0)
-            checks.append(("zero-target", impossible.any(-1), lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
+        checks.append(("token-range", per_row[0], token_range, "contract"))
+        checks.append(("padding", per_row[1], lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
+        checks.append(("accepted-drafts", per_row[2], lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
+        if not found[0]:  # a token outside the vocabulary has no target probability to look up
+            checks.append(("zero-target", per_row[3], lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
     violations = []
     for rule, mask, describe, finding in checks:
         row = first_row(mask)

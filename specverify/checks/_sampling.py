@@ -64,9 +64,14 @@ def step_counts(
     generator = ctx.sut.generator(seed)
     counts = np.zeros(len(cases) * cells, dtype=np.int64)
     total = rows_per_case * len(cases)
+    batches: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}  # a chunk's rows depend on its phase only
     for start in range(0, total, CHUNK):
-        which = torch.arange(start, min(total, start + CHUNK)) % len(cases)
-        tokens, accepted = ctx.sut.step(target[which], draft[which], drafts[which], generator=generator, dtype=dtype)
+        phase = (start % len(cases), min(CHUNK, total - start))
+        if phase not in batches:
+            which = torch.arange(start, start + phase[1]) % len(cases)
+            batches[phase] = (which, target[which], draft[which], drafts[which])
+        which, *batch = batches[phase]  # the same tensors again: the sampler's copy of them is reused
+        tokens, accepted = ctx.sut.step(*batch, generator=generator, dtype=dtype)
         code = which * cells + outcome_codes(tokens, accepted, vocab)
         counts += np.bincount(code.numpy(), minlength=counts.size)
         ctx.advance(which.numel())
