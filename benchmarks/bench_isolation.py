@@ -1,12 +1,13 @@
 """The sampler's own process: what it costs on the reference sampler, as a ratio to in-process.
 
-Each budget runs the battery on the reference twice in this process, in-process and isolated (a
-freshly started worker: its torch import is counted), and reports the isolated run's wall time as
-a ratio to the in-process one measured in the same run, the harness's share of each run
-(``run.timing``), and whether the two runs gave the same numbers (they must: the generator's state
-travels with every call).
+Each budget runs the battery on the reference in this process, in-process and isolated (a freshly
+started worker: its torch import is counted), ``--repeats`` times each, alternating, and reports
+the median isolated wall time as a ratio to the median in-process one measured in the same run,
+the harness's share of each run (``run.timing``), and whether the two gave the same numbers (they
+must: the generator's state travels with every call).  A warm-up run first imports the battery,
+so neither side pays that.
 
-    python benchmarks/bench_isolation.py [--budgets quick standard] [--out benchmarks/results]
+    python benchmarks/bench_isolation.py [--budgets quick standard] [--repeats 3] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -45,14 +47,15 @@ def write(rows: list[dict], out: Path) -> None:
     lines = [
         "# The sampler's own process: cost on the reference sampler",
         "",
-        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']})",
+        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']}; "
+        "median of the repeats, runs alternating)",
         "",
-        "| budget | in-process s | isolated s | overhead | calls | rows | harness share (in-process / isolated) | same numbers |",
-        "|---|---|---|---|---|---|---|---|",
+        "| budget | repeats | in-process s | isolated s | overhead | calls | rows | harness share (in-process / isolated) | same numbers |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['budget']} | {r['in_process_seconds']} | {r['isolated_seconds']} | {r['overhead_ratio']:+.1%} | {r['calls']:,} | "
+            f"| {r['budget']} | {r['repeats']} | {r['in_process_seconds']} | {r['isolated_seconds']} | {r['overhead_ratio']:+.1%} | {r['calls']:,} | "
             f"{r['rows']:,} | {r['harness_share_in_process']:.0%} / {r['harness_share_isolated']:.0%} | {r['same_numbers']} |"
         )
     (out / "isolation.md").write_text("\n".join(lines) + "\n")
@@ -61,16 +64,26 @@ def write(rows: list[dict], out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", nargs="*", default=["quick", "standard"])
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
+    specverify.check("specverify.samplers:reference", budget="quick", seed=0, isolation="in-process", select=["contract.output"])
     rows = []
     for budget in args.budgets:
-        here_s, here = timed(budget, "in-process")
-        isolated_s, isolated = timed(budget, "process")
+        here_times, isolated_times = [], []
+        for _ in range(args.repeats):
+            here_s, here = timed(budget, "in-process")
+            isolated_s, isolated = timed(budget, "process")
+            here_times.append(here_s)
+            isolated_times.append(isolated_s)
+        here_s, isolated_s = statistics.median(here_times), statistics.median(isolated_times)
         row = {
             "budget": budget,
+            "repeats": args.repeats,
             "in_process_seconds": round(here_s, 2),
             "isolated_seconds": round(isolated_s, 2),
+            "in_process_all": [round(t, 2) for t in here_times],
+            "isolated_all": [round(t, 2) for t in isolated_times],
             "overhead_ratio": round(isolated_s / here_s - 1, 4),
             "calls": isolated.run["sampler_calls"],
             "rows": isolated.run["sampler_rows"],

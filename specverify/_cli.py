@@ -172,7 +172,6 @@ def _check(args: argparse.Namespace) -> int:
 
     from ._calling import check_device
     from ._contract import SamplerSpecError
-    from ._runner import check_selection
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
@@ -188,13 +187,22 @@ def _check(args: argparse.Namespace) -> int:
         return fail(
             f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example specverify.samplers:reference)"
         )
-    problem = _validate(args) or check_selection(args.only)
+    problem = _validate(args)
     if problem:
         return fail(problem)
     try:
         check_device(args.device)
     except SamplerSpecError as exc:
         return fail(str(exc))
+    if not args.in_process:
+        from ._worker import prestart
+
+        prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
+    from ._runner import check_selection
+
+    problem = check_selection(args.only)
+    if problem:
+        return fail(problem)
 
     from ._progress import ProgressDisplay
 

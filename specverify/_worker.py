@@ -286,19 +286,21 @@ class SamplerProcess:
         self._tail_bytes = 0
         root = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
         fd, beat_path = tempfile.mkstemp(prefix="specverify-beat-", dir=root)
+        os.unlink(beat_path)  # the worker inherits the descriptor: no name is needed
         try:
             os.ftruncate(fd, 8)
             self._beat = mmap.mmap(fd, 8)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "specverify._worker", str(fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(fd,),
+                start_new_session=True,  # the terminal's SIGINT reaches the harness only
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         finally:
             os.close(fd)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "specverify._worker", beat_path],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # the terminal's SIGINT reaches the harness only
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
         self._owner = os.getpid()
         _LIVE.add(self)
         self.starts += 1
@@ -307,17 +309,8 @@ class SamplerProcess:
         self._proc.stdin.close()
         self._proc.stdout.close()
         threading.Thread(target=self._drain, args=(self._proc.stderr,), name="specverify-sampler-output", daemon=True).start()
-        try:  # the worker maps the beat file as it starts; the name is then not needed
-            self._wait_for(lambda: self._beat_count() != 0 or not self.alive(), 60.0)
-        finally:
-            os.unlink(beat_path)
-        if not self.alive():
-            raise WorkerLoadError("the sampler's process did not start: " + _how_it_ended(self._proc.poll() if self._proc else None) + _tail_note(self.output()))
-
-    def _wait_for(self, condition: Any, limit: float) -> None:
-        deadline = time.monotonic() + limit
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # No wait: the first message waits in the pipe while the worker imports torch, and the
+        # harness goes on with its own work (see prestart).
 
     def release(self) -> None:
         """Keep a live process for the next sampler this harness loads (one torch import per
@@ -543,6 +536,14 @@ def _pool_key(device: str | None) -> tuple[Any, ...]:
     return (device, tuple(sys.path))
 
 
+def prestart(device: str | None) -> None:
+    """Start a worker process now, idle, for the next sampler loaded on ``device``: its torch import
+    then overlaps the harness's own start (the CLI calls this before importing the battery)."""
+    process = SamplerProcess(("none",), device)
+    process._spawn()
+    _IDLE.setdefault(_pool_key(device), []).append(process)
+
+
 def _tail_note(output: str) -> str:
     lines = output.strip().splitlines()
     return ("; its last output: " + " | ".join(lines[-3:])[-400:]) if lines else ""
@@ -624,8 +625,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
     arena: _WorkerArena | None = None
     watch: _PageWatch | None = None
     page_watch = _PageWatch.works()
-    with open(sys.argv[1], "r+b") as handle:
-        beat = mmap.mmap(handle.fileno(), 8)
+    beat = mmap.mmap(int(sys.argv[1]), 8)
+    os.close(int(sys.argv[1]))
     calls = 1  # the count of calls started, plus one: nonzero once this process is up
     beat[:8] = calls.to_bytes(8, "little")
     while True:
