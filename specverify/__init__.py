@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._loop import MarkovLM, generation_law, loop
     from ._models import ChainModel, Model, TableModel
     from ._pytest import battery as pytest_battery
-    from ._replay import LawTest, model_law_test, step_law_test
+    from ._replay import LawTest, SamplerFault, call_sampler, model_law_test, step_law_test
     from ._result import CheckResult, RunResult
     from ._runner import check
     from ._seeds import derive_seed
@@ -48,6 +48,7 @@ __all__ = [
     "ModelCase",
     "RunResult",
     "Sampler",
+    "SamplerFault",
     "SamplerSpecError",
     "SamplingParams",
     "SpecverifyError",
@@ -55,6 +56,7 @@ __all__ = [
     "TableModel",
     "UsageError",
     "__version__",
+    "call_sampler",
     "check",
     "check_loop",
     "completed_law",
@@ -86,10 +88,12 @@ _LAZY = {
     "ModelCase": ("._cases", "ModelCase"),
     "RunResult": ("._result", "RunResult"),
     "Sampler": ("._contract", "Sampler"),
+    "SamplerFault": ("._replay", "SamplerFault"),
     "SamplerSpecError": ("._contract", "SamplerSpecError"),
     "SamplingParams": ("._warp", "SamplingParams"),
     "StepCase": ("._cases", "StepCase"),
     "TableModel": ("._models", "TableModel"),
+    "call_sampler": ("._replay", "call_sampler"),
     "check": ("._runner", "check"),
     "check_loop": (".checks._loop", "check_loop"),
     "completed_law": ("._exact", "completed_law"),

@@ -2,7 +2,8 @@
 
 :func:`step_law_test` and :func:`model_law_test` draw samples exactly as the checks do and set
 them against the exact law, so a user can rerun the smallest failing case, change their kernel,
-and rerun it again, in a test of their own.
+and rerun it again, in a test of their own.  :func:`call_sampler` makes one step as the harness
+makes it: in the batches the sampler declares it takes, every output audited.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from ._budgets import get_budget
-from ._calling import SamplerUnderTest
+import torch
+
+from ._calling import SamplerFault, SamplerUnderTest
 from ._cases import ModelCase, StepCase
 from ._exact import emitted_law, target_law
 from ._models import Model
@@ -22,7 +25,7 @@ from .checks._base import Context
 from .checks._sampling import model_tally, step_counts
 from .stats import GoodnessOfFit, TVEstimate, gof_test, tv_estimate
 
-__all__ = ["LawTest", "model_law_test", "step_law_test"]
+__all__ = ["LawTest", "SamplerFault", "call_sampler", "model_law_test", "step_law_test"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,28 @@ class LawTest:
         ]
         lines += [f"  {g}, {c}: {int(obs[g, c])} vs {exp[g, c]:.1f}" for g, c in order]
         return "\n".join(lines)
+
+
+def call_sampler(
+    sampler: Callable[..., Any],
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    uniforms: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One verification step on a batch of any size, as the harness makes it.
+
+    The batch is split as the sampler declares (``max_batch`` rows a call; one row a call if it is
+    not ``batched``), the inputs are given in its first dtype, and every output is audited against
+    the contract.
+
+    Raises:
+        SamplerFault: the sampler raised, hung, or returned what the contract forbids; its
+            ``violation`` says which rule and the first row that shows it.
+    """
+    return SamplerUnderTest(sampler).step(target_probs, draft_probs, draft_tokens, generator=generator, uniforms=uniforms)
 
 
 def _context(sampler: Callable[..., Any], seed: int) -> Context:

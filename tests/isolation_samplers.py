@@ -95,3 +95,11 @@ def writes_target_on_call_2(t, d, y, g):
     if len(_writes) == 2:
         t[-1, -1, -1] = 0.5  # the last element, in place, on the second call only
     return specverify.reference(t, d, y, g)
+
+
+@specverify.sampler(batched=False)
+def unbatched_int32(t, d, y, g):
+    if y.shape[0] != 1:
+        raise AssertionError(f"an unbatched sampler was given {y.shape[0]} rows")
+    tokens, n = specverify.reference(t, d, y, g)
+    return tokens.int(), n  # int32: a contract violation

@@ -214,3 +214,12 @@ def test_low_precision_rows_are_normalised_as_well_as_their_dtype_allows():
         assert (rounded.sum(-1) - 1).abs().max() < nearest_error / 2
         eps = torch.finfo(getattr(torch, precision)).eps
         assert ((rounded - rows).abs() <= 1.5 * eps * rows).all()  # half an ulp to the nearest, one step at most
+
+
+def test_a_repro_snippet_calls_the_sampler_in_the_batches_it_declares():
+    result = specverify.check("isolation_samplers:unbatched_int32", budget="quick", select=["contract.output"], isolation="in-process", spec="isolation_samplers:unbatched_int32")
+    failing = [c for c in result.checks if c.status == "fail"]
+    assert failing and failing[0].evidence["violation"] == "shape-dtype"
+    with pytest.raises(specverify.SamplerFault) as info:  # the contract's finding, not the sampler's complaint about its batch
+        exec(failing[0].evidence["repro"], {})
+    assert info.value.violation.rule == "shape-dtype"

@@ -100,7 +100,8 @@ class OutputContractCheck(_ContractCheck):
             except SamplerFault as fault:
                 body = (
                     f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = {tensor_code(drafts)}\n"
-                    "tokens, num_accepted = sampler(target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
+                    "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
+                    "tokens, num_accepted = specverify.call_sampler(sampler, target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
                 )
                 return fault_result(self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)})
             rows += batch

@@ -80,7 +80,8 @@ class EdgeValidityCheck:
             body = "\n".join(c.to_code() for c in cases[:1])
             repro = ctx.repro(
                 f"{body}\nrows = {self.rows_per_case}\n"
-                "tokens, num_accepted = sampler(target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
+                "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
+                "tokens, num_accepted = specverify.call_sampler(sampler, target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
                 "draft_tokens.expand(rows, -1), torch.Generator().manual_seed(0))"
             )
             result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})
