@@ -43,6 +43,7 @@ from ..strategies._internal.shapes import (
 )
 from ._base import Context, check_id, fault_result
 from ._fit import largest_deviation
+from ._sampling import tally
 
 __all__ = [
     "EdgeLawCheck",
@@ -300,7 +301,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
             n = min(per_call, rows - start)
             tokens, accepted = ctx.sut.step(*case.batch(n), generator=generator, dtype=dtype)
             code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
-            counts += np.bincount(code.numpy(), minlength=counts.size)
+            tally(counts, code.numpy())
             ctx.advance(n)
     except SamplerFault as f:
         remember_hang(ctx, rid, f)
