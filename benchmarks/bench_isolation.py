@@ -1,11 +1,11 @@
 """The sampler's own process: what it costs on the reference sampler, as a ratio to in-process.
 
-Each budget runs the battery on the reference in this process, in-process and isolated (a freshly
-started worker: its torch import is counted), ``--repeats`` times each, alternating, and reports
-the median isolated wall time as a ratio to the median in-process one measured in the same run,
-the harness's share of each run (``run.timing``), and whether the two gave the same numbers (they
-must: the generator's state travels with every call).  A warm-up run first imports the battery,
-so neither side pays that.
+Each budget runs ``specverify check specverify.samplers:reference`` as a user does, a fresh command
+each time, with ``--in-process`` and without (the sampler's own process, started by the command:
+its torch import is counted), ``--repeats`` times each, alternating, and reports the median
+isolated wall time as a ratio to the median in-process one measured in the same run, the harness's
+share of each run (``run.timing``), and whether the two gave the same numbers (they must: the
+generator's state travels with every call).
 
     python benchmarks/bench_isolation.py [--budgets quick standard] [--repeats 3] [--out benchmarks/results]
 """
@@ -17,26 +17,30 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-import specverify
-from specverify import _worker
+
+def timed(budget: str, isolation: str) -> tuple[float, dict]:
+    """One ``specverify check`` command, timed from its start to its exit; its JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", budget, "--seed", "0", "--json", str(out), "--quiet"]
+        if isolation == "in-process":
+            command.append("--in-process")
+        start = time.perf_counter()
+        subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+        seconds = time.perf_counter() - start
+        return seconds, json.loads(out.read_text())
 
 
-def timed(budget: str, isolation: str) -> tuple[float, specverify.RunResult]:
-    for idle in list(_worker._IDLE.values()):  # no warm worker: the isolated run starts its own
-        while idle:
-            idle.pop().kill()
-    start = time.perf_counter()
-    result = specverify.check("specverify.samplers:reference", budget=budget, seed=0, isolation=isolation)
-    return time.perf_counter() - start, result
-
-
-def numbers(result: specverify.RunResult) -> list[tuple]:
-    return [(c.id, c.status, c.p_value, c.samples) for c in result.checks]
+def numbers(result: dict) -> list[tuple]:
+    return [(c["id"], c["status"], c["p_value"], c["samples"]) for c in result["checks"]]
 
 
 def write(rows: list[dict], out: Path) -> None:
@@ -47,8 +51,9 @@ def write(rows: list[dict], out: Path) -> None:
     lines = [
         "# The sampler's own process: cost on the reference sampler",
         "",
-        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']}; "
-        "median of the repeats, runs alternating)",
+        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']}): "
+        "`specverify check specverify.samplers:reference --budget B` with and without `--in-process`, each a fresh command "
+        "timed to its exit, median of the repeats, alternating",
         "",
         "| budget | repeats | in-process s | isolated s | overhead | calls | rows | harness share (in-process / isolated) | same numbers |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -67,7 +72,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
-    specverify.check("specverify.samplers:reference", budget="quick", seed=0, isolation="in-process", select=["contract.output"])
     rows = []
     for budget in args.budgets:
         here_times, isolated_times = [], []
@@ -85,12 +89,12 @@ def main() -> None:
             "in_process_all": [round(t, 2) for t in here_times],
             "isolated_all": [round(t, 2) for t in isolated_times],
             "overhead_ratio": round(isolated_s / here_s - 1, 4),
-            "calls": isolated.run["sampler_calls"],
-            "rows": isolated.run["sampler_rows"],
-            "harness_share_in_process": here.run["timing"]["harness_share"],
-            "harness_share_isolated": isolated.run["timing"]["harness_share"],
+            "calls": isolated["run"]["sampler_calls"],
+            "rows": isolated["run"]["sampler_rows"],
+            "harness_share_in_process": here["run"]["timing"]["harness_share"],
+            "harness_share_isolated": isolated["run"]["timing"]["harness_share"],
             "same_numbers": numbers(here) == numbers(isolated),
-            "verdicts": [here.verdict, isolated.verdict],
+            "verdicts": [here["verdict"], isolated["verdict"]],
         }
         rows.append(row)
         write(rows, Path(args.out))
