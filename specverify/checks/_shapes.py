@@ -231,41 +231,16 @@ class ShapeConditionalCheck:
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows, needed = planned_rows(ctx, shape, df, share)
-            ctx.sut.reach.reset()
-            try:
-                counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
-            except SamplerFault as f:
-                remember_hang(ctx, rid, f)
-                fault = earlier_hang(ctx)  # a hang stops the shapes after it; another fault does not
-                result = fault_result(_Decision(rid, self.family, declared.label), f, evidence={"V": shape.vocab, "K": shape.k})
-                result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
-                results.append(result)
-                continue
-            gof = gof_test(counts, law, alpha=share, random_state=ctx.seed_for(rid, "mc"))
-            claim = gof.min_detectable_tv(share, ctx.budget.power)
-            expected = law * counts.sum()
-            n_cells = len(labels)
-            where = largest_deviation(counts, expected, lambda g, c: f"accepted {c // n_cells}, {labels[c % n_cells]}")
-            evidence: dict[str, Any] = {
-                "V": shape.vocab, "K": shape.k, "rows": rows, "rows_per_call": call_rows(ctx.sut, shape), "rows_needed": needed,
-                "test": gof.method, "df": gof.df, "statistic": gof.statistic, "cells": labels,
-                "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
-                "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv,
-                "draft_tokens": case.draft_tokens.tolist(),
-            }
+            extra: dict[str, Any] = {"V": shape.vocab, "K": shape.k, "rows_per_call": call_rows(ctx.sut, shape), "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
             if reduced:
-                evidence["reduced"] = reduced
-            common = dict(id=rid, family=self.family, case=declared.label, p_value=gof.pvalue, alpha=share, samples=rows, min_detectable_tv=claim, proves="non-canonical")
-            if gof.pvalue <= share:
-                evidence["tv"] = dataclasses.asdict(tv_estimate(counts, law, random_state=0))
-                result = CheckResult(**common, status="fail", finding="non-canonical", evidence=evidence,
-                                     message=f"V={shape.vocab:,}, K={shape.k}: the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {where}")
-            else:
-                status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-                result = CheckResult(**common, status=status, evidence=evidence,
-                                     message=f"V={shape.vocab:,}, K={shape.k}, {rows:,} rows: law given the drafts exact; {_claim_note(ctx, claim, rows, needed)}" + (f"; {reduced}" if reduced else ""))
-            result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
-            results.append(result)
+                extra["reduced"] = reduced
+            results.append(_lumped_result(
+                ctx, _Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                kind="structured", extra=extra, fault_evidence={"V": shape.vocab, "K": shape.k},
+                where=f"V={shape.vocab:,}, K={shape.k}", law_name="law given the drafts",
+                claim_note=lambda claim: _claim_note(ctx, claim, rows, needed) + (f"; {reduced}" if reduced else ""),
+            ))
+            fault = earlier_hang(ctx)  # a hang stops the shapes after it; another fault does not
         results.append(_full_law(ctx, share, fault) if full else CheckResult(
             id=self.decision_list()[-1].id, family=self.family, case=FULL_DOMAIN_SHAPE.label, status="skip",
             message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law"))
@@ -467,6 +442,56 @@ class ShapeTargetLawCheck:
                            message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note)
 
 
+def _lumped_result(
+    ctx: Context,
+    decision: _Decision,
+    case: StepCase,
+    cells: torch.Tensor,
+    labels: list[str],
+    law: np.ndarray,
+    rows: int,
+    alpha: float,
+    per_call: int,
+    *,
+    kind: str,
+    extra: dict[str, Any],
+    fault_evidence: dict[str, Any],
+    where: str,
+    law_name: str,
+    claim_note: Any,
+) -> CheckResult:
+    """Run ``rows`` rows of a structured case and test its lumped law given the drafts (G-test at
+    ``alpha``): a pass with its claim, a failure with where the counts deviate most, or the fault."""
+    ctx.sut.reach.reset()
+    try:
+        counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(decision.id, "rows"), per_call)
+    except SamplerFault as f:
+        remember_hang(ctx, decision.id, f)
+        result = fault_result(decision, f, evidence=fault_evidence)
+        result.reach = ctx.sut.reach.snapshot(kinds=[kind])
+        return result
+    gof = gof_test(counts, law, alpha=alpha, random_state=ctx.seed_for(decision.id, "mc"))
+    claim = gof.min_detectable_tv(alpha, ctx.budget.power)
+    expected = law * counts.sum()
+    n_cells = len(labels)
+    deviation = largest_deviation(counts, expected, lambda g, c: f"accepted {c // n_cells}, {labels[c % n_cells]}")
+    evidence: dict[str, Any] = {
+        **extra, "rows": rows, "test": gof.method, "df": gof.df, "statistic": gof.statistic, "cells": labels,
+        "observed": counts.tolist(), "expected": expected.tolist(), "where": deviation, "ceiling_tv": ctx.budget.shape_ceiling_tv,
+        "draft_tokens": case.draft_tokens.tolist(),
+    }
+    common = dict(id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
+    if gof.pvalue <= alpha:
+        evidence["tv"] = dataclasses.asdict(tv_estimate(counts, law, random_state=0))
+        result = CheckResult(**common, status="fail", finding="non-canonical", evidence=evidence,
+                             message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {deviation}")
+    else:
+        status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
+        result = CheckResult(**common, status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}")
+    result.reach = ctx.sut.reach.snapshot(kinds=[kind])
+    return result
+
+
 def accepted_law(case: StepCase) -> np.ndarray:
     """``[K+1]``: law of the accepted count when draft ``i`` is drawn from ``q_i`` independently."""
     p = case.target_probs[: case.k] / case.target_probs[: case.k].sum(-1, keepdim=True)
@@ -541,29 +566,10 @@ class EdgeLawCheck:
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows = max(self.rows, min(samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power), ctx.budget.shape_volume // shape.row_elements()))
-            ctx.sut.reach.reset()
-            try:
-                counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
-            except SamplerFault as f:
-                remember_hang(ctx, rid, f)
-                result = fault_result(_Decision(rid, self.family, kind), f, evidence={"case": kind, "V": vocab})
-                result.reach = ctx.sut.reach.snapshot(kinds=[kind])
-                results.append(result)
-                continue
-            gof = gof_test(counts, law, alpha=share, random_state=ctx.seed_for(rid, "mc"))
-            claim = gof.min_detectable_tv(share, ctx.budget.power)
-            expected = law * counts.sum()
-            n_cells = len(labels)
-            where = largest_deviation(counts, expected, lambda g, c: f"accepted {c // n_cells}, {labels[c % n_cells]}")
-            evidence = {"case": kind, "V": vocab, "rows": rows, "test": gof.method, "df": gof.df, "statistic": gof.statistic, "cells": labels,
-                        "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "ceiling_tv": ctx.budget.shape_ceiling_tv,
-                        "draft_tokens": case.draft_tokens.tolist(), "precision": case.precision}
-            common = dict(id=rid, family=self.family, case=kind, p_value=gof.pvalue, alpha=share, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
-            if gof.pvalue <= share:
-                result = CheckResult(**common, status="fail", finding="non-canonical", message=f"'{kind}' at V={vocab:,}: the emitted law differs from the exact law (p = {gof.pvalue:.3g}); {where}")
-            else:
-                status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-                result = CheckResult(**common, status=status, message=f"'{kind}' at V={vocab:,}, {rows:,} rows: emitted law exact; detects TV >= {claim:.3g} on the lumped cells")
-            result.reach = ctx.sut.reach.snapshot(kinds=[kind])
-            results.append(result)
+            results.append(_lumped_result(
+                ctx, _Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                kind=kind, extra={"case": kind, "V": vocab, "precision": case.precision}, fault_evidence={"case": kind, "V": vocab},
+                where=f"'{kind}' at V={vocab:,}", law_name="emitted law",
+                claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
+            ))
         return results
