@@ -344,6 +344,28 @@ class SamplerProcess:
         ]
         return outputs, seconds, staged
 
+    def call_loop(self, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
+        """Run a generation loop once on harness-built models: its output, and the models' calls.
+
+        ``request`` holds the models' descriptions (``("markov", logits, context)``: rebuilt in the
+        worker, never pickled closures), the prompt, ``num_tokens``, the parameters and the
+        generator's state.  The worker beats at every model call, so ``limit`` is how long the
+        loop may go without calling a model (or returning) before it is a hang.
+        """
+        self._send(("loop", request))
+        started = self._beat_count()
+        try:
+            reply = self._wait(limit, calls_before=started)
+        except WorkerDied as died:  # counted in model calls made, not in calls started
+            raise WorkerDied(died.how, self._beat_count() - started) from None
+        except WorkerHung as hung:
+            raise WorkerHung(hung.limit, self._beat_count() - started) from None
+        calls_made = self._beat_count() - started
+        if reply[0] == "raised":
+            _, type_name, text, trace = reply
+            raise WorkerRaised(type_name, text, trace, calls_made)
+        return reply[1], calls_made
+
     def _beat_count(self) -> int:
         return int.from_bytes(self._beat[:8], "little") if self._beat is not None else 0
 
@@ -500,7 +522,9 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     sampler = importlib.import_module(body["source"][1])
                     for part in body["source"][2].split("."):
                         sampler = getattr(sampler, part)
-                sampler = step_sampler(sampler)
+                contract = getattr(sampler, "contract", None)
+                if contract != "loop":
+                    sampler = step_sampler(sampler)
                 capabilities = capabilities_of(sampler)
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":
@@ -513,7 +537,13 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
                 send(("load-error", message))
                 continue
-            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device)}))
+            info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": contract}
+            if contract == "loop":
+                info["parameters"] = tuple(getattr(sampler, "parameters", ("temperature",)))
+            send(("ready", info))
+            continue
+        if kind == "loop":
+            calls = _serve_loop(sampler, body, beat, calls, send, first_line, last_frames)
             continue
         # kind == "call"
         if body["arena"] is not None:
@@ -571,6 +601,37 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             send(("raised", type(exc).__name__, first_line(exc), last_frames(exc)))
             continue
         send(("done", encoded, None if generator is None else generator.get_state(), seconds))
+
+
+def _serve_loop(sampler: Any, body: dict[str, Any], beat: mmap.mmap, calls: int, send: Any, first_line: Any, last_frames: Any) -> int:  # pragma: no cover - runs in the worker process (covered by tests/test_loop_isolation.py)
+    """One generation-loop call: rebuild the harness's models, beat at each model call, reply."""
+    from ._loop import MarkovLM
+
+    count = [calls]
+
+    def on_call() -> None:
+        count[0] += 1
+        beat[:8] = count[0].to_bytes(8, "little")
+
+    def model(description: tuple[Any, ...]) -> MarkovLM:
+        kind, logits, context = description
+        assert kind == "markov", kind
+        built = MarkovLM(logits, context=tuple(context))
+        object.__setattr__(built, "on_call", on_call)
+        return built
+
+    generator = torch.Generator()
+    generator.set_state(body["generator"])
+    try:
+        output = sampler(model(body["target"]), model(body["draft"]), body["prompt"], body["num_tokens"], body["params"], generator)
+    except SystemExit as exc:
+        send(("raised", "SystemExit", f"sys.exit({exc.code!r}) in the loop", last_frames(exc)))
+        return count[0]
+    except BaseException as exc:  # noqa: BLE001 - everything the loop raises is evidence
+        send(("raised", type(exc).__name__, first_line(exc), last_frames(exc)))
+        return count[0]
+    send(("loop-done", _encode_value(output, torch.device("cpu"))))
+    return count[0]
 
 
 if __name__ == "__main__":
