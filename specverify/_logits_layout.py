@@ -21,6 +21,7 @@ batch only, so the same inputs always make the same call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -118,8 +119,14 @@ class LogitsLayout:
         if capabilities is not None:
             self.capabilities = capabilities
 
-    def __call__(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any, **kwargs: Any) -> Any:
+    def __call__(
+        self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any,
+        *, seeds: torch.Tensor | None = None, **kwargs: Any,
+    ) -> Any:
+        """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
         logits, params = pose(target_probs, self.parameters)
+        if seeds is not None:
+            params = dataclasses.replace(params, seeds=seeds.to(torch.int64))
         # float32 logits for narrower cases: their law is the rounded probabilities', not the
         # logits' own rounding
         dtype = torch.float64 if target_probs.dtype == torch.float64 else torch.float32

@@ -301,6 +301,7 @@ class SamplerProcess:
         any write the sampler made to them.
         """
         rows, k = inputs[2].shape
+        n = len(inputs)  # target, draft, drafts, uniforms, and per-request seeds where given
         specs = [None if t is None else (tuple(t.shape), t.dtype) for t in inputs]
         specs += [((rows, k + 1), torch.int64), ((rows,), torch.int64)]
         offsets, size = _layout(specs)
@@ -310,7 +311,7 @@ class SamplerProcess:
             self._arena = _Arena(max(size, 2 * self._arena.size if self._arena else size, 1 << 20))
         arena = self._arena
         staged: list[torch.Tensor | None] = []
-        for tensor, offset in zip(inputs, offsets[:4]):
+        for tensor, offset in zip(inputs, offsets[:n]):
             if tensor is None:
                 staged.append(None)
             else:
@@ -320,8 +321,8 @@ class SamplerProcess:
         request = {
             "arena": arena.path if arena.linked else None,
             "size": arena.size,
-            "inputs": [None if s is None else (o, s[0], s[1]) for s, o in zip(specs[:4], offsets[:4])],
-            "outputs": (offsets[4], offsets[5]),
+            "inputs": [None if s is None else (o, s[0], s[1]) for s, o in zip(specs[:n], offsets[:n])],
+            "outputs": (offsets[n], offsets[n + 1]),
             "per_row": per_row,
             "generator": None if generator is None else generator.get_state(),
         }
@@ -336,8 +337,8 @@ class SamplerProcess:
         _, encoded, state, seconds = reply
         if generator is not None and state is not None:
             generator.set_state(state)
-        tokens = arena.view(offsets[4], (rows, k + 1), torch.int64).clone()  # the arena is reused
-        accepted = arena.view(offsets[5], (rows,), torch.int64).clone()
+        tokens = arena.view(offsets[n], (rows, k + 1), torch.int64).clone()  # the arena is reused
+        accepted = arena.view(offsets[n + 1], (rows,), torch.int64).clone()
         outputs = [
             (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
             for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
@@ -562,7 +563,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
 
         staged = [None if spec is None else view(*spec) for spec in body["inputs"]]
         given = [None if t is None else (t if device.type == "cpu" else t.to(device)) for t in staged]
-        target, draft, drafts, uniforms = given
+        target, draft, drafts, uniforms, *rest = given
+        seeds = rest[0] if rest else None
         rows, k = drafts.shape
         generator = None
         if body["generator"] is not None:
@@ -579,6 +581,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 beat[:8] = calls.to_bytes(8, "little")
                 args = (target[part], draft[part], drafts[part], generator)
                 kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
+                if seeds is not None:
+                    kwargs["seeds"] = seeds[part]
                 start = time.perf_counter()
                 output = sampler(*args, **kwargs)
                 if device.type == "cuda":
