@@ -145,6 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
     zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
     zoo.add_argument("--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)")
+    zoo.add_argument(
+        "--loops",
+        action="store_true",
+        help="add the generation-loop members (named loop:NAME, e.g. --members 'loop:*') through the loop family, in a 'loop' column",
+    )
 
     commands.add_parser(
         "adapters",
@@ -378,8 +383,8 @@ def _zoo(args: argparse.Namespace) -> int:
             f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
         )
 
-    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show)
-    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + "".join(
+    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops)
+    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(
         f" --members '{pattern}'" for pattern in args.members or ()
     )
     markdown, data = write_matrix(rows, args.budget, args.output, command)

@@ -133,7 +133,19 @@ def run_check(
             result.reach = reach
         if result.proves is None and result.status != "error":
             result.proves = getattr(check, "proves", None)
+        if result.status == "fail" and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
+            _add_warps(result, sut, fault)
     return results
+
+
+def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
+    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
+    from ._logits_layout import warps_evidence
+
+    row = fault.violation.row if fault is not None else None
+    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, fault.violation.message if fault else result.message)
+    if warps is not None:
+        result.evidence["warps"] = warps
 
 
 def _skips(check: Check, reason: str) -> list[CheckResult]:

@@ -291,6 +291,7 @@ def check_loop(
     select: list[str] | None = None,
     isolation: str = "auto",
     timeout: float | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> Any:
     """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
 
@@ -301,6 +302,7 @@ def check_loop(
     ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
     default a loop importable by name runs in a supervised process of its own, so a crash, exit or
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
+    ``on_result`` is called with each result as it finishes.
 
     Raises:
         SamplerSpecError: the loop cannot be loaded or is not declared a loop.
@@ -326,6 +328,8 @@ def check_loop(
                 continue
             ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
             results.append(item.run(ctx))
+            if on_result:
+                on_result(results[-1])
     finally:
         under_test.close()
     name = under_test.name
