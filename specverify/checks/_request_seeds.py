@@ -21,11 +21,14 @@ for requests without a seed, so the rest of the battery is unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from scipy import stats
 
 from .._calling import SamplerFault, SamplerUnderTest
+from .._cases import StepCase
 from .._result import CheckResult
 from ._base import Context, check_id, fault_result
 from ._contract import _neighbour, _rich_case
@@ -76,15 +79,16 @@ class RequestSeedsCheck:
         except SamplerFault as fault:
             return fault_result(self, fault)
 
-    def _codes(self, ctx: Context, case, target, draft, drafts, seeds: torch.Tensor, generator: str) -> np.ndarray:
+    def _codes(self, ctx: Context, case: StepCase, inputs: Sequence[torch.Tensor], seeds: torch.Tensor, generator: str) -> np.ndarray:
+        target, draft, drafts = inputs
         tokens, accepted = ctx.sut.step(target, draft, drafts, seeds=seeds, generator=ctx.sut.generator(ctx.seed_for(self.id, generator)))
         ctx.advance(seeds.shape[0])
         return outcome_codes(tokens, accepted, case.vocab_size).numpy()
 
-    def _same_seed(self, ctx: Context, case, seeds: torch.Tensor, collision: float) -> CheckResult:
+    def _same_seed(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
         shared = seeds[torch.arange(ROWS) // 2]  # rows 2i and 2i+1 share a seed
-        first = self._codes(ctx, case, *case.batch(ROWS), shared, "first")
-        second = self._codes(ctx, case, *case.batch(ROWS), shared, "second")
+        first = self._codes(ctx, case, case.batch(ROWS), shared, "first")
+        second = self._codes(ctx, case, case.batch(ROWS), shared, "second")
         escape = f"a sampler ignoring its seeds passes with probability {collision ** (ROWS // 2):.2g}"
         if not np.array_equal(first, second):
             row = int(np.flatnonzero(first != second)[0])
@@ -94,8 +98,8 @@ class RequestSeedsCheck:
             return self._fail(f"rows {row} and {row + 1} share a seed in one batch but gave different outputs", 2 * ROWS)
         return self._pass(f"same seed, same output: across generators and within a batch ({ROWS} rows, twice; {escape})", 2 * ROWS)
 
-    def _different_seeds(self, ctx: Context, case, seeds: torch.Tensor, collision: float) -> CheckResult:
-        codes = self._codes(ctx, case, *case.batch(2 * ROWS), seeds, "batch")
+    def _different_seeds(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
+        codes = self._codes(ctx, case, case.batch(2 * ROWS), seeds, "batch")
         coincide = int((codes[0::2] == codes[1::2]).sum())
         # the smallest count whose upper tail under Binomial(ROWS, c) is at most FALSE_ALARM
         limit = int(stats.binom.isf(FALSE_ALARM, ROWS, collision)) + 1
@@ -105,15 +109,15 @@ class RequestSeedsCheck:
             return self._fail(f"{told}: seeds are shared across rows (probability {chance:.2g} for a correct sampler)", 2 * ROWS, p_value=chance)
         return self._pass(told, 2 * ROWS)
 
-    def _batch_placement(self, ctx: Context, case, seeds: torch.Tensor, collision: float) -> CheckResult:
+    def _batch_placement(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
         mine = seeds[:ROWS]
-        alone = self._codes(ctx, case, *case.batch(ROWS), mine, "alone")
+        alone = self._codes(ctx, case, case.batch(ROWS), mine, "alone")
         # the same rows, shuffled, at odd positions beside other rows with other seeds
         order = torch.randperm(ROWS, generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "order")))
         other = _neighbour(case, ctx, "seeds")
         pair = lambda a, b: torch.stack([a, b], dim=1).reshape(2 * ROWS, *a.shape[1:])  # noqa: E731 - interleave rows
         mixed = [pair(o, m) for o, m in zip(other.batch(ROWS), case.batch(ROWS))]
-        moved = self._codes(ctx, case, *mixed, pair(seeds[ROWS:], mine[order]), "moved")[1::2]
+        moved = self._codes(ctx, case, mixed, pair(seeds[ROWS:], mine[order]), "moved")[1::2]
         if not np.array_equal(moved, alone[order.numpy()]):
             row = int(order[int(np.flatnonzero(moved != alone[order.numpy()])[0])])
             return self._fail(
