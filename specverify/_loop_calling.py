@@ -146,6 +146,12 @@ class LoopUnderTest:
             self._process.release()
             self._process = None
 
+    def kill(self) -> None:
+        """End the worker at once (a run interrupted mid-call: its reply must not reach the next)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process = None
+
 
 def _first_line(text: str) -> str:
     lines = text.strip().splitlines()

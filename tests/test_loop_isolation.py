@@ -67,3 +67,13 @@ def test_a_step_sampler_or_a_missing_loop_is_refused_before_anything_runs(capsys
     assert "not a generation loop" in capsys.readouterr().err
     assert main(["loop", "isolation_loops:nothing_here"]) == 2
     assert "no attribute" in capsys.readouterr().err
+
+
+def test_the_worker_gives_the_loop_the_same_numbers_as_this_process():
+    from specverify._budgets import get_budget
+    from specverify.checks._loop import check_loop
+
+    budget = get_budget("quick").with_(tv=0.2)
+    runs = [check_loop("specverify.samplers:loop_reference", budget=budget, seed=5, select=["loop.law[top-k]", "loop.seeds"], isolation=mode) for mode in ("process", "in-process")]
+    assert [r.run["isolation"]["mode"] for r in runs] == ["process", "in-process"]
+    assert [(c.id, c.status, c.p_value, c.samples) for c in runs[0].checks] == [(c.id, c.status, c.p_value, c.samples) for c in runs[1].checks]

@@ -330,8 +330,10 @@ def check_loop(
             results.append(item.run(ctx))
             if on_result:
                 on_result(results[-1])
-    finally:
-        under_test.close()
+    except BaseException:  # Ctrl-C mid-call included: the worker is ended, not kept
+        under_test.kill()
+        raise
+    under_test.close()
     name = under_test.name
     reach = (
         "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
