@@ -16,7 +16,8 @@ known exactly (so every chance is computed, not guessed):
   beside other rows, under another generator (a seed offset by the row's position fails).
 
 Without ``seeds`` given (every other check), such a sampler draws from its generator, as engines do
-for requests without a seed, so the rest of the battery is unchanged.
+for requests without a seed, so the rest of the battery is unchanged.  A whole run of a sampler that
+declares no seeds leaves these checks out (:func:`specverify._runner.plan`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class RequestSeedsCheck:
     @property
     def id(self) -> str:
         return check_id(self.family, self.name, self.case)
+
+    def applies(self, sut: SamplerUnderTest) -> bool:
+        """A whole run plans these checks only for samplers that declare seeds."""
+        return sut.capabilities.inputs == "logits" and "seeds" in sut.capabilities.params
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         caps = sut.capabilities
