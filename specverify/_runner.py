@@ -46,16 +46,16 @@ class PlannedCheck:
 def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
     """The checks to run, each with its Bonferroni share of ``budget.alpha``.
 
-    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).  A whole
-    run leaves out the checks whose ``applies(sut)`` is false (the per-request seed checks of a
-    sampler that declares no seeds); selected, they are skipped with the reason.
+    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).  Checks
+    whose ``applies(sut)`` is false are left out (the per-request seed checks of a sampler that
+    declares no seeds), unless the selection holds nothing else: then they skip with the reason.
     """
     patterns = list(select or [])
     checks = [c for c in battery() if not patterns or any(selects(p, c) for p in patterns)]
     if patterns and not checks:
         raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
-    if not patterns:  # a whole run leaves out what the sampler's kind has no use for (selected, it is a skip)
-        checks = [c for c in checks if getattr(c, "applies", lambda sut: True)(sut)]
+    # leave out what the sampler's kind has no use for, unless nothing else is selected (then it skips, saying why)
+    checks = [c for c in checks if getattr(c, "applies", lambda sut: True)(sut)] or checks
     reasons = {c.id: _skip_reason(c, sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)

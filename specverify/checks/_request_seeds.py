@@ -16,8 +16,8 @@ known exactly (so every chance is computed, not guessed):
   beside other rows, under another generator (a seed offset by the row's position fails).
 
 Without ``seeds`` given (every other check), such a sampler draws from its generator, as engines do
-for requests without a seed, so the rest of the battery is unchanged.  A whole run of a sampler that
-declares no seeds leaves these checks out (:func:`specverify._runner.plan`).
+for requests without a seed, so the rest of the battery is unchanged.  A run of a sampler that declares
+no seeds leaves these checks out (:func:`specverify._runner.plan`).
 """
 
 from __future__ import annotations
