@@ -272,11 +272,13 @@ class SamplerUnderTest:
         generator: torch.Generator | None = None,
         uniforms: torch.Tensor | None = None,
         dtype: torch.dtype | None = None,
+        seeds: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the sampler over a batch of any size; outputs audited, returned on the CPU.
 
         Larger batches are split into calls of the sampler's ``max_batch`` (one row per call for
         an unbatched sampler); the same generator is passed to every call, as an engine would.
+        ``seeds`` (int64 ``[B]``) are per-request seeds, for a logits sampler that declares them.
         """
         batch, k = draft_tokens.shape
         if batch == 0:
@@ -290,6 +292,8 @@ class SamplerUnderTest:
         drafts = draft_tokens.to(device=place, dtype=torch.int64)
         if uniforms is not None:
             uniforms = uniforms.to(device=place, dtype=torch.float64)
+        if seeds is not None:
+            seeds = seeds.to(device=place, dtype=torch.int64)
         if self.capabilities.batched:
             chunk, per_row = self.capabilities.max_batch or DEFAULT_CHUNK, False
             if chunk > 1:
@@ -304,7 +308,7 @@ class SamplerUnderTest:
             self.reach.record(
                 batch=1 if per_row else chunk_rows, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
             )
-            parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows]]
+            parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows], None if seeds is None else seeds[rows]]
             calls, given, changed = self._calls(parts, dtype, generator, per_row=per_row)
             output = calls[0] if not per_row else (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
             if changed:
@@ -354,9 +358,12 @@ class SamplerUnderTest:
     ) -> tuple[list[Any], list[float], list[torch.Tensor], list[int]]:
         given = self._staging.given(parts[:3], dtype)  # copies: the sampler's in-place writes show
         target, draft, drafts = given
-        uniforms = parts[3]
+        uniforms, seeds = parts[3], parts[4]
         slices = [slice(i, i + 1) for i in range(drafts.shape[0])] if per_row else [slice(None)]
-        requests = [((target[s], draft[s], drafts[s], generator), {} if uniforms is None else {"uniforms": uniforms[s]}) for s in slices]
+        requests = [
+            ((target[s], draft[s], drafts[s], generator), ({} if uniforms is None else {"uniforms": uniforms[s]}) | ({} if seeds is None else {"seeds": seeds[s]}))
+            for s in slices
+        ]
         try:
             if self.timed:
                 if self._thread is None:

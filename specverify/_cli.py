@@ -95,17 +95,30 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Run the loop family (output, determinism, per-request seeds, warped laws of short generations by "
             "sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
-            "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in the harness's process."
+            "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in a supervised process of "
+            "its own: a crash, exit or hang of the loop fails the check it happened in and the run goes on."
         ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     loop.add_argument("spec", metavar="SPEC", help="the loop as 'package.module:attribute'")
     loop.add_argument("--json", metavar="PATH", help="write the result as JSON")
+    loop.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
     loop.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     loop.add_argument("--budget", choices=list(BUDGETS), default="standard", help="as for 'check' (default standard)")
     loop.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
     loop.add_argument("--only", action="append", metavar="PATTERN", help="run only matching check ids (a subset never passes)")
+    loop.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
+    )
+    loop.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness",
+    )
     loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
     report = commands.add_parser(
@@ -132,6 +145,11 @@ def _parser() -> argparse.ArgumentParser:
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
     zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
     zoo.add_argument("--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)")
+    zoo.add_argument(
+        "--loops",
+        action="store_true",
+        help="add the generation-loop members (named loop:NAME, e.g. --members 'loop:*') through the loop family, in a 'loop' column",
+    )
 
     commands.add_parser(
         "adapters",
@@ -318,10 +336,10 @@ def _write_report(result, path: str, err) -> bool:
 
 
 def _loop(args: argparse.Namespace) -> int:
-    """``specverify loop``: the loop family, in this process (a loop crash ends the run, non-zero)."""
+    """``specverify loop``: the loop family, the loop in a supervised process (or, asked, in this one)."""
     from rich.console import Console
 
-    from ._contract import SamplerSpecError, load_sampler
+    from ._contract import SamplerSpecError
     from ._runner import write_json
     from .checks._loop import check_loop
 
@@ -329,16 +347,15 @@ def _loop(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     problem = "--alpha must lie in (0, 1)" if args.alpha is not None and not 0 < args.alpha < 1 else None
-    try:
-        loop = None if problem else load_sampler(args.spec)
-    except SamplerSpecError as exc:
-        problem = str(exc)
-    if loop is not None and getattr(loop, "contract", None) != "loop":
-        problem = f"{args.spec!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
+    if args.timeout is not None and not args.timeout > 0:
+        problem = "--timeout must be > 0"
     if problem is None:
         try:
-            result = check_loop(loop, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only)
-        except ValueError as exc:  # a selection that matches nothing
+            result = check_loop(
+                args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
+                isolation="in-process" if args.in_process else "process", timeout=args.timeout,
+            )
+        except (SamplerSpecError, ValueError) as exc:  # not loadable, not a loop, or a selection that matches nothing
             problem = str(exc)
     if problem is not None:
         err.print(f"specverify: error: {problem}", markup=False, highlight=False)
@@ -350,7 +367,8 @@ def _loop(args: argparse.Namespace) -> int:
             printer(check)
     if args.json:
         write_json(result, args.json)
-    args.report = None
+    if args.report and not _write_report(result, args.report, err):
+        return 2
     _print_verdict(out, result, args)
     if result.verdict == "conformant":
         out.print(f"tested on {result.run['reach']}", markup=False, highlight=False)
@@ -373,8 +391,8 @@ def _zoo(args: argparse.Namespace) -> int:
             f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
         )
 
-    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show)
-    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + "".join(
+    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops)
+    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(
         f" --members '{pattern}'" for pattern in args.members or ()
     )
     markdown, data = write_matrix(rows, args.budget, args.output, command)

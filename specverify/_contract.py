@@ -99,7 +99,8 @@ class Capabilities:
             preserve ``specverify.warp(target_logits, params)`` (see docs/loops.md); every case of
             the battery is posed to it as logits and per-row parameters whose warp is the case's law.
         params: the sampling parameters a logits sampler honours (``temperature``, ``top_k``,
-            ``top_p``, ``min_p``); it is given only those.
+            ``top_p``, ``min_p``, and ``seeds`` for per-request seeds: the ``seeds`` family then
+            gives rows their own seeds); it is given only those.
     """
 
     device: str | None = None
@@ -120,7 +121,7 @@ class Capabilities:
             raise ValueError("Capabilities.dtypes must name at least one dtype")
         if self.inputs not in ("probs", "logits"):
             raise ValueError(f"Capabilities.inputs must be 'probs' or 'logits', got {self.inputs!r}")
-        warps = ("temperature", "top_k", "top_p", "min_p")
+        warps = ("temperature", "top_k", "top_p", "min_p", "seeds")
         unknown = [name for name in self.params if name not in warps]
         if unknown or (self.params and self.inputs != "logits"):
             raise ValueError(

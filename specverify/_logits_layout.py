@@ -21,7 +21,9 @@ batch only, so the same inputs always make the same call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +31,7 @@ import torch
 
 from ._warp import SamplingParams
 
-__all__ = ["LogitsLayout", "pose"]
+__all__ = ["LogitsLayout", "pose", "warps_evidence"]
 
 #: Temperatures rows cycle through (by row index): cold, neutral and hot.
 TEMPERATURES = (0.6, 1.0, 1.7)
@@ -118,9 +120,44 @@ class LogitsLayout:
         if capabilities is not None:
             self.capabilities = capabilities
 
-    def __call__(self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any, **kwargs: Any) -> Any:
+    def __call__(
+        self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any,
+        *, seeds: torch.Tensor | None = None, **kwargs: Any,
+    ) -> Any:
+        """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
         logits, params = pose(target_probs, self.parameters)
+        if seeds is not None:
+            params = dataclasses.replace(params, seeds=seeds.to(torch.int64))
         # float32 logits for narrower cases: their law is the rounded probabilities', not the
         # logits' own rounding
         dtype = torch.float64 if target_probs.dtype == torch.float64 else torch.float32
         return self.sampler(logits.to(dtype), draft_probs, draft_tokens, generator, params, **kwargs)
+
+
+#: Largest vocabulary whose laws a failing check's evidence spells out token by token.
+EVIDENCE_MAX_VOCAB = 64
+_EMITTED = re.compile(r"emitted token (\d+) at position (\d+)")
+
+
+def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "") -> dict[str, Any] | None:
+    """The failing case as the sampler saw it, for the report: the row's parameters and, at each
+    position, the law it had to preserve (the warped target) beside the raw target's law (softmax
+    of the same logits at temperature 1, no cuts), and the token it emitted where the failure
+    names one.  ``None`` for an example that is not one small step case."""
+    if isinstance(example, dict) and isinstance(example.get("cases"), list) and example["cases"]:
+        example = example["cases"][0]
+    if not isinstance(example, dict) or "target_probs" not in example:
+        return None
+    target = torch.tensor(example["target_probs"], dtype=torch.float64)
+    if target.dim() != 2 or target.shape[-1] > EVIDENCE_MAX_VOCAB:
+        return None
+    row = 0 if row is None or row < 0 else int(row)
+    logits, params = pose(target.expand(row + 1, -1, -1), parameters)  # a row's posing depends on its index
+    found = _EMITTED.search(message)
+    return {
+        "row": row,
+        "params": {name: getattr(params, name)[row].item() for name in params.given},
+        "warped": target.div(target.sum(-1, keepdim=True)).tolist(),
+        "unwarped": torch.softmax(logits[row], dim=-1).tolist(),
+        "emitted": {"token": int(found.group(1)), "position": int(found.group(2))} if found else None,
+    }

@@ -77,6 +77,7 @@ class MarkovLM:
         if len(self.context) < self.order:
             raise ValueError(f"an order-{self.order} chain needs at least {self.order} context tokens")
         object.__setattr__(self, "calls", [0])
+        object.__setattr__(self, "on_call", None)  # the worker's heartbeat, when the loop runs in one
 
     @property
     def order(self) -> int:
@@ -89,6 +90,8 @@ class MarkovLM:
 
     def __call__(self, prefix: torch.Tensor) -> torch.Tensor:
         self.calls[0] += 1  # type: ignore[attr-defined]
+        if self.on_call is not None:  # type: ignore[attr-defined]
+            self.on_call()  # type: ignore[attr-defined]
         m, vocab = self.order, self.vocab_size
         code = torch.zeros(prefix.shape[0], dtype=torch.int64, device=prefix.device)
         if m:

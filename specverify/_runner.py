@@ -46,12 +46,16 @@ class PlannedCheck:
 def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
     """The checks to run, each with its Bonferroni share of ``budget.alpha``.
 
-    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).
+    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).  Checks
+    whose ``applies(sut)`` is false are left out (the per-request seed checks of a sampler that
+    declares no seeds), unless the selection holds nothing else: then they skip with the reason.
     """
     patterns = list(select or [])
     checks = [c for c in battery() if not patterns or any(selects(p, c) for p in patterns)]
     if patterns and not checks:
         raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
+    # leave out what the sampler's kind has no use for, unless nothing else is selected (then it skips, saying why)
+    checks = [c for c in checks if getattr(c, "applies", lambda sut: True)(sut)] or checks
     reasons = {c.id: _skip_reason(c, sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)
@@ -133,7 +137,19 @@ def run_check(
             result.reach = reach
         if result.proves is None and result.status != "error":
             result.proves = getattr(check, "proves", None)
+        if result.status == "fail" and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
+            _add_warps(result, sut, fault)
     return results
+
+
+def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
+    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
+    from ._logits_layout import warps_evidence
+
+    row = fault.violation.row if fault is not None else None
+    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, fault.violation.message if fault else result.message)
+    if warps is not None:
+        result.evidence["warps"] = warps
 
 
 def _skips(check: Check, reason: str) -> list[CheckResult]:

@@ -145,6 +145,11 @@ def _layout(specs: list[tuple[tuple[int, ...], torch.dtype] | None]) -> tuple[li
     return offsets, end
 
 
+#: What the arena's input slots hold: target and draft probabilities (``None``: in the sampler's
+#: dtype), draft tokens, uniforms, per-request seeds.
+_INPUT_DTYPES: tuple[torch.dtype | None, ...] = (None, None, torch.int64, torch.float64, torch.int64)
+
+
 @dataclasses.dataclass
 class _Slot:
     """What one input region of the arena holds: a copy of ``source`` (kept alive, so its address
@@ -392,14 +397,16 @@ class SamplerProcess:
         """Make the calls on ``inputs`` (one, or one per row); outputs, seconds per call, the inputs as
         the sampler was given them, and which of the first three it wrote to.
 
-        ``inputs`` (target and draft probabilities, given in ``dtype``; draft tokens; uniforms or
-        ``None``) may be broadcast views: the arena holds them dense.  A tensor passed again,
+        ``inputs`` (target and draft probabilities, given in ``dtype``; draft tokens; uniforms and
+        per-request seeds, or ``None``) may be broadcast views: the arena holds them dense.  A tensor passed again,
         unchanged, is not copied again.
         """
         rows, k = inputs[2].shape
-        dtypes = [dtype, dtype, torch.int64, torch.float64]
+        inputs = [*inputs, *[None] * (len(_INPUT_DTYPES) - len(inputs))]
+        dtypes = [dtype if d is None else d for d in _INPUT_DTYPES]
         specs = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
         specs += [((rows, k + 1), torch.int64), ((rows,), torch.int64)]
+        n = len(_INPUT_DTYPES)
         offsets, size = _layout(specs)
         if self._arena is None or self._arena.size < size:
             if self._arena is not None:
@@ -409,7 +416,7 @@ class SamplerProcess:
         arena = self._arena
         staged: list[torch.Tensor | None] = []
         sent: list[Any] = []
-        for slot, (tensor, spec, offset) in enumerate(zip(inputs, specs[:4], offsets[:4])):
+        for slot, (tensor, spec, offset) in enumerate(zip(inputs, specs[:n], offsets[:n])):
             if tensor is None or spec is None or offset is None:
                 staged.append(None)
                 sent.append(None)
@@ -427,14 +434,14 @@ class SamplerProcess:
                 self._slots[slot] = held
             staged.append(view)
             sent.append((offset, spec[0], spec[1], held.generation))
-        for offset in offsets[4:6]:  # the worker writes the outputs there
+        for offset in offsets[n : n + 2]:  # the worker writes the outputs there
             assert offset is not None
             self._forget(offset, (rows * (k + 1) + rows) * 8, keep=None)
         request = {
             "arena": arena.path if arena.linked else None,
             "size": arena.size,
             "inputs": sent,
-            "outputs": (offsets[4], offsets[5]),
+            "outputs": (offsets[n], offsets[n + 1]),
             "per_row": per_row,
             "generator": None if generator is None else generator.get_state(),
         }
@@ -455,13 +462,35 @@ class SamplerProcess:
         changed = self._invalidate(written, staged)
         if generator is not None and state is not None:
             generator.set_state(state)
-        tokens = arena.view(offsets[4], (rows, k + 1), torch.int64).clone()  # the arena is reused
-        accepted = arena.view(offsets[5], (rows,), torch.int64).clone()
+        tokens = arena.view(offsets[n], (rows, k + 1), torch.int64).clone()  # the arena is reused
+        accepted = arena.view(offsets[n + 1], (rows,), torch.int64).clone()
         outputs = [
             (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
             for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
         ]
         return outputs, seconds, staged, changed
+
+    def call_loop(self, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
+        """Run a generation loop once on harness-built models: its output, and the models' calls.
+
+        ``request`` holds the models' descriptions (``("markov", logits, context)``: rebuilt in the
+        worker, never pickled closures), the prompt, ``num_tokens``, the parameters and the
+        generator's state.  The worker beats at every model call, so ``limit`` is how long the
+        loop may go without calling a model (or returning) before it is a hang.
+        """
+        self._send(("loop", request))
+        started = self._beat_count()
+        try:
+            reply = self._wait(limit, calls_before=started)
+        except WorkerDied as died:  # counted in model calls made, not in calls started
+            raise WorkerDied(died.how, self._beat_count() - started) from None
+        except WorkerHung as hung:
+            raise WorkerHung(hung.limit, self._beat_count() - started) from None
+        calls_made = self._beat_count() - started
+        if reply[0] == "raised":
+            _, type_name, text, trace = reply[:4]
+            raise WorkerRaised(type_name, text, trace, calls_made)
+        return reply[1], calls_made
 
     def _forget(self, offset: int, nbytes: int, *, keep: int | None) -> None:
         """Drop the records of slots a write to ``[offset, offset + nbytes)`` overlaps."""
@@ -647,7 +676,9 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     sampler = importlib.import_module(body["source"][1])
                     for part in body["source"][2].split("."):
                         sampler = getattr(sampler, part)
-                sampler = step_sampler(sampler)
+                contract = getattr(sampler, "contract", None)
+                if contract != "loop":
+                    sampler = step_sampler(sampler)
                 capabilities = capabilities_of(sampler)
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":
@@ -660,7 +691,13 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
                 send(("load-error", message))
                 continue
-            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "page_watch": watch is not None}))
+            info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": contract, "page_watch": watch is not None}
+            if contract == "loop":
+                info["parameters"] = tuple(getattr(sampler, "parameters", ("temperature",)))
+            send(("ready", info))
+            continue
+        if kind == "loop":
+            calls = _serve_loop(sampler, body, beat, calls, send, first_line, last_frames)
             continue
         # kind == "call"
         if body["arena"] is not None:
@@ -670,7 +707,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         given = [None if t is None else t for t in staged]
         if device.type != "cpu":  # the device keeps its own copies while the parent's are unchanged
             given = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(body["inputs"])]
-        target, draft, drafts, uniforms = given
+        target, draft, drafts, uniforms, seeds = given
         rows, k = drafts.shape
         generator = None
         if body["generator"] is not None:
@@ -688,6 +725,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     beat[:8] = calls.to_bytes(8, "little")
                     args = (target[part], draft[part], drafts[part], generator)
                     kwargs = {} if uniforms is None else {"uniforms": uniforms[part]}
+                    if seeds is not None:
+                        kwargs["seeds"] = seeds[part]
                     start = time.perf_counter()
                     output = sampler(*args, **kwargs)
                     if device.type == "cuda":
@@ -709,6 +748,37 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             send(("raised", type(exc).__name__, first_line(exc), last_frames(exc), written))
             continue
         send(("done", encoded, None if generator is None else generator.get_state(), seconds, written))
+
+
+def _serve_loop(sampler: Any, body: dict[str, Any], beat: mmap.mmap, calls: int, send: Any, first_line: Any, last_frames: Any) -> int:  # pragma: no cover - runs in the worker process (covered by tests/test_loop_isolation.py)
+    """One generation-loop call: rebuild the harness's models, beat at each model call, reply."""
+    from ._loop import MarkovLM
+
+    count = [calls]
+
+    def on_call() -> None:
+        count[0] += 1
+        beat[:8] = count[0].to_bytes(8, "little")
+
+    def model(description: tuple[Any, ...]) -> MarkovLM:
+        kind, logits, context = description
+        assert kind == "markov", kind
+        built = MarkovLM(logits, context=tuple(context))
+        object.__setattr__(built, "on_call", on_call)
+        return built
+
+    generator = torch.Generator()
+    generator.set_state(body["generator"])
+    try:
+        output = sampler(model(body["target"]), model(body["draft"]), body["prompt"], body["num_tokens"], body["params"], generator)
+    except SystemExit as exc:
+        send(("raised", "SystemExit", f"sys.exit({exc.code!r}) in the loop", last_frames(exc)))
+        return count[0]
+    except BaseException as exc:  # noqa: BLE001 - everything the loop raises is evidence
+        send(("raised", type(exc).__name__, first_line(exc), last_frames(exc)))
+        return count[0]
+    send(("loop-done", _encode_value(output, torch.device("cpu"))))
+    return count[0]
 
 
 class _WorkerArena:

@@ -19,7 +19,7 @@ from specverify._runner import plan
 EVIDENCE = {
     "specverify._calling.SamplerFault",
     "specverify._pytest.CheckFailed",
-    "specverify.checks._loop.LoopFault",  # a loop's broken contract, as SamplerFault for steps
+    "specverify._loop_calling.LoopFault",  # a loop's broken contract, as SamplerFault for steps
     # what the worker process says of the sampler, turned into a SamplerFault by the caller
     "specverify._worker.WorkerLoadError",
     "specverify._worker.WorkerRaised",

@@ -75,3 +75,13 @@ def test_the_loop_command_runs_a_declared_loop_and_refuses_a_step_sampler(tmp_pa
     assert "inconclusive" in text and out.exists()  # a subset never passes
     assert main(["loop", "specverify.samplers:reference"]) == 2
     assert "not a generation loop" in capsys.readouterr().err
+
+
+def test_loop_members_join_the_kill_matrix_in_a_loop_column():
+    from specverify.zoo._matrix import kill_matrix, render_markdown
+
+    assert not [r for r in kill_matrix("quick", members=["loop:*"]) if r]  # loops only when asked
+    [row] = kill_matrix(get_budget("quick").with_(max_samples=4000), members=["loop:target-unwarped"], loops=True)
+    assert row.meets and row.caught_by["loop"] >= 1 and row.first_failure.startswith("loop.")
+    header = render_markdown([row], "quick").splitlines()[0]  # caught by exact checks; the small laws only cost less
+    assert header.split(" | ")[-5] == "loop"

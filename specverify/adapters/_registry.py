@@ -71,6 +71,14 @@ ADAPTERS: tuple[Adapter, ...] = (
         needs_gpu=True,
     ),
     Adapter(
+        "specverify.adapters.vllm:logits",
+        "vllm",
+        "vllm",
+        "apply_sampling_constraints + rejection_sample (temperature, top_k, top_p per row)",
+        "lossless",
+        needs_gpu=True,
+    ),
+    Adapter(
         "specverify.adapters.flashinfer:sampler",
         "flashinfer",
         "flashinfer-python",

@@ -6,7 +6,15 @@ Specs:
   claimed lossless;
 * ``specverify.adapters.vllm:synthetic``: the same with ``synthetic_mode`` (every draft accepted
   with a fixed conditional rate, 0.8, whatever the laws: vLLM's benchmarking mode, lossy by design;
-  only in versions that have it).
+  only in versions that have it);
+* ``specverify.adapters.vllm:logits``: the logits-level contract (``inputs="logits"``,
+  ``params=("temperature", "top_k", "top_p")``): per-row temperature, top-k and top-p go into the
+  sampling metadata, vLLM's own ``apply_sampling_constraints`` warps the verified positions' logits
+  (as ``RejectionSampler.forward`` does) and ``rejection_sample`` verifies them, greedy rows
+  (temperature 0) through its greedy kernel.  Versions after #32852 only (``target_logits``).
+  vLLM draws the bonus token with its main sampler, outside both functions, so the adapter draws it
+  from :func:`specverify.warp` of the last position: the bonus is the harness's, not vLLM's.
+  Penalties, ``min_p`` and logit bias are outside ``rejection_sample``'s reach and not declared.
 
 Argument mapping (the contract on the left, vLLM on the right):
 
@@ -31,6 +39,7 @@ The ``sampling_metadata`` is a namespace with the attributes ``rejection_sample`
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +58,7 @@ from ._common import (
     seeded_global_rng,
 )
 
-__all__ = ["VLLMSampler", "sampler", "synthetic"]
+__all__ = ["VLLMLogitsSampler", "VLLMSampler", "logits", "sampler", "synthetic"]
 
 _MODULE = "vllm.v1.sample.rejection_sampler"
 _INSTALL = "pip install vllm"
@@ -162,6 +171,98 @@ class VLLMSampler:
                 **extra,
             )
         return contract_output(output)
+
+
+class VLLMLogitsSampler:
+    """``apply_sampling_constraints`` then ``rejection_sample`` behind the logits-level contract.
+
+    Args:
+        rejection_sample: the library function (the ``target_logits`` layout).
+        apply_sampling_constraints: the library's warp of the verified positions' logits.
+        device: where it runs (a CUDA device; tests pass ``cpu`` with stand-in functions).
+        max_spec_len: the library's ``MAX_SPEC_LEN``.
+        version: shown in the sampler's name.
+    """
+
+    def __init__(
+        self,
+        rejection_sample: Callable[..., Any],
+        apply_sampling_constraints: Callable[..., Any],
+        *,
+        device: torch.device | str,
+        max_spec_len: int,
+        version: str = "?",
+    ) -> None:
+        if parameter_names(rejection_sample)[:8] != _LAYOUTS["target_logits"]:
+            raise AdapterUnavailable(f"vLLM {version}: rejection_sample takes probabilities (before #32852): no logits path")
+        self._rejection_sample = rejection_sample
+        self._constrain = apply_sampling_constraints
+        self.name = f"vLLM {version} apply_sampling_constraints + rejection_sample"
+        base = float32_kernel_capabilities(device, max_k=max_spec_len)
+        self.capabilities = dataclasses.replace(base, inputs="logits", params=("temperature", "top_k", "top_p"))
+
+    @classmethod
+    def load(cls, *, device: torch.device | str | None = None) -> VLLMLogitsSampler:
+        """Import vLLM's rejection sampler module; ``device`` defaults to the current GPU."""
+        module = import_library(_MODULE, adapter="vLLM", install=_INSTALL)
+        version = getattr(import_library("vllm", adapter="vLLM", install=_INSTALL), "__version__", "?")
+        if not hasattr(module, "apply_sampling_constraints"):
+            raise AdapterUnavailable(f"vLLM {version}: {_MODULE} has no apply_sampling_constraints")
+        device = device if device is not None else cuda_device(adapter="vLLM")
+        return cls(
+            module.rejection_sample,
+            module.apply_sampling_constraints,
+            device=device,
+            max_spec_len=int(getattr(module, "MAX_SPEC_LEN", 32)),
+            version=version,
+        )
+
+    def __call__(
+        self,
+        target_logits: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None,
+        params: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        from .._warp import warp
+
+        batch, k = draft_tokens.shape
+        vocab = target_logits.shape[-1]
+        device = target_logits.device
+        temperature = params.temperature if params.temperature is not None else torch.ones(batch, dtype=torch.float64)
+        greedy = temperature == 0
+        metadata = types.SimpleNamespace(
+            all_greedy=bool(greedy.all()),
+            all_random=not bool(greedy.any()),
+            temperature=temperature.to(device=device, dtype=torch.float32),
+            generators={},
+            # vLLM's "off": top_k = vocabulary size, top_p = 1 (the contract's: top_k = 0)
+            top_k=None if params.top_k is None else torch.where((params.top_k == 0) | (params.top_k > vocab), vocab, params.top_k).to(device=device, dtype=torch.int32),
+            top_p=None if params.top_p is None else params.top_p.to(device=device, dtype=torch.float32),
+        )
+        counts = torch.full((batch,), k, dtype=torch.int32, device=device)
+        cumulative = counts.cumsum(0, dtype=torch.int32)
+        verified = self._constrain(target_logits[:, :k].reshape(batch * k, vocab).to(torch.float32).contiguous(), cumulative, metadata)
+        bonus_law = warp(target_logits[:, k], params.only(("temperature", "top_k", "top_p")))
+        bonus = torch.multinomial(bonus_law.to(torch.float32), 1, generator=generator).to(torch.int32)
+        with seeded_global_rng(device, seed_from(generator)):
+            output = self._rejection_sample(
+                draft_tokens.reshape(-1).to(torch.int32).contiguous(),
+                [k] * batch,
+                k,
+                cumulative,
+                draft_probs.reshape(batch * k, vocab).to(torch.float32).contiguous(),
+                verified.contiguous(),
+                bonus.contiguous(),
+                metadata,
+            )
+        return contract_output(output)
+
+
+def logits() -> VLLMLogitsSampler:
+    """vLLM's logits path (temperature, top-k, top-p) on the current GPU."""
+    return VLLMLogitsSampler.load()
 
 
 def sampler() -> VLLMSampler:

@@ -2,8 +2,8 @@
 
 Families and their stable ids (``family.name[case]``):
 
-* ``contract``: output audit, determinism, seed sensitivity, one-hot targets, independence across
-  calls and across rows;
+* ``contract``: output audit, determinism, seed sensitivity, per-request seeds (for logits
+  samplers that declare them), one-hot targets, independence across calls and across rows;
 * ``support``: never a token of target probability 0;
 * ``exact``: uniform-driven enumeration, every draft sequence of small models, emitted law;
 * ``fit``: goodness of fit on generated cases (conditional law; first token, whole step and
@@ -32,6 +32,7 @@ from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, FullSize
 from ._fit import ModelFitCheck, StepLawCheck
 from ._every_shape import EveryShapeCheck
 from ._renormalisation import RenormalisationCheck
+from ._request_seeds import seed_checks
 from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
@@ -44,6 +45,7 @@ def battery() -> list[Check]:
         OutputContractCheck(),
         DeterminismCheck(),
         SeedSensitivityCheck(),
+        *seed_checks(),
         OneHotCheck(),
         EdgeValidityCheck("support", "zero-target", "zeros"),
         EdgeValidityCheck("support", "zero-target", "disjoint"),

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .._loop import MarkovLM, generation_law
+from .._loop_calling import LoopFault, LoopUnderTest
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
@@ -79,16 +80,12 @@ class LoopContext:
         rows = prompt.shape[0]
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
             described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
-            raise LoopFault(f"returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")
+            raise LoopFault(f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")
         bad = (out < 0) | (out >= target.vocab_size)
         if bool(bad.any()):
             row = int(bad.any(-1).nonzero()[0, 0])
-            raise LoopFault(f"row {row}: generated token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})")
+            raise LoopFault(f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})")
         return out.cpu()
-
-
-class LoopFault(Exception):
-    """The loop raised or returned something the contract forbids."""
 
 
 def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:
@@ -144,10 +141,11 @@ class LoopCheck:
         try:
             return getattr(self, f"_{self.name}")(ctx)
         except LoopFault as fault:
-            return self._result("fail", finding="contract", message=f"the loop {fault}")
+            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation, **fault.evidence})
         except Exception as exc:  # everything the loop raises is evidence against it
             text = str(exc).strip().splitlines()
-            return self._result("fail", finding="contract", message=f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}")
+            message = f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}"
+            return self._result("fail", finding="contract", message=message, evidence={"violation": "raised"})
 
     def _result(self, status: str, **fields: Any) -> CheckResult:
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, proves=self.proves, **fields)
@@ -285,19 +283,29 @@ def loop_battery() -> list[LoopCheck]:
 
 
 def check_loop(
-    loop: Callable[..., torch.Tensor],
+    loop: Callable[..., torch.Tensor] | str,
     *,
     budget: Any = "standard",
     seed: int = 0,
     alpha: float | None = None,
     select: list[str] | None = None,
+    isolation: str = "auto",
+    timeout: float | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> Any:
     """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
 
-    ``budget`` is a budget's name or a :class:`~specverify.Budget`.
-    The statistical checks share ``alpha`` (default the budget's) by Bonferroni, each sized to
-    detect the budget's TV with its power.  ``select`` holds glob patterns on check ids (a subset
-    can fail a loop, never pass it: its run records the selection).
+    ``loop`` is the loop or its ``"module:attribute"`` spec; ``budget`` a budget's name or a
+    :class:`~specverify.Budget`.  The statistical checks share ``alpha`` (default the budget's) by
+    Bonferroni, each sized to detect the budget's TV with its power.  ``select`` holds glob
+    patterns on check ids (a subset can fail a loop, never pass it: its run records the selection).
+    ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
+    default a loop importable by name runs in a supervised process of its own, so a crash, exit or
+    hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
+    ``on_result`` is called with each result as it finishes.
+
+    Raises:
+        SamplerSpecError: the loop cannot be loaded or is not declared a loop.
     """
     import fnmatch
 
@@ -308,22 +316,30 @@ def check_loop(
     checks = [c for c in loop_battery() if not select or any(fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
     if not checks:
         raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
-    reasons = {c.id: c.skip_reason(loop) for c in checks}
-    decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
-    share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
-    results = []
-    for item in checks:
-        if reasons[item.id] is not None:
-            results.append(item._result("skip", message=reasons[item.id]))
-            continue
-        ctx = LoopContext(loop, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
-        results.append(item.run(ctx))
-    name = getattr(loop, "name", type(loop).__qualname__)
+    under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
+    try:
+        reasons = {c.id: c.skip_reason(under_test) for c in checks}
+        decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
+        share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
+        results = []
+        for item in checks:
+            if reasons[item.id] is not None:
+                results.append(item._result("skip", message=reasons[item.id]))
+                continue
+            ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
+            results.append(item.run(ctx))
+            if on_result:
+                on_result(results[-1])
+    except BaseException:  # Ctrl-C mid-call included: the worker is ended, not kept
+        under_test.kill()
+        raise
+    under_test.close()
+    name = under_test.name
     reach = (
         "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
         f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
     )
-    info = {"sampler": {"name": name, "parameters": list(loop_parameters(loop))}, "contract": "loop", "reach": reach, "seed": seed,
+    info = {"sampler": {"name": name, "parameters": list(under_test.parameters)}, "contract": "loop", "reach": reach, "seed": seed, "isolation": under_test.info(),
             "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks),
             "left_out": [c.id for c in loop_battery() if c.id not in {k.id for k in checks}], "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
     return RunResult(run=info, checks=results, finished=True)

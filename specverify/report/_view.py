@@ -49,7 +49,19 @@ _PLACED = {
     "tv", "where", "minimal_example", "model", "repro", "observed", "expected", "outcome_labels",
     "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
     "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
+    "warps",
 }  # fmt: skip
+
+
+@dataclasses.dataclass
+class Warps:
+    """A logits sampler's failing case: the law to preserve beside the raw target's, by position."""
+
+    row: str
+    params: str
+    positions: list[tuple[str, list[str], list[str], int | None]]  # title, warped, unwarped, emitted token
+    columns: int
+    emitted: bool
 
 
 @dataclasses.dataclass
@@ -90,6 +102,7 @@ class CheckView:
     plot: Markup | None
     plot_note: str | None
     first_mismatch: dict[str, str] | None
+    warps: Warps | None
     positions: list[tuple[str, str]]
     unconfirmed: list[tuple[str, str]]
     traceback: str | None
@@ -237,6 +250,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         plot=plot,
         plot_note=note,
         first_mismatch=_first_mismatch(evidence.get("first_mismatch")),
+        warps=_warps(evidence.get("warps")),
         positions=_positions(evidence.get("positions")),
         unconfirmed=_unconfirmed(evidence.get("unconfirmed_alarms")),
         traceback=_text(evidence.get("traceback")),
@@ -261,6 +275,20 @@ def _tv(value: Any) -> dict[str, Any] | None:
         "confidence": f"{float(confidence):.0%}" if isinstance(confidence, (int, float)) else None,
         "plug_in": number(value.get("plug_in")) if "plug_in" in value else None,
     }
+
+
+def _warps(value: Any) -> Warps | None:
+    if not isinstance(value, Mapping) or not isinstance(value.get("warped"), list) or not isinstance(value.get("unwarped"), list):
+        return None
+    params = value.get("params") if isinstance(value.get("params"), Mapping) else {}
+    emitted = value.get("emitted") if isinstance(value.get("emitted"), Mapping) else {}
+    positions = []
+    for i, (warped, unwarped) in enumerate(zip(value["warped"], value["unwarped"])):
+        token = emitted.get("token") if emitted.get("position") == i else None
+        positions.append((f"position {i}", [number(x) for x in warped], [number(x) for x in unwarped], token))
+    columns = max((len(w) for _, w, _, _ in positions), default=0)
+    text = ", ".join(f"{k} {number(v) if isinstance(v, float) else v}" for k, v in params.items()) or "none"
+    return Warps(row=str(value.get("row", "")), params=text, positions=positions, columns=columns, emitted=bool(emitted))
 
 
 def _first_mismatch(value: Any) -> dict[str, str] | None:

@@ -29,7 +29,7 @@ class LogitsReferenceSampler:
         dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16),
         uniforms=True,
         inputs="logits",
-        params=("temperature", "top_k", "top_p", "min_p"),
+        params=("temperature", "top_k", "top_p", "min_p", "seeds"),
     )
 
     def __call__(

@@ -15,6 +15,9 @@ Use them in your own tests::
 * one position: :func:`target_draft_pairs` of every :data:`PAIR_KINDS` relation;
 * one step: :func:`step_cases` and :func:`step_batches` (kinds :data:`STEP_KINDS`, ``"mixed"``);
 * a model: :func:`model_cases` and :func:`model_batches` (kinds :data:`MODEL_KINDS`, ``"mixed"``);
+* per-row sampling parameters: :func:`sampling_params` (edges :data:`PARAM_EDGES`: temperatures
+  near 0 and large, ``top_k`` 1 and >= V, tiny ``top_p``, ``min_p`` near 1), and
+  :func:`logits_cases`, tie-free logits with such parameters, for logits-level samplers;
 * production shapes and float edges: :func:`large_vocab_cases` (and :func:`structured_case`, one
   case with mass on tokens across :data:`BOUNDARIES` and diffuse tails), :func:`edge_case` (kinds
   :data:`EDGE_LAW_KINDS`).
@@ -40,6 +43,7 @@ from ._internal.models import (
     model_batches,
     model_cases,
 )
+from ._internal.params import PARAM_EDGES, logits_cases, sampling_params
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
 from ._internal.profiles import PROFILES, register_profiles
 from ._internal.shapes import BOUNDARIES, COMMON_VOCABS, EDGE_LAW_KINDS, edge_case, large_vocab_cases, structured_case
@@ -68,18 +72,21 @@ __all__ = [
     "MODEL_KINDS",
     "NEAR_EQUAL_KINDS",
     "PAIR_KINDS",
+    "PARAM_EDGES",
     "PRECISIONS",
     "PROFILES",
     "STEP_KINDS",
     "VECTOR_KINDS",
     "edge_case",
     "large_vocab_cases",
+    "logits_cases",
     "model_batches",
     "model_cases",
     "probability_rows",
     "probability_vectors",
     "register_profiles",
     "round_to",
+    "sampling_params",
     "step_batches",
     "step_cases",
     "structured_case",

@@ -104,3 +104,6 @@ def _members() -> dict[str, LoopMember]:
 
 
 LOOP_MEMBERS = _members()
+# each member's loop also by a module-level name (loop_<name with underscores>), so a worker
+# process can import it by name and the loop runs isolated
+globals().update({"loop_" + name.replace("-", "_"): member.loop for name, member in LOOP_MEMBERS.items()})

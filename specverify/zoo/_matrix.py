@@ -1,5 +1,8 @@
 """The kill matrix: every zoo member through the battery, which family caught it, at what cost.
 
+With ``loops`` (``specverify zoo --loops``) the generation-loop members join it, each through the
+loop family, its loop in a supervised worker.
+
 ``specverify zoo`` runs it.  A member *meets* its declaration when the run's verdict is the
 declared one; a *false alarm* is a run that calls a member worse than it is (a conformant sampler
 found lossy or non-conformant, a lossless one found lossy); a *miss* is a run that calls a member
@@ -89,6 +92,41 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     )
 
 
+def _run_loop_member(name: str, seed: int, budget: Budget) -> MatrixRow:
+    """A loop member (``loop:<name>``) through the loop family, its loop in a worker of its own."""
+    from ..checks._loop import check_loop
+    from ._loops import LOOP_MEMBERS
+
+    member = LOOP_MEMBERS[name.removeprefix(LOOP_PREFIX)]
+    start = time.perf_counter()
+    first: list[float] = []
+
+    def note(result: Any) -> None:
+        if result.status in ("fail", "error") and not first:
+            first.append(time.perf_counter() - start)
+
+    spec = f"specverify.zoo._loops:loop_{member.name.replace('-', '_')}"
+    result = check_loop(spec, budget=budget, seed=seed, timeout=budget.timeout, on_result=note)
+    failing = [c for c in result.checks if c.status in ("fail", "error")]
+    return MatrixRow(
+        member=name,
+        seed=seed,
+        declared=member.verdict,
+        declared_budget="quick",  # tests/test_loop_battery.py catches each at quick
+        expected_families=["loop"] if member.caught_by else [],
+        verdict=result.verdict,
+        caught_by={"loop": len(failing)} if failing else {},
+        first_failure=failing[0].id if failing else None,
+        first_failure_seconds=first[0] if first else None,
+        samples=sum(c.samples or 0 for c in result.checks),
+        seconds=time.perf_counter() - start,
+    )
+
+
+#: How the matrix names a generation-loop member (``loop:seeds-ignored``), apart from the step ones.
+LOOP_PREFIX = "loop:"
+
+
 def kill_matrix(
     budget: str | Budget = "standard",
     *,
@@ -97,23 +135,31 @@ def kill_matrix(
     jobs: int = 1,
     timeout: float = 60.0,
     on_row: Any = None,
+    loops: bool = False,
 ) -> list[MatrixRow]:
-    """Run the selected members (glob patterns on names) on ``seeds`` run seeds each."""
+    """Run the selected members (glob patterns on names) on ``seeds`` run seeds each; ``loops``
+    adds the generation-loop members (named ``loop:<name>``) through the loop family."""
     from . import ZOO
+    from ._loops import LOOP_MEMBERS
 
     chosen = get_budget(budget) if isinstance(budget, str) else budget
     chosen = chosen.with_(timeout=timeout)
-    names = [n for n in ZOO if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
+    every = [*ZOO, *(LOOP_PREFIX + n for n in LOOP_MEMBERS if loops)]
+    names = [n for n in every if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
     work = [(n, s) for s in range(seeds) for n in names]
     rows: list[MatrixRow] = []
+
+    def runner(name: str) -> Any:
+        return _run_loop_member if name.startswith(LOOP_PREFIX) else _run_member
+
     if jobs <= 1:
         for name, seed in work:
-            rows.append(_run_member(name, seed, chosen))
+            rows.append(runner(name)(name, seed, chosen))
             if on_row:
                 on_row(rows[-1])
         return rows
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_member, name, seed, chosen) for name, seed in work]
+        futures = [pool.submit(runner(name), name, seed, chosen) for name, seed in work]
         for future in concurrent.futures.as_completed(futures):
             rows.append(future.result())
             if on_row:
@@ -123,11 +169,13 @@ def kill_matrix(
 
 
 def render_markdown(rows: list[MatrixRow], budget: str) -> str:
-    """The matrix as a markdown table, with the totals that matter."""
-    head = "| member | declared (budget) | verdict | " + " | ".join(FAMILIES) + " | first failing check | seconds to it | samples | seconds |"
-    lines = [head, "|" + "---|" * (len(FAMILIES) + 7)]
+    """The matrix as a markdown table, with the totals that matter (a ``loop`` column when it
+    holds loop members)."""
+    families = (*FAMILIES, "loop") if any(r.member.startswith(LOOP_PREFIX) for r in rows) else FAMILIES
+    head = "| member | declared (budget) | verdict | " + " | ".join(families) + " | first failing check | seconds to it | samples | seconds |"
+    lines = [head, "|" + "---|" * (len(families) + 7)]
     for r in rows:
-        cells = [str(r.caught_by.get(f, "")) if r.caught_by.get(f) else "" for f in FAMILIES]
+        cells = [str(r.caught_by.get(f, "")) if r.caught_by.get(f) else "" for f in families]
         mark = "" if r.meets else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
         lines.append(
             f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} ({r.declared_budget}) | "

@@ -536,3 +536,44 @@ def logits_greedy_sampled(t, d, y, g, params):
         return warp(z, type(p)(temperature=temperature))
 
     return _logits_step(t, d, y, g, params, no_greedy)
+
+
+# --- per-request seeds at the step level (issue 18): the logits reference with seeding wrong ----
+# Each declares seeds; given none (the rest of the battery) it is the logits reference, so only the
+# contract family's per-request seed checks (contract.seeds[...]) can tell.
+
+_SEEDED = Capabilities(inputs="logits", params=(*_WARPS, "seeds"), dtypes=(torch.float64, torch.float32))
+
+
+def _seeded_step(logits, d, y, g, params, seeds_of):
+    from .._oracle import canonical_emit
+    from .._seeded import seeded_uniforms
+    from .._warp import warp
+
+    if params.seeds is None:
+        u = uniforms(y.shape[0], y.shape[1], g, logits.device)
+    else:
+        u = seeds_of(params.seeds, y.shape[1] + 1, g, logits.device)
+    return canonical_emit(warp(logits, params), d, y, u)
+
+
+@member("non-conformant", ("contract",), "quick", "Per-request seeds accepted and ignored: the batch's generator decides (vLLM #6038).", _SEEDED)
+def seeds_ignored(t, d, y, g, params):
+    return _seeded_step(t, d, y, g, params, lambda seeds, n, g, device: uniforms(seeds.shape[0], n - 1, g, device))
+
+
+@member("non-conformant", ("contract",), "quick", "One seed for the whole batch: the first request's seed draws every row's uniforms (seeds shared or mixed across requests: vLLM #13196, #9441, TensorRT-LLM #19487).", _SEEDED)
+def seed_shared_across_batch(t, d, y, g, params):
+    from .._seeded import seeded_uniforms
+
+    return _seeded_step(t, d, y, g, params, lambda seeds, n, g, device: seeded_uniforms(seeds[:1].expand(seeds.shape[0]), n).to(device))
+
+
+@member("non-conformant", ("contract",), "quick", "The seed offset by the row's position in the batch: a request's output depends on where it lands in the batch (the class of seeds mixed across concurrent requests).", _SEEDED)
+def seed_offset_by_row(t, d, y, g, params):
+    from .._seeded import seeded_uniforms
+
+    def offset(seeds, n, g, device):
+        return seeded_uniforms(seeds + torch.arange(seeds.shape[0], device=seeds.device), n).to(device)
+
+    return _seeded_step(t, d, y, g, params, offset)

@@ -176,6 +176,8 @@ def _vllm_rejection_sample(
     assert target.ndim == 2 and target.shape[0] == draft_token_ids.shape[0]
     target_probs = target.softmax(-1, dtype=torch.float32) if logits else target
     batch = len(num_draft_tokens)
+    # greedy requests (temperature 0) go through vLLM's greedy kernel: accept iff the draft is the argmax
+    greedy = [False] * batch if sampling_metadata.all_random else (sampling_metadata.temperature == 0).tolist()
     vocab = target_probs.shape[-1]
     # Global-generator draws, as vLLM makes them for requests without their own generator.
     uniform = torch.rand((draft_token_ids.shape[0],), dtype=torch.float64)
@@ -188,6 +190,14 @@ def _vllm_rejection_sample(
             t = start + pos
             token = int(draft_token_ids[t])
             p, q = target_probs[t, token], draft_probs[t, token]
+            if greedy[req]:
+                best = int(target[t].argmax())
+                if token != best:
+                    token, rejected = best, True
+                out[req, pos] = token
+                if rejected:
+                    break
+                continue
             if synthetic_mode:
                 accept = bool(uniform[t] < synthetic_conditional_rates[pos])
             else:
@@ -204,9 +214,37 @@ def _vllm_rejection_sample(
     return out
 
 
-def _install_vllm(monkeypatch, function):
+def _vllm_apply_sampling_constraints(logits, cu_num_draft_tokens, sampling_metadata):
+    """vLLM's ``apply_sampling_constraints``: each request's temperature (greedy 0 read as 1),
+    then ``apply_top_k_top_p``: ascending sort, logits below the k-th largest to -inf, then the
+    ascending cumulative mass up to 1 - top_p to -inf (the largest always kept)."""
+    if sampling_metadata.all_greedy:
+        return logits
+    counts = torch.diff(cu_num_draft_tokens, prepend=cu_num_draft_tokens.new_zeros(1)).long()
+
+    def expand(x):
+        return x.repeat_interleave(counts)
+
+    temperature = expand(torch.where(sampling_metadata.temperature == 0, 1.0, sampling_metadata.temperature))
+    logits.div_(temperature.unsqueeze(-1))
+    if sampling_metadata.top_k is None and sampling_metadata.top_p is None:
+        return logits
+    ascending, order = logits.sort(dim=-1)
+    if sampling_metadata.top_k is not None:
+        k = expand(sampling_metadata.top_k).long()
+        kth = ascending.gather(1, (ascending.shape[1] - k).unsqueeze(1))
+        ascending.masked_fill_(ascending < kth, -float("inf"))
+    if sampling_metadata.top_p is not None:
+        mass = ascending.softmax(dim=-1).cumsum(dim=-1)
+        drop = mass <= 1 - expand(sampling_metadata.top_p).unsqueeze(1)
+        drop[:, -1] = False
+        ascending.masked_fill_(drop, -float("inf"))
+    return logits.scatter_(-1, order, ascending)
+
+
+def _install_vllm(monkeypatch, function, **more):
     _install(monkeypatch, "vllm", __version__="0.fake")
-    return _install(monkeypatch, "vllm.v1.sample.rejection_sampler", rejection_sample=function, MAX_SPEC_LEN=128)
+    return _install(monkeypatch, "vllm.v1.sample.rejection_sampler", rejection_sample=function, MAX_SPEC_LEN=128, **more)
 
 
 @pytest.fixture
@@ -241,7 +279,7 @@ def fake_vllm(monkeypatch):
             synthetic_conditional_rates=synthetic_conditional_rates,
         )
 
-    _install_vllm(monkeypatch, rejection_sample)
+    _install_vllm(monkeypatch, rejection_sample, apply_sampling_constraints=_vllm_apply_sampling_constraints)
     return recorder
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -124,3 +126,66 @@ def test_without_the_library_the_spec_fails_to_load_with_the_install_hint(no_lib
     no_library("vllm", "vllm.v1", "vllm.v1.sample", "vllm.v1.sample.rejection_sampler")
     with pytest.raises(specverify.SamplerSpecError, match=r"pip install vllm"):
         specverify.load_sampler("specverify.adapters.vllm:synthetic")
+
+
+# --- the logits path: temperature, top-k and top-p through the sampling metadata ----------------
+
+
+def _params(**columns):
+    from specverify import SamplingParams
+
+    return SamplingParams(**{k: torch.tensor(v, dtype=torch.int64 if k == "top_k" else torch.float64) for k, v in columns.items()})
+
+
+def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_target(fake_vllm):
+    from specverify.adapters.vllm import VLLMLogitsSampler
+
+    sampler = VLLMLogitsSampler.load(device="cpu")
+    assert sampler.capabilities.inputs == "logits" and sampler.capabilities.params == ("temperature", "top_k", "top_p")
+    generator = torch.Generator().manual_seed(derive_seed(SEED, "logits"))
+    logits = torch.randn((6, 3, 5), generator=generator, dtype=torch.float64)
+    _, draft, tokens = _step(batch=6, k=2, vocab=5, salt="logits")
+    params = _params(temperature=[0.5, 1.0, 2.0, 0.0, 1.0, 0.7], top_k=[0, 2, 0, 0, 9, 1], top_p=[1.0, 1.0, 0.5, 1.0, 0.3, 1.0])
+    output = sampler(logits.float(), draft, tokens, torch.Generator().manual_seed(0), params)
+    call = fake_vllm.last
+    metadata = call["sampling_metadata"]
+    assert metadata.temperature.tolist() == pytest.approx([0.5, 1.0, 2.0, 0.0, 1.0, 0.7])
+    assert metadata.top_k.tolist() == [5, 2, 5, 5, 5, 1]  # vLLM's "off" is the vocabulary size
+    assert metadata.top_p.tolist() == pytest.approx([1.0, 1.0, 0.5, 1.0, 0.3, 1.0])
+    assert not metadata.all_random and not metadata.all_greedy
+    sampled = torch.tensor([0, 1, 2, 4, 5])  # every row but the greedy one
+    verified = call["target"].softmax(-1).reshape(6, 2, 5)[sampled]
+    assert torch.allclose(verified.double(), specverify.warp(logits[:, :2].float().double(), params).float().double()[sampled], atol=1e-6)
+    tokens_out, accepted = output
+    warped = specverify.warp(logits, params)
+    assert audit_output(output, warped, tokens) == []
+    greedy_first = warped[3, 0].argmax()
+    assert int(tokens_out[3, 0]) == (int(tokens[3, 0]) if int(tokens[3, 0]) == int(greedy_first) else int(greedy_first))
+
+
+def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skipped_top_k_does(fake_vllm, monkeypatch):
+    import sys
+
+    from specverify._logits_layout import LogitsLayout
+    from specverify.adapters.vllm import VLLMLogitsSampler
+    rows = 300  # a third of them pose top_k alone, cutting three decoys of about 7% of the mass
+    target = torch.tensor([0.4, 0.3, 0.3, 0.0, 0.0, 0.0]).expand(rows, 3, -1)
+    draft = torch.tensor([0.25, 0.25, 0.25, 0.25, 0.0, 0.0]).expand(rows, 2, -1)
+    generator = torch.Generator().manual_seed(derive_seed(SEED, "posed"))
+    tokens = torch.multinomial(draft.reshape(-1, 6), 1, generator=generator).reshape(rows, 2)
+    sampler = VLLMLogitsSampler.load(device="cpu")
+    posed = LogitsLayout(sampler, sampler.capabilities.params)
+    assert audit_output(posed(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens) == []
+    module = sys.modules["vllm.v1.sample.rejection_sampler"]
+    constrain = module.apply_sampling_constraints
+    monkeypatch.setattr(module, "apply_sampling_constraints", lambda z, cu, m: constrain(z, cu, types.SimpleNamespace(**{**vars(m), "top_k": None})))
+    skipping = LogitsLayout(VLLMLogitsSampler.load(device="cpu"), sampler.capabilities.params)
+    found = audit_output(skipping(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens)
+    assert [v.rule for v in found] == ["zero-target"]
+
+
+def test_the_logits_path_needs_a_vllm_that_takes_logits(fake_vllm_probs):
+    from specverify.adapters.vllm import VLLMLogitsSampler
+
+    with pytest.raises(AdapterUnavailable, match="no apply_sampling_constraints|no logits path"):
+        VLLMLogitsSampler.load(device="cpu")
