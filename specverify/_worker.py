@@ -513,7 +513,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
                 send(("load-error", message))
                 continue
-            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device)}))
+            send(("ready", {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": getattr(sampler, "contract", "step")}))
             continue
         # kind == "call"
         if body["arena"] is not None:

@@ -59,9 +59,9 @@ class MatrixRow:
 
 def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     from .._runner import check
-    from . import ZOO
+    from . import member_named
 
-    member = ZOO[name]
+    member = member_named(name)
     start = time.perf_counter()
     first: list[float] = []
 
@@ -99,11 +99,11 @@ def kill_matrix(
     on_row: Any = None,
 ) -> list[MatrixRow]:
     """Run the selected members (glob patterns on names) on ``seeds`` run seeds each."""
-    from . import ZOO
+    from . import TREE_MEMBERS, ZOO
 
     chosen = get_budget(budget) if isinstance(budget, str) else budget
     chosen = chosen.with_(timeout=timeout)
-    names = [n for n in ZOO if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
+    names = [n for n in (*ZOO, *TREE_MEMBERS) if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
     work = [(n, s) for s in range(seeds) for n in names]
     rows: list[MatrixRow] = []
     if jobs <= 1:
