@@ -64,6 +64,8 @@ def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | No
 
 def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:
     """Rows ``rows`` of a batch, trailing all-padding columns kept (the width is the batch's)."""
+    if rows.start in (0, None) and (rows.stop is None or rows.stop >= tree.batch):
+        return tree
     draft = None if tree.draft_probs is None else tree.draft_probs[rows]
     return TreeBatch(tree.parents[rows], tree.tokens[rows], tree.target_probs[rows], draft)
 
@@ -152,6 +154,9 @@ class TreeSamplerUnderTest:
         return torch.cat(paths), torch.cat(tokens)
 
     def _placed(self, tree: TreeBatch) -> TreeBatch:
+        tensors = [tree.parents, tree.tokens, tree.target_probs] + ([] if tree.draft_probs is None else [tree.draft_probs])
+        if all(t.device == self.device and t.is_contiguous() for t in tensors) and all(t.dtype == self.dtype for t in tensors[2:]):
+            return tree  # already as the sampler takes it: no copy, no second validation
         draft = None if tree.draft_probs is None else tree.draft_probs.to(device=self.device, dtype=self.dtype).contiguous()
         return TreeBatch(
             tree.parents.to(self.device).contiguous(),
