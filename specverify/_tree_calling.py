@@ -147,7 +147,10 @@ class TreeSamplerUnderTest:
             violations = audit_tree_output(given, output, first_only=True)
             if violations:
                 v = violations[0]
-                raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start), {"last_output": _shown(output)})
+                details: dict[str, Any] = {"last_output": _shown(output)}
+                if v.row is not None:  # the failing row's output, for the report's drawing of its tree
+                    details.update(failing_row=v.row + start, failing_path=output[0][v.row].tolist(), failing_token=int(output[1][v.row]))
+                raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start), details)
             path, token = (x.to("cpu") for x in output)
             paths.append(torch.nn.functional.pad(path, (0, tree.depth + 1 - path.shape[1]), value=-1))
             tokens.append(token)

@@ -312,7 +312,7 @@ class TreeOutputCheck(TreeCheck):
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree": kind, "tree_case": _case_json(tree)})
+            return fault_result(self, fault, evidence={"tree": kind, "tree_case": _case_json(tree, fault=fault)})
         return self.result("pass", f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited), samples=rows * len(audited))
 
 
@@ -340,7 +340,7 @@ class TreeSupportCheck(TreeCheck):
             done.append(f"{rows} rows with the sampler's own coins")
             ctx.advance(rows * len(done))
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": _case_json(tree), "coins": "all 0" if not done and ctx.sut.capabilities.uniforms else "generator"})
+            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault), "coins": "all 0" if not done and ctx.sut.capabilities.uniforms else "generator"})
         note = "" if ctx.sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
         return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
 
@@ -372,7 +372,7 @@ class TreeConditionalCheck(TreeCheck):
                 cells = last_nodes(path) * tree.vocab + token
                 counts += np.bincount(cells.numpy(), minlength=law.size)
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": _case_json(tree)})
+            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
         test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
         claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = law * rows
@@ -520,8 +520,8 @@ class TreeAcceptanceCheck(TreeCheck):
         test = tests[best]
         detectable = test.min_detectable_drop or float("inf")
         evidence = {
-            "algorithm": algorithm, "held_to": best, "observed_accepted": test.observed_mean,
-            "expected_accepted": {name: t.expected_mean for name, t in tests.items()}, "ratio": test.observed_mean / max(test.expected_mean, 1e-12),
+            "algorithm": algorithm, "held_to": best, "observed_accepted": test.observed_mean, "expected_accepted": test.expected_mean,
+            "expected_by_algorithm": {name: t.expected_mean for name, t in tests.items()}, "ratio": test.observed_mean / max(test.expected_mean, 1e-12),
             "min_detectable_drop": detectable, "power": ctx.budget.power, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high,
         }
         common = dict(alpha=alpha, samples=rows, evidence=evidence)
@@ -543,16 +543,35 @@ def _rows_slice(tree: TreeBatch, row: int) -> TreeBatch:
     return TreeBatch(tree.parents[row : row + 1], tree.tokens[row : row + 1], tree.target_probs[row : row + 1], draft)
 
 
-def _case_json(tree: TreeBatch, *, counts: np.ndarray | None = None, expected: np.ndarray | None = None) -> dict[str, Any]:
-    """One tree for the report's drawing: nodes, tokens, and where its law breaks (per node)."""
+def _case_json(
+    tree: TreeBatch, *, counts: np.ndarray | None = None, expected: np.ndarray | None = None, fault: SamplerFault | None = None
+) -> dict[str, Any]:
+    """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
+    failing output's path and token, and how often paths ended at each node against the exact law."""
     real = int(tree.num_nodes[0])
     out: dict[str, Any] = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
+    details = (fault.details or {}) if fault is not None else {}
+    if "failing_path" in details:
+        out["path"], out["token"] = details["failing_path"], details["failing_token"]
+        out["breaks_at"] = _breaks_at(tree, out["path"], out["token"])
     if counts is not None and expected is not None:
         observed = counts.reshape(tree.width, tree.vocab)[:real].sum(axis=1)
         wanted = expected.reshape(tree.width, tree.vocab)[:real].sum(axis=1)
         out["ends_observed"] = observed.tolist()
         out["ends_expected"] = wanted.tolist()
     return out
+
+
+def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
+    """The first node of a failing output's path the target forbids (an accepted token of target
+    probability 0 at its parent), or the last node if what it emits there is forbidden."""
+    steps = [n for n in path if 0 <= n < tree.width]
+    for parent, node in zip(steps, steps[1:]):
+        if float(tree.target_probs[0, parent, tree.tokens[0, node]]) == 0.0:
+            return node
+    if steps and 0 <= token < tree.vocab and float(tree.target_probs[0, steps[-1], token]) == 0.0:
+        return steps[-1]
+    return None
 
 
 def tree_battery() -> list[Any]:
