@@ -8,7 +8,8 @@ declared algorithm's law and its algorithm's acceptance.
   (``uniforms``-declaring samplers) and coins from the generator: a coin of 0 accepting a zero-mass
   child (SGLang #35771) is a ``support`` finding;
 * ``trees.conditional[kind]``: the law of (last accepted node, emitted token) given the candidates
-  against the declared algorithm's exact law (``specverify._tree_exact.tree_law``), a G-test;
+  (random chains, stars, binary trees, 36 siblings, duplicates, zero-mass children, and a chain
+  whose block-verification weight shapes the residual) against the declared algorithm's exact law (``specverify._tree_exact.tree_law``), a G-test;
   failure ``non-canonical`` (not the algorithm it declares).  Skipped for a sampler declaring none;
 * ``trees.target-law[kind]``: candidates drawn by the harness from a model as the algorithm assumes
   (i.i.d. from the draft; without replacement for ``without-replacement``), the emitted tokens
@@ -87,7 +88,17 @@ TREE_SHAPES = {
     "wide": TreeShape((-1,) + (0,) * 36, 40, large=True),  # past the 32-sibling boundary
 }
 #: Kinds of the conditional law and the shape each uses.
-CONDITIONAL_KINDS = {"chain": "chain", "star": "star", "binary": "binary", "wide": "wide", "duplicates": "star", "zeros": "binary"}
+CONDITIONAL_KINDS = {
+    "chain": "chain", "star": "star", "binary": "binary", "wide": "wide", "duplicates": "star", "zeros": "binary",
+    "weighted-residual": "chain",
+}  # fmt: skip
+#: A chain where block verification's weight w_1 = 1/2 shapes its residual: norm([w p - q]_+) and
+#: the token-wise norm([p - q]_+) differ by TV 0.29 given tau = 1, reached with probability 1/3.
+WEIGHTED_RESIDUAL = {
+    "tokens": [-1, 0, 3, 1],
+    "target": [[0.2, 0.4, 0.2, 0.2], [0.5, 0.5, 0.0, 0.0], [0.25] * 4, [0.25] * 4],
+    "draft": [[0.4, 0.2, 0.2, 0.2], [0.3, 0.0, 0.0, 0.7], [0.25] * 4, [0.0] * 4],
+}
 #: Production vocabularies of the target-law check (a root with two children, one grandchild).
 PRODUCTION_VOCABS = (32_000, 151_936, 262_144)
 PRODUCTION_PARENTS = (-1, 0, 0, 1)
@@ -159,7 +170,12 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
             target[0, shape.parents[child], tokens[0, child]] = 0.0
         draft[0, shape.parents[4], tokens[0, 4]] = 0.0
         target[0] = target[0] + (target[0].sum(-1, keepdim=True) == 0) * 1.0
-    if algorithm == _BLOCK or kind == "chain":
+    if kind == "weighted-residual":
+        tokens = torch.tensor([WEIGHTED_RESIDUAL["tokens"]])
+        target = torch.tensor([WEIGHTED_RESIDUAL["target"]], dtype=torch.float64)
+        draft = torch.tensor([WEIGHTED_RESIDUAL["draft"]], dtype=torch.float64)
+        draft[0, -1] = 1.0  # the leaf's draft row is never read
+    if algorithm == _BLOCK or kind in ("chain", "weighted-residual"):
         parents = torch.arange(-1, n - 1)[None]
     return TreeBatch(parents, tokens, normalise(target), normalise(draft))
 
@@ -362,7 +378,7 @@ class TreeConditionalCheck(TreeCheck):
         for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
             tree = ctx.sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
             law = tree_law(tree, algorithm)[0].reshape(-1).numpy()
-            if (law > 1e-3).sum() >= 4:
+            if (law > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
                 break
         df = int((law > 0).sum()) - 1
         rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)

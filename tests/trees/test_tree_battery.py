@@ -17,7 +17,7 @@ CATCHES = {
     "tree-siblings-past-32-wrap": "trees.conditional[wide]",
     "tree-duplicate-siblings-counted-twice": "trees.conditional[duplicates]",
     "tree-threshold-below-one": "trees.conditional[star]",
-    "tree-block-verification-token-wise-residual": "trees.target-law[chain]",
+    "tree-block-verification-token-wise-residual": "trees.conditional[weighted-residual]",
 }
 
 
