@@ -239,6 +239,9 @@ def check(
 ) -> RunResult:
     """Put a sampler through the battery and return the :class:`~specverify.RunResult`.
 
+    A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through the ``trees`` family
+    instead (``specverify.checks._trees``), in this process: ``run["isolation"]`` says why.
+
     Args:
         sampler: the sampler (see :class:`~specverify.Sampler`), or its ``"module:attribute"`` spec.
         budget: ``"quick"``, ``"standard"``, ``"thorough"`` or a :class:`~specverify.Budget`.

@@ -56,3 +56,17 @@ def test_tree_member_reaches_its_declared_verdict(name: str) -> None:
     failing = [c for c in result.checks if c.status == "fail"]
     assert result.verdict == member.verdict, [(c.id, c.status, c.message) for c in result.checks]
     assert [c.id for c in failing] == [CATCHES[name]]
+
+
+def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> None:
+    from specverify.samplers import tree_target_only
+
+    def unlabelled(tree, generator=None, *, uniforms=None):  # type: ignore[no-untyped-def]
+        return tree_target_only(tree, generator, uniforms=uniforms)
+
+    unlabelled.contract = "tree"  # type: ignore[attr-defined]
+    result = specverify.check(unlabelled, budget="quick", seed=0, select=["trees.conditional[[]star]", "trees.acceptance[[]star]"])
+    conditional, acceptance = result.checks
+    assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
+    # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
+    assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
