@@ -59,12 +59,14 @@ def test_tree_member_reaches_its_declared_verdict(name: str) -> None:
 
 
 def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> None:
+    from specverify._tree_calling import tree_sampler
     from specverify.samplers import tree_target_only
 
+    @tree_sampler(uniforms=True)
     def unlabelled(tree, generator=None, *, uniforms=None):  # type: ignore[no-untyped-def]
         return tree_target_only(tree, generator, uniforms=uniforms)
 
-    unlabelled.contract = "tree"  # type: ignore[attr-defined]
+    assert unlabelled.contract == "tree" and unlabelled.algorithm is None  # type: ignore[attr-defined]
     result = specverify.check(unlabelled, budget="quick", seed=0, select=["trees.conditional[[]star]", "trees.acceptance[[]star]"])
     conditional, acceptance = result.checks
     assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
