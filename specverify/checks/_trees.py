@@ -9,7 +9,8 @@ declared algorithm's law and its algorithm's acceptance.
   child (SGLang #35771) is a ``support`` finding;
 * ``trees.conditional[kind]``: the law of (last accepted node, emitted token) given the candidates
   (random chains, stars, binary trees, 36 siblings, duplicates, zero-mass children, and a chain
-  whose block-verification weight shapes the residual) against the declared algorithm's exact law (``specverify._tree_exact.tree_law``), a G-test;
+  whose block-verification weight shapes the residual; ``V=<n>``: production vocabularies, active
+  tokens and a lumped tail) against the declared algorithm's exact law (``specverify._tree_exact.tree_law``), a G-test;
   failure ``non-canonical`` (not the algorithm it declares).  Skipped for a sampler declaring none;
 * ``trees.target-law[kind]``: candidates drawn by the harness from a model as the algorithm assumes
   (i.i.d. from the draft; without replacement for ``without-replacement``), the emitted tokens
@@ -178,6 +179,30 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
     if algorithm == _BLOCK or kind in ("chain", "weighted-residual"):
         parents = torch.arange(-1, n - 1)[None]
     return TreeBatch(parents, tokens, normalise(target), normalise(draft))
+
+
+# --- production vocabularies: a few active tokens and a lumped tail --------------------------
+
+
+def production_actives(vocab: int) -> torch.Tensor:
+    """The conditional case's active tokens: past the first 1,024-token tile, the middle, the last id."""
+    return torch.tensor(sorted({1024 % vocab, vocab // 2, vocab - 1}), dtype=torch.int64)
+
+
+def production_tree(vocab: int, seed: int) -> TreeBatch:
+    """A root with two children and a grandchild, the candidates the active tokens, every law 90%
+    on the active tokens (random) and 10% spread over all ``V`` (so the tail is one cell per node)."""
+    g = torch.Generator().manual_seed(seed)
+    actives = production_actives(vocab)
+    n = len(PRODUCTION_PARENTS)
+
+    def laws() -> torch.Tensor:
+        rows = torch.full((1, n, vocab), 0.1 / vocab, dtype=torch.float64)
+        rows[0, :, actives] += 0.9 * random_laws(g, (n, actives.numel()))
+        return rows
+
+    tokens = torch.tensor([[-1, int(actives[0]), int(actives[-1]), int(actives[1 % actives.numel()])]])
+    return TreeBatch(torch.tensor([PRODUCTION_PARENTS]), tokens, laws(), laws())
 
 
 # --- a model whose law lives on a few active tokens and a lumped tail ------------------------
@@ -370,33 +395,57 @@ class TreeConditionalCheck(TreeCheck):
     needs_algorithm: bool = True
 
     def shape_name(self) -> str | None:
-        return CONDITIONAL_KINDS[self.case or ""]
+        return CONDITIONAL_KINDS.get(self.case or "")
+
+    def skip_reason(self, sut: Any) -> str | None:
+        reason = super().skip_reason(sut)
+        if reason or self.case in CONDITIONAL_KINDS:
+            return reason
+        if sut.algorithm == _BLOCK:
+            return "block verification is defined on chains only"
+        return sut.unsupported(int((self.case or "V=0")[2:]))
 
     def run(self, ctx: Context) -> CheckResult:
         algorithm = ctx.sut.algorithm
-        shape = TREE_SHAPES[self.shape_name() or ""]
-        for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
-            tree = ctx.sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
-            law = tree_law(tree, algorithm)[0].reshape(-1).numpy()
-            if (law > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
-                break
+        if self.case in CONDITIONAL_KINDS:
+            shape = TREE_SHAPES[CONDITIONAL_KINDS[self.case or ""]]
+            for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
+                tree = ctx.sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
+                full = tree_law(tree, algorithm)[0]
+                if (full > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
+                    break
+            classes = torch.arange(tree.vocab)
+            label = lambda c: f"token {c}"  # noqa: E731
+        else:
+            vocab = int((self.case or "V=0")[2:])
+            if vocab > ctx.budget.shape_max_vocab:
+                return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
+            shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
+            tree = ctx.sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
+            full = tree_law(tree, algorithm)[0]
+            actives = production_actives(vocab)
+            classes = torch.full((vocab,), actives.numel(), dtype=torch.int64)
+            classes[actives] = torch.arange(actives.numel())
+            label = lambda c: f"token {int(actives[c])}" if c < actives.numel() else "the tail (every other token)"  # noqa: E731
+        columns = int(classes.max()) + 1
+        law = torch.zeros(tree.width, columns, dtype=torch.float64).index_add_(1, classes, full).reshape(-1).numpy()
         df = int((law > 0).sum()) - 1
         rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
         counts = np.zeros(law.size, dtype=np.int64)
         try:
             for _, path, token in _run_rows(ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab):
-                cells = last_nodes(path) * tree.vocab + token
+                cells = last_nodes(path) * columns + classes[token]
                 counts += np.bincount(cells.numpy(), minlength=law.size)
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
         test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
         claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = law * rows
-        where = largest_deviation(counts, expected, lambda g, c: f"(node {c // tree.vocab}, token {c % tree.vocab})")
+        where = largest_deviation(counts, expected, lambda g, c: f"(node {c // columns}, {label(c % columns)})")
         evidence = {
             "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
-            "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
-            "tree_case": _case_json(tree, counts=counts, expected=expected),
+            "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
+            "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
         }
         common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
         summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
@@ -560,7 +609,12 @@ def _rows_slice(tree: TreeBatch, row: int) -> TreeBatch:
 
 
 def _case_json(
-    tree: TreeBatch, *, counts: np.ndarray | None = None, expected: np.ndarray | None = None, fault: SamplerFault | None = None
+    tree: TreeBatch,
+    *,
+    counts: np.ndarray | None = None,
+    expected: np.ndarray | None = None,
+    fault: SamplerFault | None = None,
+    columns: int | None = None,
 ) -> dict[str, Any]:
     """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
     failing output's path and token, and how often paths ended at each node against the exact law."""
@@ -571,8 +625,8 @@ def _case_json(
         out["path"], out["token"] = details["failing_path"], details["failing_token"]
         out["breaks_at"] = _breaks_at(tree, out["path"], out["token"])
     if counts is not None and expected is not None:
-        observed = counts.reshape(tree.width, tree.vocab)[:real].sum(axis=1)
-        wanted = expected.reshape(tree.width, tree.vocab)[:real].sum(axis=1)
+        observed = counts.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
+        wanted = expected.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
         out["ends_observed"] = observed.tolist()
         out["ends_expected"] = wanted.tolist()
     return out
@@ -596,6 +650,7 @@ def tree_battery() -> list[Any]:
         TreeOutputCheck(),
         TreeSupportCheck(),
         *(TreeConditionalCheck(kind) for kind in CONDITIONAL_KINDS),
+        *(TreeConditionalCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
         *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
