@@ -125,7 +125,7 @@ class TreeSamplerUnderTest:
         return self.capabilities.unsupported(k=1, vocab=vocab)
 
     def step(
-        self, tree: TreeBatch, *, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None, kind: str | None = None
+        self, tree: TreeBatch, *, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the sampler over a batch of trees of any size; outputs audited, returned on the CPU,
         paths padded to the batch's depth."""

@@ -317,7 +317,7 @@ class TreeCheck:
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
 
 
-def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int, *, uniforms: torch.Tensor | None = None):
+def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int) -> Any:
     """Yield ``(tree, path, token)`` over ``rows`` rows (``row_size`` probabilities a row), a chunk a call."""
     g = torch.Generator().manual_seed(seed)
     generator = ctx.sut.generator(ctx.seed_for(seed, "sampler"))
@@ -325,7 +325,7 @@ def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch
     for start in range(0, rows, chunk):
         count = min(chunk, rows - start)
         tree = ctx.sut.passed(tree_for(count, g))
-        path, token = ctx.sut.step(tree, generator=generator, uniforms=None if uniforms is None else uniforms[:count])
+        path, token = ctx.sut.step(tree, generator=generator)
         ctx.advance(count)
         yield tree, path, token
 
