@@ -90,4 +90,5 @@ def sampler(tree: TreeBatch, generator: torch.Generator | None = None) -> tuple[
 
 
 sampler.algorithm = "target-only"  # type: ignore[attr-defined]
+sampler.contract = "tree"  # type: ignore[attr-defined]  # specverify.check runs the trees family on it
 sampler.name = "sglang.tree_speculative_sampling_target_only (stand-in)"  # type: ignore[attr-defined]

@@ -215,10 +215,12 @@ class SamplerUnderTest:
             self.name = info["name"]
             self.capabilities: Capabilities = info["capabilities"]
             self.device = torch.device(info["device"])
+            self.contract: str = info.get("contract", "step")  # "tree": the runner puts it through the trees family
         else:
             self.sampler = load_sampler(sampler) if isinstance(sampler, str) else step_sampler(sampler)
             self.name = name_of(self.sampler)
             self.capabilities = capabilities_of(self.sampler)
+            self.contract = getattr(self.sampler, "contract", "step")
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
         self.dtype = self.capabilities.dtypes[0]

@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         help="put a sampler through the conformance battery",
         description=(
             "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler named "
-            "by SPEC and print the verdict. Statistical checks share one family-wise false-positive budget and "
+            "by SPEC and print the verdict; a tree sampler (contract = 'tree', docs/trees.md) gets the trees family instead, "
+            "run in this process. Statistical checks share one family-wise false-positive budget and "
             "each states the smallest deviation (total variation) it detects with probability 0.99."
         ),
         epilog=_EPILOG,

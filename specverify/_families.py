@@ -6,4 +6,4 @@ the families but not the checks, and so neither torch nor Hypothesis.
 
 __all__ = ["FAMILIES"]
 
-FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness", "shapes")
+FAMILIES = ("contract", "support", "exact", "fit", "efficiency", "robustness", "shapes", "trees")

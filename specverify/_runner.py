@@ -24,7 +24,8 @@ from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest, importable_source
 from ._errors import UsageError
 from ._result import CheckResult, RunResult, left_out
-from .checks import Check, Context, battery
+from ._tree_calling import ISOLATION_REASON, TreeSamplerUnderTest
+from .checks import Check, Context, battery, tree_battery
 from .checks._base import fault_result
 
 __all__ = ["Interrupted", "PlannedCheck", "check", "load_failure", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
@@ -43,7 +44,12 @@ class PlannedCheck:
         return self.check.id
 
 
-def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
+def battery_for(sut: Any) -> list[Check]:
+    """The battery a sampler is put through: the ``trees`` family for a tree sampler, else the chain battery."""
+    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+
+
+def plan(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
     """The checks to run, each with its Bonferroni share of ``budget.alpha``.
 
     ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).  Checks
@@ -51,7 +57,7 @@ def plan(sut: SamplerUnderTest, budget: Budget, select: Iterable[str] | None = N
     declares no seeds), unless the selection holds nothing else: then they skip with the reason.
     """
     patterns = list(select or [])
-    checks = [c for c in battery() if not patterns or any(selects(p, c) for p in patterns)]
+    checks = [c for c in battery_for(sut) if not patterns or any(selects(p, c) for p in patterns)]
     if patterns and not checks:
         raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
     # leave out what the sampler's kind has no use for, unless nothing else is selected (then it skips, saying why)
@@ -72,7 +78,7 @@ def check_selection(select: Iterable[str] | None) -> str | None:
     """Why a selection of checks is unusable (it matches none), or ``None``."""
     if not select:
         return None
-    checks = battery()
+    checks = [*battery(), *tree_battery()]
     missing = [p for p in select if not any(selects(p, c) for c in checks)]
     return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
 
@@ -162,6 +168,9 @@ def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None)
     info = _run_info({"name": sut.name, "capabilities": sut.capabilities.to_json()}, budget, seed, spec)
     info.update(device=str(sut.device), dtype=str(sut.dtype).removeprefix("torch."))
     info["isolation"] = {"mode": sut.isolation, "reason": None, "timeout": sut.timeout, "first_timeout": sut.limit.first}
+    if isinstance(sut, TreeSamplerUnderTest):
+        info["contract"] = "tree"
+        info["sampler"]["algorithm"] = sut.algorithm
     return info
 
 
@@ -246,6 +255,9 @@ def check(
 ) -> RunResult:
     """Put a sampler through the battery and return the :class:`~specverify.RunResult`.
 
+    A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through the ``trees`` family
+    instead (``specverify.checks._trees``), in this process: ``run["isolation"]`` says why.
+
     Args:
         sampler: the sampler (see :class:`~specverify.Sampler`), or its ``"module:attribute"`` spec.
         budget: ``"quick"``, ``"standard"``, ``"thorough"`` or a :class:`~specverify.Budget`.
@@ -287,6 +299,10 @@ def check(
     sut = SamplerUnderTest(
         sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto"
     )
+    if getattr(sut, "contract", "step") == "tree":  # the worker speaks the chain contract only
+        sut.close()
+        sut = TreeSamplerUnderTest(sampler, device=device, timeout=timeout, first_timeout=budget.timeout)
+        reason = ISOLATION_REASON
     result = RunResult(run={}, checks=[], finished=False)
     try:
         sut.on_wait = on_wait
@@ -295,7 +311,11 @@ def check(
         result.run["isolation"]["reason"] = reason
         result.run["planned_checks"] = len(planned)
         result.run["select"] = list(select) if select else None
-        result.run["left_out"] = left_out(result.run)
+        if isinstance(sut, TreeSamplerUnderTest):
+            chosen = {p.id for p in planned}
+            result.run["left_out"] = [i for c in tree_battery() if c.id not in chosen for i in result_ids(c)]
+        else:
+            result.run["left_out"] = left_out(result.run)
         result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
         if on_plan:
             on_plan(planned)

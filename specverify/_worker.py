@@ -676,7 +676,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     sampler = importlib.import_module(body["source"][1])
                     for part in body["source"][2].split("."):
                         sampler = getattr(sampler, part)
-                contract = getattr(sampler, "contract", None)
+                contract = getattr(sampler, "contract", "step")  # "step", "loop" or "tree"
                 if contract != "loop":
                     sampler = step_sampler(sampler)
                 capabilities = capabilities_of(sampler)

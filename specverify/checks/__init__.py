@@ -13,6 +13,9 @@ Families and their stable ids (``family.name[case]``):
 * ``robustness``: valid output on edge cases and large vocabularies;
 * ``shapes``: the law at production shapes (V up to 262,144, K up to 16, 512-row calls) and at
   float edges (vanishing residuals, exact zeros next to sub-ulp mass, bf16/fp16 rounding).
+
+A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through :func:`tree_battery`
+instead, the ``trees`` family (``specverify.checks._trees``).
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from ._every_shape import EveryShapeCheck
 from ._renormalisation import RenormalisationCheck
 from ._request_seeds import seed_checks
 from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
+from ._trees import tree_battery
 from ._validity import EdgeValidityCheck, LargeVocabCheck
 
-__all__ = ["Check", "Context", "FAMILIES", "battery"]
+__all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 
 
 def battery() -> list[Check]:

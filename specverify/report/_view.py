@@ -20,6 +20,7 @@ from .._result import FINDINGS
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg
+from ._tree_svg import tree_case_svg
 
 __all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
 
@@ -50,6 +51,7 @@ _PLACED = {
     "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
     "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
     "warps",
+    "tree_case",
 }  # fmt: skip
 
 
@@ -101,6 +103,7 @@ class CheckView:
     repro: str | None
     plot: Markup | None
     plot_note: str | None
+    tree: Markup | None
     first_mismatch: dict[str, str] | None
     warps: Warps | None
     positions: list[tuple[str, str]]
@@ -221,6 +224,10 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         if data_to_plot is not None:
             plot = Markup(comparison_svg(data_to_plot, f"plot-{name}", label=f"observed versus expected counts, {check_id}"))
             note = data_to_plot.note
+    tree = None
+    if plots and status in ("fail", "error") and isinstance(evidence.get("tree_case"), Mapping):
+        drawn = tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}")
+        tree = Markup(drawn) if drawn is not None else None
     minimal = evidence.get("minimal_example")
     example_title, placed = "Smallest failing case", _PLACED
     if minimal is None and isinstance(evidence.get("shape"), Mapping):
@@ -249,6 +256,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         repro=_text(evidence.get("repro")),
         plot=plot,
         plot_note=note,
+        tree=tree,
         first_mismatch=_first_mismatch(evidence.get("first_mismatch")),
         warps=_warps(evidence.get("warps")),
         positions=_positions(evidence.get("positions")),

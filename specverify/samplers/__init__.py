@@ -6,7 +6,7 @@
 * ``loop_reference``: a whole speculative generation loop (``specverify.check_loop``).
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
-* ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
+* ``tree_reference`` (SpecInfer), ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
   (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
   (``specverify._tree``); imported on first use.
 """
@@ -19,7 +19,7 @@ from ._reference import ReferenceSampler, reference
 
 __all__ = ["LogitsReferenceSampler", "LoopReference", "ReferenceSampler", "logits_reference", "loop_reference", "reference"]
 
-_TREE_NAMES = ("TREE_REFERENCES", "block_verification", "tree_specinfer", "tree_target_only", "tree_without_replacement")
+_TREE_NAMES = ("TREE_REFERENCES", "block_verification", "tree_reference", "tree_specinfer", "tree_target_only", "tree_without_replacement")
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,7 @@ __all__ = [
     "BlockVerificationSampler",
     "TreeReferenceSampler",
     "block_verification",
+    "tree_reference",
     "tree_specinfer",
     "tree_target_only",
     "tree_without_replacement",
@@ -49,6 +50,7 @@ class TreeReferenceSampler:
     """SpecInfer, the without-replacement verifier or the target-only verifier on any trees."""
 
     capabilities = _CAPABILITIES
+    contract = "tree"
 
     def __init__(self, algorithm: str) -> None:
         if algorithm not in ("specinfer", "without-replacement", "target-only"):
@@ -79,7 +81,7 @@ class TreeReferenceSampler:
                 if not trying.any():
                     break
                 child = child.clamp_min(0)
-                x = tree.tokens[rows, child]
+                x = tree.tokens[rows, child].clamp_min(0)  # rows not trying read the root's token, which may be -1
                 judge = judged_against(self.algorithm, q, x)
                 p_x = p.gather(1, x[:, None]).squeeze(1)
                 q_x = judge.gather(1, x[:, None]).squeeze(1)
@@ -106,6 +108,7 @@ class BlockVerificationSampler:
     algorithm = "block-verification"
     name = "specverify.block_verification"
     capabilities = _CAPABILITIES
+    contract = "tree"
 
     def __call__(
         self, tree: TreeBatch, generator: torch.Generator | None = None, *, uniforms: torch.Tensor | None = None
@@ -135,6 +138,8 @@ tree_specinfer = TreeReferenceSampler("specinfer")
 tree_without_replacement = TreeReferenceSampler("without-replacement")
 tree_target_only = TreeReferenceSampler("target-only")
 block_verification = BlockVerificationSampler()
+#: The tree reference: SpecInfer's multi-step speculative sampling, the token-wise rule on every node.
+tree_reference = tree_specinfer
 
 #: The reference sampler of each algorithm in ``specverify._tree.ALGORITHMS``.
 TREE_REFERENCES = {s.algorithm: s for s in (tree_specinfer, tree_without_replacement, tree_target_only, block_verification)}

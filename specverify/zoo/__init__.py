@@ -3,25 +3,34 @@
 Every member is importable as a spec, ``specverify.zoo:<name with underscores>`` (for example
 ``specverify.zoo:replacement_from_target``), and is listed in :data:`ZOO` with the verdict the
 harness must reach, the families expected to catch it and the smallest budget that does.
+Tree samplers (the tree contract, ``specverify._tree``) are in :data:`TREE_MEMBERS`, one per bug
+class of trees (``specverify.zoo:tree_coin_zero_accepts_zero_mass`` and kin); ``specverify zoo``
+runs both.
 """
 
 from __future__ import annotations
 
 from ._core import ZooSampler
 from ._members import MEMBERS
+from ._trees import TREE_MEMBERS, TreeZooSampler
 
-__all__ = ["ZOO", "ZooSampler"]
+__all__ = ["TREE_MEMBERS", "TreeZooSampler", "ZOO", "ZooSampler", "member_named"]
 
 #: name -> member, in declaration order.
 ZOO: dict[str, ZooSampler] = dict(MEMBERS)
 
 
+def member_named(name: str) -> ZooSampler:
+    """A step member of :data:`ZOO` or a tree member of :data:`TREE_MEMBERS` by name."""
+    return ZOO[name] if name in ZOO else TREE_MEMBERS[name]
+
+
 def __getattr__(name: str) -> ZooSampler:
     try:
-        return ZOO[name.replace("_", "-")]
+        return member_named(name.replace("_", "-"))
     except KeyError:
         raise AttributeError(f"specverify.zoo has no member {name!r}") from None
 
 
 def __dir__() -> list[str]:
-    return sorted([*__all__, *(n.replace("-", "_") for n in ZOO)])
+    return sorted([*__all__, *(n.replace("-", "_") for n in (*ZOO, *TREE_MEMBERS))])

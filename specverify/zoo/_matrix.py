@@ -62,9 +62,9 @@ class MatrixRow:
 
 def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     from .._runner import check
-    from . import ZOO
+    from . import member_named
 
-    member = ZOO[name]
+    member = member_named(name)
     start = time.perf_counter()
     first: list[float] = []
 
@@ -137,14 +137,15 @@ def kill_matrix(
     on_row: Any = None,
     loops: bool = False,
 ) -> list[MatrixRow]:
-    """Run the selected members (glob patterns on names) on ``seeds`` run seeds each; ``loops``
-    adds the generation-loop members (named ``loop:<name>``) through the loop family."""
-    from . import ZOO
+    """Run the selected members (glob patterns on names) on ``seeds`` run seeds each: the step and
+    tree members, and with ``loops`` the generation-loop members (named ``loop:<name>``) through
+    the loop family."""
+    from . import TREE_MEMBERS, ZOO
     from ._loops import LOOP_MEMBERS
 
     chosen = get_budget(budget) if isinstance(budget, str) else budget
     chosen = chosen.with_(timeout=timeout)
-    every = [*ZOO, *(LOOP_PREFIX + n for n in LOOP_MEMBERS if loops)]
+    every = [*ZOO, *TREE_MEMBERS, *(LOOP_PREFIX + n for n in LOOP_MEMBERS if loops)]
     names = [n for n in every if not members or any(fnmatch.fnmatchcase(n, p) for p in members)]
     work = [(n, s) for s in range(seeds) for n in names]
     rows: list[MatrixRow] = []

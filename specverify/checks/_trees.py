@@ -1,0 +1,657 @@
+"""The ``trees`` family: a tree sampler (``specverify._tree``) against the target's law, its
+declared algorithm's law and its algorithm's acceptance.
+
+* ``trees.output[shapes]`` (exact): every tree shape the family knows (chains, stars, a binary tree,
+  36 and 64 siblings, 64 candidates, duplicate siblings, zero-mass children), every output audited
+  (path from the root along edges, real nodes, tokens in range, no token of target probability 0);
+* ``trees.support[zero-coins]`` (exact): children of target probability 0, every coin exactly 0
+  (``uniforms``-declaring samplers) and coins from the generator: a coin of 0 accepting a zero-mass
+  child (SGLang #35771) is a ``support`` finding;
+* ``trees.conditional[kind]``: the law of (last accepted node, emitted token) given the candidates
+  (random chains, stars, binary trees, 36 siblings, duplicates, zero-mass children, and a chain
+  whose block-verification weight shapes the residual; ``V=<n>``: production vocabularies, active
+  tokens and a lumped tail) against the declared algorithm's exact law (``specverify._tree_exact.tree_law``), a G-test;
+  failure ``non-canonical`` (not the algorithm it declares).  Skipped for a sampler declaring none;
+* ``trees.target-law[kind]``: candidates drawn by the harness from a model as the algorithm assumes
+  (i.i.d. from the draft; without replacement for ``without-replacement``), the emitted tokens
+  completed by the target to ``D + 1`` tokens, against the target's joint law; failure ``loss``.
+  Kinds ``V=<n>`` do it at production vocabularies on a structured model (a few active tokens, the
+  rest lumped into one tail cell per position, so the cells stay few whatever ``V``);
+* ``trees.acceptance[kind]``: accepted candidates per call against the declared algorithm's exact
+  expectation on the same candidates (fewer: ``suboptimal``; more: ``non-canonical``); a sampler
+  declaring no algorithm is held to the best listed algorithm lossless for those candidates.
+
+Every statistical result states its level (``alpha``) and power (``min_detectable_tv`` or the
+smallest detectable drop of the mean).  Shapes whose inputs are large (36 siblings, production
+vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and are held to
+:attr:`~specverify.Budget.shape_ceiling_tv`, as the ``shapes`` family is; the others to
+:attr:`~specverify.Budget.ceiling_tv`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._calling import SamplerFault
+from .._exact import target_law
+from .._models import ChainModel
+from .._oracle import normalise
+from .._result import CheckResult
+from .._tree import TreeBatch
+from .._tree_calling import TreeSamplerUnderTest
+from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
+from .._tree_exact import accepted_law, tree_law
+from ..stats import gof_test, mean_test, samples_needed
+from ._base import Context, check_id, fault_result
+from ._fit import largest_deviation
+from ._fixtures import random_laws
+
+__all__ = ["LumpedModel", "TREE_SHAPES", "TreeShape", "tree_battery"]
+
+#: Rows per sampler call the family makes (the sampler's own max_batch splits them further) ...
+CHUNK_ROWS = 4_096
+#: ... and most probabilities (rows x N x V) in one call's tree.
+CHUNK_ELEMENTS = 2**22
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeShape:
+    """A static tree shape at a vocabulary; ``large``: sized by the budget's shape volume."""
+
+    parents: tuple[int, ...]
+    vocab: int
+    large: bool = False
+
+    @property
+    def nodes(self) -> int:
+        return len(self.parents)
+
+    @property
+    def depth(self) -> int:
+        depth = [0]
+        for parent in self.parents[1:]:
+            depth.append(depth[parent] + 1)
+        return max(depth)
+
+
+#: The family's shapes.  ``duplicates`` and ``zeros`` cases reuse the star's and the binary tree's
+#: shapes, so the target-law checks cover every shape the conditional checks use (specverify.judge).
+TREE_SHAPES = {
+    "chain": TreeShape((-1, 0, 1, 2), 4),
+    "star": TreeShape((-1, 0, 0, 0, 0), 6),
+    "binary": TreeShape((-1, 0, 0, 1, 1, 2, 2), 4),
+    "wide": TreeShape((-1,) + (0,) * 36, 40, large=True),  # past the 32-sibling boundary
+}
+#: Kinds of the conditional law and the shape each uses.
+CONDITIONAL_KINDS = {
+    "chain": "chain", "star": "star", "binary": "binary", "wide": "wide", "duplicates": "star", "zeros": "binary",
+    "weighted-residual": "chain",
+}  # fmt: skip
+#: A chain where block verification's weight w_1 = 1/2 shapes its residual: norm([w p - q]_+) and
+#: the token-wise norm([p - q]_+) differ by TV 0.29 given tau = 1, reached with probability 1/3.
+WEIGHTED_RESIDUAL = {
+    "tokens": [-1, 0, 3, 1],
+    "target": [[0.2, 0.4, 0.2, 0.2], [0.5, 0.5, 0.0, 0.0], [0.25] * 4, [0.25] * 4],
+    "draft": [[0.4, 0.2, 0.2, 0.2], [0.3, 0.0, 0.0, 0.7], [0.25] * 4, [0.0] * 4],
+}
+#: Production vocabularies of the target-law check (a root with two children, one grandchild).
+PRODUCTION_VOCABS = (32_000, 151_936, 262_144)
+PRODUCTION_PARENTS = (-1, 0, 0, 1)
+#: The shapes only the exact audit uses: 64 siblings, and 64 candidates on two levels.
+AUDIT_ONLY = {
+    "siblings-64": TreeShape((-1,) + (0,) * 64, 80),
+    "nodes-64": TreeShape((-1,) + (0,) * 36 + (1,) * 28, 48),
+}
+_BLOCK = "block-verification"
+
+
+def _applies(kind_shape: str, algorithm: str | None) -> str | None:
+    if algorithm == _BLOCK and kind_shape != "chain":
+        return "block verification is defined on chains only"
+    return None
+
+
+def _ceiling(ctx: Context, large: bool) -> float:
+    return ctx.budget.shape_ceiling_tv if large else ctx.budget.ceiling_tv
+
+
+def _rows(ctx: Context, df: int, alpha: float, *, large: bool, row_elements: int) -> int:
+    tv = ctx.budget.shape_tv if large else ctx.budget.tv
+    needed = samples_needed(tv, max(df, 1), alpha, ctx.budget.power)
+    rows = min(needed, ctx.budget.max_samples)
+    if large:
+        rows = min(rows, max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // row_elements))
+    return max(1, rows)
+
+
+def _expand(tree: TreeBatch, rows: int) -> TreeBatch:
+    draft = None if tree.draft_probs is None else tree.draft_probs.expand(rows, -1, -1)
+    return TreeBatch(tree.parents.expand(rows, -1), tree.tokens.expand(rows, -1), tree.target_probs.expand(rows, -1, -1), draft)
+
+
+def last_nodes(path: torch.Tensor) -> torch.Tensor:
+    """``[B]``: the node each path ends at."""
+    return path.gather(1, (path >= 0).sum(dim=1, keepdim=True) - 1).squeeze(1)
+
+
+# --- fixed cases: trees given with their candidates ------------------------------------------
+
+
+def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
+    """One tree of the conditional ``kind`` with its candidates and laws, from a seeded draw."""
+    shape = TREE_SHAPES[CONDITIONAL_KINDS[kind]] if kind in CONDITIONAL_KINDS else AUDIT_ONLY[kind]
+    g = torch.Generator().manual_seed(seed)
+    n, v = shape.nodes, shape.vocab
+    parents = torch.tensor(shape.parents, dtype=torch.int64)[None]
+    # dense laws, but sparse at the leaves of wide trees (so the cells stay few)
+    target = random_laws(g, (1, n, v), zeros=0.9 if shape.large or n > 40 else 0.0)
+    draft = random_laws(g, (1, n, v))
+    if n - 1 <= v:
+        tokens = torch.cat([torch.tensor([-1]), torch.randperm(v, generator=g)[: n - 1]])[None]
+    else:
+        tokens = torch.cat([torch.tensor([-1]), torch.randint(v, (n - 1,), generator=g)])[None]
+    if kind in ("wide", "siblings-64", "nodes-64"):
+        # most of the root's mass on the siblings past rank 32, so the verifier gets there
+        late = tokens[0, 33 : 33 + 32]
+        target[0, 0] = 0.1 / v
+        target[0, 0, late] += 0.9 / late.numel()
+        draft[0, 0] = target[0, 0].flip(0) * 0.5 + 0.5 / v
+    if kind == "duplicates":  # the star's children: a, a, b, a
+        a, b = (int(x) for x in torch.randperm(v, generator=g)[:2])
+        tokens = torch.tensor([[-1, a, a, b, a]])
+        target[0, 0, a] += 0.5
+    if kind == "zeros":  # children of target probability 0, one of draft probability 0
+        for child in (1, 5):
+            target[0, shape.parents[child], tokens[0, child]] = 0.0
+        draft[0, shape.parents[4], tokens[0, 4]] = 0.0
+        target[0] = target[0] + (target[0].sum(-1, keepdim=True) == 0) * 1.0
+    if kind == "weighted-residual":
+        tokens = torch.tensor([WEIGHTED_RESIDUAL["tokens"]])
+        target = torch.tensor([WEIGHTED_RESIDUAL["target"]], dtype=torch.float64)
+        draft = torch.tensor([WEIGHTED_RESIDUAL["draft"]], dtype=torch.float64)
+        draft[0, -1] = 1.0  # the leaf's draft row is never read
+    if algorithm == _BLOCK or kind in ("chain", "weighted-residual"):
+        parents = torch.arange(-1, n - 1)[None]
+    return TreeBatch(parents, tokens, normalise(target), normalise(draft))
+
+
+# --- production vocabularies: a few active tokens and a lumped tail --------------------------
+
+
+def production_actives(vocab: int) -> torch.Tensor:
+    """The conditional case's active tokens: past the first 1,024-token tile, the middle, the last id."""
+    return torch.tensor(sorted({1024 % vocab, vocab // 2, vocab - 1}), dtype=torch.int64)
+
+
+def production_tree(vocab: int, seed: int) -> TreeBatch:
+    """A root with two children and a grandchild, the candidates the active tokens, every law 90%
+    on the active tokens (random) and 10% spread over all ``V`` (so the tail is one cell per node)."""
+    g = torch.Generator().manual_seed(seed)
+    actives = production_actives(vocab)
+    n = len(PRODUCTION_PARENTS)
+
+    def laws() -> torch.Tensor:
+        rows = torch.full((1, n, vocab), 0.1 / vocab, dtype=torch.float64)
+        rows[0, :, actives] += 0.9 * random_laws(g, (n, actives.numel()))
+        return rows
+
+    tokens = torch.tensor([[-1, int(actives[0]), int(actives[-1]), int(actives[1 % actives.numel()])]])
+    return TreeBatch(torch.tensor([PRODUCTION_PARENTS]), tokens, laws(), laws())
+
+
+# --- a model whose law lives on a few active tokens and a lumped tail ------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LumpedModel:
+    """A first-order model over ``V`` tokens whose law depends on the *class* of the last token:
+    one of ``A`` active tokens or the tail (every other token, all alike), or the step's start.
+
+    ``target_classes`` / ``draft_classes`` are ``[A + 2, A + 1]`` (rows: active 0..A-1, tail,
+    start; columns: the mass of each active token, then of the whole tail, spread evenly).
+    The lumped law of a sequence of classes is then exact and small (:meth:`class_law`).
+    """
+
+    vocab: int
+    actives: torch.Tensor
+    target_classes: torch.Tensor
+    draft_classes: torch.Tensor
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab
+
+    @property
+    def max_depth(self) -> None:
+        return None
+
+    def classes(self, tokens: torch.Tensor) -> torch.Tensor:
+        lookup = torch.full((self.vocab,), self.actives.numel(), dtype=torch.int64)
+        lookup[self.actives] = torch.arange(self.actives.numel())
+        return lookup[tokens.clamp_min(0)]
+
+    def _law(self, table: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
+        a = self.actives.numel()
+        row = self.classes(prefix[:, -1]) if prefix.shape[1] else torch.full((prefix.shape[0],), a + 1, dtype=torch.int64)
+        mass = table[row]  # [B, A+1]
+        out = (mass[:, a:] / (self.vocab - a)).expand(-1, self.vocab).clone()
+        out[:, self.actives] = mass[:, :a]
+        return out
+
+    def target(self, prefix: torch.Tensor) -> torch.Tensor:
+        return self._law(self.target_classes, prefix)
+
+    def draft(self, prefix: torch.Tensor) -> torch.Tensor:
+        return self._law(self.draft_classes, prefix)
+
+    def class_law(self, length: int) -> np.ndarray:
+        """``[(A+1)**length]``: the target's law of the classes of ``length`` tokens (base A+1)."""
+        a = self.actives.numel()
+        law = []
+        for classes in itertools.product(range(a + 1), repeat=length):
+            mass, previous = 1.0, a + 1
+            for c in classes:
+                mass *= float(self.target_classes[previous, c])
+                previous = c
+            law.append(mass)
+        return np.array(law)
+
+
+def lumped_model(vocab: int, seed: int) -> LumpedModel:
+    """Active tokens past the first 1,024-token tile and at the last index, and a diffuse tail."""
+    g = torch.Generator().manual_seed(seed)
+    actives = torch.tensor(sorted({1024 % vocab, vocab - 1}), dtype=torch.int64)
+    a = actives.numel()
+
+    def table() -> torch.Tensor:
+        law = random_laws(g, (a + 2, a + 1))
+        return 0.8 * law + 0.2 * torch.eye(a + 1, dtype=torch.float64)[torch.arange(a + 2) % (a + 1)]
+
+    return LumpedModel(vocab, actives, table(), table())
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TreeCheck:
+    """What every check of the family shares: its id, its skip reasons and its result."""
+
+    case: str | None = None
+    name: str = ""
+    family: str = "trees"
+    statistical: bool = True
+    decisions = 1
+    proves: str | None = None
+    needs_algorithm: bool = False
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, self.name, self.case)
+
+    def skip_reason(self, sut: Any) -> str | None:
+        if not isinstance(sut, TreeSamplerUnderTest):
+            return "a check of tree samplers (the sampler does not declare contract='tree')"
+        if self.needs_algorithm and sut.algorithm is None:
+            return "the sampler declares no algorithm: its law given the candidates has no reference (judged on the target's law and acceptance)"
+        shape = self.shape_name()
+        if shape is not None:
+            reason = _applies(shape, sut.algorithm)
+            if reason:
+                return reason
+            vocab = TREE_SHAPES[shape].vocab if shape in TREE_SHAPES else None
+            if vocab is not None:
+                return sut.unsupported(vocab)
+        return None
+
+    def shape_name(self) -> str | None:
+        return None
+
+    def result(self, status: str, message: str, **fields: Any) -> CheckResult:
+        return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
+
+
+def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int) -> Any:
+    """Yield ``(tree, path, token)`` over ``rows`` rows (``row_size`` probabilities a row), a chunk a call."""
+    g = torch.Generator().manual_seed(seed)
+    generator = ctx.sut.generator(ctx.seed_for(seed, "sampler"))
+    chunk = max(1, min(CHUNK_ROWS, CHUNK_ELEMENTS // row_size))
+    for start in range(0, rows, chunk):
+        count = min(chunk, rows - start)
+        tree = ctx.sut.passed(tree_for(count, g))
+        path, token = ctx.sut.step(tree, generator=generator)
+        ctx.advance(count)
+        yield tree, path, token
+
+
+@dataclasses.dataclass
+class TreeOutputCheck(TreeCheck):
+    """Every output on every shape is valid (exact)."""
+
+    case: str | None = "shapes"
+    name: str = "output"
+    statistical: bool = False
+    proves: str | None = "contract"
+
+    def run(self, ctx: Context) -> CheckResult:
+        algorithm = ctx.sut.algorithm
+        kinds = [k for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY) if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None]
+        rows = 64
+        audited = []
+        try:
+            for kind in kinds:
+                tree = fixed_tree(kind, ctx.seed_for(self.id, kind), algorithm)
+                if ctx.sut.unsupported(tree.vocab):
+                    continue
+                path, _ = ctx.sut.step(ctx.sut.passed(_expand(tree, rows)), generator=ctx.sut.generator(ctx.seed_for(self.id, kind, "g")))
+                audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
+                ctx.advance(rows)
+        except SamplerFault as fault:
+            return fault_result(self, fault, evidence={"tree": kind, "tree_case": _case_json(tree, fault=fault)})
+        return self.result("pass", f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited), samples=rows * len(audited))
+
+
+@dataclasses.dataclass
+class TreeSupportCheck(TreeCheck):
+    """Children of target probability 0 are never accepted, a coin of exactly 0 included (exact)."""
+
+    case: str | None = "zero-coins"
+    name: str = "support"
+    statistical: bool = False
+    proves: str | None = "support"
+
+    def run(self, ctx: Context) -> CheckResult:
+        kind = "zeros"
+        tree = fixed_tree(kind, ctx.seed_for(self.id), ctx.sut.algorithm)
+        rows = 512
+        batch = ctx.sut.passed(_expand(tree, rows))
+        done = []
+        try:
+            if ctx.sut.capabilities.uniforms:
+                zeros = torch.zeros(batch.parents.shape, dtype=torch.float64)
+                ctx.sut.step(batch, uniforms=zeros)
+                done.append(f"{rows} rows with every coin exactly 0")
+            ctx.sut.step(batch, generator=ctx.sut.generator(ctx.seed_for(self.id, "g")))
+            done.append(f"{rows} rows with the sampler's own coins")
+            ctx.advance(rows * len(done))
+        except SamplerFault as fault:
+            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault), "coins": "all 0" if not done and ctx.sut.capabilities.uniforms else "generator"})
+        note = "" if ctx.sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
+        return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
+
+
+@dataclasses.dataclass
+class TreeConditionalCheck(TreeCheck):
+    """The law of (last node, token) given the candidates against the declared algorithm's."""
+
+    name: str = "conditional"
+    proves: str | None = "non-canonical"
+    needs_algorithm: bool = True
+
+    def shape_name(self) -> str | None:
+        return CONDITIONAL_KINDS.get(self.case or "")
+
+    def skip_reason(self, sut: Any) -> str | None:
+        reason = super().skip_reason(sut)
+        if reason or self.case in CONDITIONAL_KINDS:
+            return reason
+        if sut.algorithm == _BLOCK:
+            return "block verification is defined on chains only"
+        return sut.unsupported(int((self.case or "V=0")[2:]))
+
+    def run(self, ctx: Context) -> CheckResult:
+        algorithm = ctx.sut.algorithm
+        if self.case in CONDITIONAL_KINDS:
+            shape = TREE_SHAPES[CONDITIONAL_KINDS[self.case or ""]]
+            for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
+                tree = ctx.sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
+                full = tree_law(tree, algorithm)[0]
+                if (full > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
+                    break
+            classes = torch.arange(tree.vocab)
+            label = lambda c: f"token {c}"  # noqa: E731
+        else:
+            vocab = int((self.case or "V=0")[2:])
+            if vocab > ctx.budget.shape_max_vocab:
+                return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
+            shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
+            tree = ctx.sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
+            full = tree_law(tree, algorithm)[0]
+            actives = production_actives(vocab)
+            classes = torch.full((vocab,), actives.numel(), dtype=torch.int64)
+            classes[actives] = torch.arange(actives.numel())
+            label = lambda c: f"token {int(actives[c])}" if c < actives.numel() else "the tail (every other token)"  # noqa: E731
+        columns = int(classes.max()) + 1
+        law = torch.zeros(tree.width, columns, dtype=torch.float64).index_add_(1, classes, full).reshape(-1).numpy()
+        df = int((law > 0).sum()) - 1
+        rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
+        counts = np.zeros(law.size, dtype=np.int64)
+        try:
+            for _, path, token in _run_rows(ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab):
+                cells = last_nodes(path) * columns + classes[token]
+                counts += np.bincount(cells.numpy(), minlength=law.size)
+        except SamplerFault as fault:
+            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
+        test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
+        claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
+        expected = law * rows
+        where = largest_deviation(counts, expected, lambda g, c: f"(node {c // columns}, {label(c % columns)})")
+        evidence = {
+            "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
+            "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
+            "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
+        }
+        common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
+        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+        if test.pvalue <= ctx.alpha:
+            return self.result("fail", f"not the law of {algorithm!r} given the candidates: {where}; {summary}", finding="non-canonical", **common)
+        ceiling = _ceiling(ctx, shape.large)
+        status = "pass" if claim <= ceiling else "inconclusive"
+        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
+
+
+def _draw(shape: TreeShape, model: Any, algorithm: str | None) -> Callable[[int, torch.Generator], TreeBatch]:
+    replacement = algorithm != "without-replacement"
+    return lambda count, g: draw_tree(model, shape.parents, count, g, replacement=replacement)
+
+
+@dataclasses.dataclass
+class TreeTargetLawCheck(TreeCheck):
+    """Candidates drawn as the algorithm assumes; the completed emitted tokens against the target's law."""
+
+    name: str = "target-law"
+    proves: str | None = "loss"
+
+    def shape_name(self) -> str | None:
+        return self.case if self.case in TREE_SHAPES else None
+
+    def skip_reason(self, sut: Any) -> str | None:
+        reason = super().skip_reason(sut)
+        if reason or self.case in TREE_SHAPES:
+            return reason
+        if sut.algorithm == _BLOCK:
+            return "block verification is defined on chains only"
+        return sut.unsupported(int((self.case or "V=0")[2:]))
+
+    def run(self, ctx: Context) -> CheckResult:
+        algorithm = ctx.sut.algorithm
+        seed = ctx.seed_for(self.id, "model")
+        if self.case in TREE_SHAPES:
+            shape = TREE_SHAPES[self.case]
+            parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
+            shape = dataclasses.replace(shape, parents=parents)
+            g = torch.Generator().manual_seed(seed)
+            zeros = 0.6 if shape.large else 0.0
+            model: Any = ChainModel(random_laws(g, (shape.vocab, shape.vocab), zeros=zeros), random_laws(g, (shape.vocab, shape.vocab)), (0,))
+            length = shape.depth + 1
+            law = target_law(model, length).numpy()
+
+            def cells(seqs: torch.Tensor) -> torch.Tensor:
+                return (seqs * (shape.vocab ** torch.arange(length - 1, -1, -1))).sum(dim=1)
+        else:
+            vocab = int((self.case or "V=0")[2:])
+            if vocab > ctx.budget.shape_max_vocab:
+                return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
+            shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
+            model = lumped_model(vocab, seed)
+            length = shape.depth + 1
+            law = model.class_law(length)
+            base = model.actives.numel() + 1
+
+            def cells(seqs: torch.Tensor) -> torch.Tensor:
+                return (model.classes(seqs) * (base ** torch.arange(length - 1, -1, -1))).sum(dim=1)
+
+        df = int((law > 0).sum()) - 1
+        rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
+        counts = np.zeros(law.size, dtype=np.int64)
+        completion = torch.Generator().manual_seed(ctx.seed_for(self.id, "complete"))
+        last_tree = None
+        try:
+            for tree, path, token in _run_rows(ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab):
+                last_tree = tree
+                seqs = completed_sequences(model, emitted_sequences(tree, path, token), completion)
+                counts += np.bincount(cells(seqs).numpy(), minlength=law.size)
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
+        claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
+        expected = law * rows
+        where = largest_deviation(counts, expected, lambda g, c: f"completed sequence cell {c}")
+        draws = "without replacement" if algorithm == "without-replacement" else "i.i.d. from the draft"
+        evidence = {
+            "algorithm": algorithm, "candidates": draws, "test": test.method, "df": test.df, "statistic": test.statistic,
+            "power": ctx.budget.power, "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
+            "length": length, "lumped": self.case not in TREE_SHAPES,
+        }
+        if last_tree is not None and test.pvalue <= ctx.alpha and last_tree.vocab <= 64:
+            evidence["tree_case"] = _case_json(_rows_slice(last_tree, 0))
+        common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
+        summary = (
+            f"{rows} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
+            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+        )
+        if test.pvalue <= ctx.alpha:
+            return self.result("fail", f"the emitted tokens do not follow the target's law: {where}; {summary}", finding="loss", **common)
+        ceiling = _ceiling(ctx, shape.large)
+        status = "pass" if claim <= ceiling else "inconclusive"
+        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
+
+
+def _lossless_for(algorithm: str | None) -> tuple[str, ...]:
+    """The algorithms an acceptance is held to: the declared one, or every listed algorithm that is
+    lossless for candidates drawn as this family draws them for an undeclared sampler (i.i.d.)."""
+    return (algorithm,) if algorithm is not None else ("specinfer", "target-only")
+
+
+@dataclasses.dataclass
+class TreeAcceptanceCheck(TreeCheck):
+    """Accepted candidates per call against the algorithm's exact expectation on the same candidates."""
+
+    name: str = "acceptance"
+    proves: str | None = "suboptimal"
+
+    def shape_name(self) -> str | None:
+        return self.case
+
+    def run(self, ctx: Context) -> CheckResult:
+        algorithm = ctx.sut.algorithm
+        shape = TREE_SHAPES[self.case or ""]
+        parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
+        shape = dataclasses.replace(shape, parents=parents)
+        g = torch.Generator().manual_seed(ctx.seed_for(self.id, "model"))
+        model = ChainModel(random_laws(g, (shape.vocab, shape.vocab)), random_laws(g, (shape.vocab, shape.vocab)), (0,))
+        alpha = ctx.alpha / 2
+        rows = _rows(ctx, shape.depth, alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
+        references = _lossless_for(algorithm)
+        values, laws = [], {name: [] for name in references}
+        try:
+            for tree, path, _ in _run_rows(ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab):
+                values.append(((path >= 0).sum(dim=1) - 1).numpy())
+                for name in references:
+                    laws[name].append(accepted_law(tree, tree_law(tree, name)).numpy())
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        observed = np.concatenate(values)
+        # One law for every row, the average of the rows' exact laws: its moment generating function
+        # bounds the product of the rows' (AM-GM), so the Chernoff p-values stay valid, if conservative.
+        tests = {name: mean_test(observed, np.concatenate(laws[name]).mean(axis=0), alpha=alpha, power=ctx.budget.power) for name in references}
+        best = max(references, key=lambda name: tests[name].expected_mean)
+        test = tests[best]
+        detectable = test.min_detectable_drop or float("inf")
+        evidence = {
+            "algorithm": algorithm, "held_to": best, "observed_accepted": test.observed_mean, "expected_accepted": test.expected_mean,
+            "expected_by_algorithm": {name: t.expected_mean for name, t in tests.items()}, "ratio": test.observed_mean / max(test.expected_mean, 1e-12),
+            "min_detectable_drop": detectable, "power": ctx.budget.power, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high,
+        }
+        common = dict(alpha=alpha, samples=rows, evidence=evidence)
+        summary = (
+            f"{test.observed_mean:.4f} accepted candidates per call, {best!r} expects {test.expected_mean:.4f} on the same candidates "
+            f"({rows} calls, trees of {shape.nodes - 1} candidates, V={shape.vocab}); a drop of {detectable:.3g} is detected with probability >= {ctx.budget.power}"
+        )
+        if test.pvalue_low <= alpha:
+            return self.result("fail", f"accepts fewer candidates than {best!r}: {summary}", finding="suboptimal", p_value=test.pvalue_low, **common)
+        if algorithm is not None and test.pvalue_high <= alpha:
+            return self.result("fail", f"accepts more candidates than {algorithm!r}, the algorithm it declares: {summary}", finding="non-canonical", p_value=test.pvalue_high, **common)
+        ceiling = shape.depth * _ceiling(ctx, shape.large)
+        status = "pass" if detectable <= ceiling else "inconclusive"
+        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), p_value=min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), **common)
+
+
+def _rows_slice(tree: TreeBatch, row: int) -> TreeBatch:
+    draft = None if tree.draft_probs is None else tree.draft_probs[row : row + 1]
+    return TreeBatch(tree.parents[row : row + 1], tree.tokens[row : row + 1], tree.target_probs[row : row + 1], draft)
+
+
+def _case_json(
+    tree: TreeBatch,
+    *,
+    counts: np.ndarray | None = None,
+    expected: np.ndarray | None = None,
+    fault: SamplerFault | None = None,
+    columns: int | None = None,
+) -> dict[str, Any]:
+    """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
+    failing output's path and token, and how often paths ended at each node against the exact law."""
+    real = int(tree.num_nodes[0])
+    out: dict[str, Any] = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
+    details = (fault.details or {}) if fault is not None else {}
+    if "failing_path" in details:
+        out["path"], out["token"] = details["failing_path"], details["failing_token"]
+        out["breaks_at"] = _breaks_at(tree, out["path"], out["token"])
+    if counts is not None and expected is not None:
+        observed = counts.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
+        wanted = expected.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
+        out["ends_observed"] = observed.tolist()
+        out["ends_expected"] = wanted.tolist()
+    return out
+
+
+def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
+    """The first node of a failing output's path the target forbids (an accepted token of target
+    probability 0 at its parent), or the last node if what it emits there is forbidden."""
+    steps = [n for n in path if 0 <= n < tree.width]
+    for parent, node in zip(steps, steps[1:]):
+        if float(tree.target_probs[0, parent, tree.tokens[0, node]]) == 0.0:
+            return node
+    if steps and 0 <= token < tree.vocab and float(tree.target_probs[0, steps[-1], token]) == 0.0:
+        return steps[-1]
+    return None
+
+
+def tree_battery() -> list[Any]:
+    """The ``trees`` family, cheapest and most decisive first."""
+    return [
+        TreeOutputCheck(),
+        TreeSupportCheck(),
+        *(TreeConditionalCheck(kind) for kind in CONDITIONAL_KINDS),
+        *(TreeConditionalCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
+        *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
+        *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
+        *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
+    ]

@@ -1,0 +1,198 @@
+"""The zoo's tree samplers: a tree verifier with one piece wrong, as engines shipped it.
+
+Each member is the reference walk (``specverify.samplers._tree_reference``) with one piece swapped,
+declares the algorithm it claims, the verdict the ``trees`` family must reach, and the smallest
+budget that reaches it; the story cites the engine issue (../shared/research/trees-logits-rng.md).
+They are listed in :data:`TREE_MEMBERS`, next to the step members, and ``specverify zoo`` runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._contract import Capabilities
+from .._oracle import inverse_cdf, normalise
+from .._tree import TreeBatch
+from .._tree_exact import drafts_normalised, judged_against, residual
+from ..samplers._tree_reference import BlockVerificationSampler, _uniforms
+from ._core import ZooSampler
+
+__all__ = ["TREE_MEMBERS", "TreeZooSampler"]
+
+_CAPS = Capabilities(dtypes=(torch.float64, torch.float32), uniforms=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeZooSampler(ZooSampler):
+    """A zoo member of the tree contract: ``algorithm`` is what it claims to implement."""
+
+    algorithm: str | None = None
+    contract = "tree"
+
+
+@dataclasses.dataclass
+class Walk:
+    """One row-batch's state at the current node: its law ``p``, draft law ``q``, the law it
+    arrived with ``p0`` and the mass of the siblings tried so far, counted with multiplicity."""
+
+    p: torch.Tensor
+    q: torch.Tensor
+    p0: torch.Tensor
+    tried: torch.Tensor
+
+
+def walk(
+    tree: TreeBatch,
+    generator: torch.Generator | None,
+    uniforms: torch.Tensor | None,
+    algorithm: str,
+    *,
+    accept_probability: Callable[[Walk, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    accepts: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lambda u, a: u < a,
+    judged_token: Callable[[TreeBatch, torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
+    law_after: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    final: Callable[[Walk], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference walk with its pieces replaceable: ``accept_probability(state, x, p_x, q_x)``,
+    ``accepts(u, a)``, the token a child is judged on, the law after moving to a node, the final law."""
+    u = _uniforms(tree, generator, uniforms)
+    batch, device = tree.batch, tree.parents.device
+    rows = torch.arange(batch, device=device)
+    children = tree.children
+    current = torch.zeros(batch, dtype=torch.int64, device=device)
+    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
+    path[:, 0] = 0
+    active = torch.ones(batch, dtype=torch.bool, device=device)
+    p = normalise(tree.target_probs[:, 0])
+    q = drafts_normalised(tree.draft_probs[:, 0]) if tree.draft_probs is not None else torch.zeros_like(p)
+    state = Walk(p, q, p.clone(), torch.zeros(batch, dtype=torch.float64, device=device))
+    law_after = law_after or (lambda t, r, node: normalise(t.target_probs[r, node]))
+    for depth in range(tree.depth):
+        moved = torch.zeros_like(active)
+        for rank in range(children.shape[2]):
+            child = children[rows, current, rank]
+            trying = active & ~moved & (child >= 0)
+            if not trying.any():
+                break
+            child = child.clamp_min(0)
+            x = tree.tokens[rows, child].clamp_min(0)
+            judged = x if judged_token is None else judged_token(tree, current, child, rank).clamp_min(0)
+            point = judged_against(algorithm, state.q, judged)
+            p_x = state.p.gather(1, judged[:, None]).squeeze(1)
+            q_x = point.gather(1, judged[:, None]).squeeze(1)
+            if accept_probability is None:
+                a = torch.where(q_x > 0, p_x / q_x.clamp_min(1e-300), (p_x > 0).to(torch.float64)).clamp(max=1.0)
+            else:
+                a = accept_probability(state, x, p_x, q_x)
+            accept = trying & accepts(u[rows, child], a)
+            reject = (trying & ~accept)[:, None]
+            state.tried = torch.where(reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried)
+            state.p = torch.where(reject, residual(state.p, point), state.p)
+            moved |= accept
+            current = torch.where(accept, child, current)
+        active &= moved
+        if not active.any():
+            break
+        path[:, depth + 1] = torch.where(moved, current, -1)
+        arrived = law_after(tree, rows, current)
+        state.p = torch.where(moved[:, None], arrived, state.p)
+        state.p0 = torch.where(moved[:, None], arrived, state.p0)
+        state.tried = torch.where(moved, 0.0, state.tried)
+        if tree.draft_probs is not None:
+            state.q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), state.q)
+    return path, inverse_cdf(state.p if final is None else final(state), u[:, 0])
+
+
+# --- the members ------------------------------------------------------------------------------
+
+
+def coin_zero_accepts_zero_mass(tree, generator=None, *, uniforms=None):
+    # accept iff u <= g(x): a coin of exactly 0 accepts a child of target probability 0
+    return walk(tree, generator, uniforms, "target-only", accepts=lambda u, a: u <= a)
+
+
+def residual_from_parent_node(tree, generator=None, *, uniforms=None):
+    # the logits row of the node's parent read for the node (an off-by-one slice)
+    def law_after(t: TreeBatch, rows: torch.Tensor, node: torch.Tensor) -> torch.Tensor:
+        return normalise(t.target_probs[rows, t.parents[rows, node].clamp_min(0)])
+
+    return walk(tree, generator, uniforms, "specinfer", law_after=law_after)
+
+
+def siblings_past_32_wrap(tree, generator=None, *, uniforms=None):
+    # a 5-bit sibling index: the 33rd sibling on is judged on the token of sibling (rank mod 32)
+    def judged(t: TreeBatch, parent: torch.Tensor, child: torch.Tensor, rank: int) -> torch.Tensor:
+        if rank < 32:
+            return t.tokens.gather(1, child[:, None]).squeeze(1)
+        rows = torch.arange(t.batch, device=t.parents.device)
+        wrapped = t.children[rows, parent, rank % 32].clamp_min(0)
+        return t.tokens[rows, wrapped]
+
+    return walk(tree, generator, uniforms, "specinfer", judged_token=judged)
+
+
+def duplicate_siblings_counted_twice(tree, generator=None, *, uniforms=None):
+    # accept x_k with p(x_k) / (1 - mass of the siblings tried so far), a duplicate's mass counted again
+    def accept_probability(state: Walk, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+        remaining = (1.0 - state.tried).clamp_min(1e-12)
+        return (state.p0.gather(1, x[:, None]).squeeze(1) / remaining).clamp(0.0, 1.0)
+
+    return walk(tree, generator, uniforms, "target-only", accept_probability=accept_probability)
+
+
+def threshold_below_one(tree, generator=None, *, uniforms=None):
+    # SGLang's threshold_single = threshold_acc = 0.5: accept when g(x) >= 0.5, else with prob. 2 g(x)
+    def accept_probability(state: Walk, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+        return torch.where(p_x >= 0.5, 1.0, (p_x / 0.5).clamp(max=1.0))
+
+    return walk(tree, generator, uniforms, "target-only", accept_probability=accept_probability)
+
+
+class _TokenWiseResidual(BlockVerificationSampler):
+    """Block verification's stopping rule with the token-wise residual norm([p - q]_+)."""
+
+    def __call__(self, tree, generator=None, *, uniforms=None):
+        from .._tree_exact import _block_thresholds
+
+        u = _uniforms(tree, generator, uniforms)
+        k = tree.width - 1
+        p = normalise(tree.target_probs)
+        q = drafts_normalised(tree.draft_probs)
+        h, _ = _block_thresholds(p, q, tree.tokens[:, 1:])
+        positions = torch.arange(1, k + 1, device=p.device)
+        tau = torch.where(u[:, 1:] < h, positions, 0).amax(dim=1)
+        rows = torch.arange(tree.batch, device=p.device)
+        p_tau = p[rows, tau]
+        q_tau = torch.where((tau < k)[:, None], q[rows, tau], 0.0)
+        r = (p_tau - q_tau).clamp_min(0.0)  # the bug: w_tau dropped
+        token = inverse_cdf(torch.where(r.sum(1, keepdim=True) > 0, r, p_tau), u[:, 0])
+        steps = torch.arange(k + 1, device=p.device)
+        return torch.where(steps <= tau[:, None], steps, -1).expand(tree.batch, k + 1).contiguous(), token
+
+
+def _member(name: str, fn: Any, algorithm: str, verdict: str, budget: str, story: str) -> TreeZooSampler:
+    return TreeZooSampler(name, fn, verdict, ("trees",), budget, story, _CAPS, algorithm)
+
+
+#: name -> tree member, in declaration order.
+TREE_MEMBERS: dict[str, TreeZooSampler] = {
+    m.name: m
+    for m in (
+        _member("tree-coin-zero-accepts-zero-mass", coin_zero_accepts_zero_mass, "target-only", "non-conformant", "quick",
+                "Target-only tree verifier accepting on u <= g(x): a coin of exactly 0 accepts a child of target probability 0 (SGLang #35771)."),
+        _member("tree-residual-from-parent-node", residual_from_parent_node, "specinfer", "non-conformant", "quick",
+                "SpecInfer tree verifier that reads the parent's logits row for the node it descended to, so its residual and bonus come from the wrong node (a wrong logits slice, TensorRT-LLM PR #15098): it emits tokens the target gives probability 0 after the path, and its law is wrong wherever it is not."),
+        _member("tree-siblings-past-32-wrap", siblings_past_32_wrap, "specinfer", "lossy", "quick",
+                "SpecInfer tree verifier with a 5-bit sibling index: from the 33rd sibling on, the acceptance ratio is read at the token of sibling (rank mod 32), so trees of more than 32 siblings get the wrong law (the >32-sibling out-of-bounds class)."),
+        _member("tree-duplicate-siblings-counted-twice", duplicate_siblings_counted_twice, "target-only", "lossy", "quick",
+                "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel)."),
+        _member("tree-threshold-below-one", threshold_below_one, "target-only", "lossy", "quick",
+                "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design."),
+        _member("tree-block-verification-token-wise-residual", _TokenWiseResidual(), "block-verification", "lossy", "quick",
+                "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839)."),
+    )
+}

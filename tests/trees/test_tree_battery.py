@@ -1,0 +1,74 @@
+"""The ``trees`` family in the battery: every tree reference conformant at quick, every tree zoo
+member at its declared verdict through the check that catches it."""
+
+from __future__ import annotations
+
+import pytest
+
+import specverify
+from specverify._tree_calling import ISOLATION_REASON
+from specverify.samplers import TREE_REFERENCES
+from specverify.zoo import TREE_MEMBERS
+
+#: The cheapest check that reaches each member's declared verdict (a subset can fail a sampler).
+CATCHES = {
+    "tree-coin-zero-accepts-zero-mass": "trees.support[zero-coins]",
+    "tree-residual-from-parent-node": "trees.output[shapes]",
+    "tree-siblings-past-32-wrap": "trees.conditional[wide]",
+    "tree-duplicate-siblings-counted-twice": "trees.conditional[duplicates]",
+    "tree-threshold-below-one": "trees.conditional[star]",
+    "tree-block-verification-token-wise-residual": "trees.conditional[weighted-residual]",
+}
+
+
+@pytest.mark.parametrize("algorithm", list(TREE_REFERENCES))
+def test_tree_reference_conformant_at_quick(algorithm: str) -> None:
+    sampler = TREE_REFERENCES[algorithm]
+    result = specverify.check(sampler, budget="quick", seed=0)
+    assert result.verdict == "conformant", [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
+    assert {c.family for c in result.checks} == {"trees"}
+    passed = [c for c in result.checks if c.status == "pass"]
+    assert any(c.proves == "loss" for c in passed)  # the target's own law was tested
+    for c in passed:
+        if c.p_value is not None:  # every statistical result states its level, power and reach
+            assert c.alpha is not None and c.alpha > 0 and c.samples and c.reach is not None
+    assert result.run["isolation"] == {**result.run["isolation"], "mode": "in-process", "reason": ISOLATION_REASON}
+    assert result.run["contract"] == "tree" and result.run["sampler"]["algorithm"] == algorithm
+
+
+def test_a_tree_spec_is_found_through_the_worker_and_run_in_process() -> None:
+    result = specverify.check("specverify.samplers:tree_reference", budget="quick", seed=0, select=["trees.support*"])
+    assert [c.id for c in result.checks] == ["trees.support[zero-coins]"]
+    assert result.checks[0].status == "pass"
+    assert result.verdict == "inconclusive"  # a subset never passes
+    assert result.run["isolation"]["mode"] == "in-process" and "trees.output[shapes]" in result.run["left_out"]
+
+
+def test_every_tree_member_has_its_catching_check() -> None:
+    assert set(CATCHES) == set(TREE_MEMBERS)
+    assert all(m.caught_by == ("trees",) and m.budget == "quick" for m in TREE_MEMBERS.values())
+
+
+@pytest.mark.parametrize("name", list(CATCHES))
+def test_tree_member_reaches_its_declared_verdict(name: str) -> None:
+    member = TREE_MEMBERS[name]
+    result = specverify.check(member, budget=member.budget, seed=0, select=[CATCHES[name]])
+    failing = [c for c in result.checks if c.status == "fail"]
+    assert result.verdict == member.verdict, [(c.id, c.status, c.message) for c in result.checks]
+    assert [c.id for c in failing] == [CATCHES[name]]
+
+
+def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> None:
+    from specverify._tree_calling import tree_sampler
+    from specverify.samplers import tree_target_only
+
+    @tree_sampler(uniforms=True)
+    def unlabelled(tree, generator=None, *, uniforms=None):  # type: ignore[no-untyped-def]
+        return tree_target_only(tree, generator, uniforms=uniforms)
+
+    assert unlabelled.contract == "tree" and unlabelled.algorithm is None  # type: ignore[attr-defined]
+    result = specverify.check(unlabelled, budget="quick", seed=0, select=["trees.conditional[[]star]", "trees.acceptance[[]star]"])
+    conditional, acceptance = result.checks
+    assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
+    # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
+    assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
