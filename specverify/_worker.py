@@ -445,8 +445,8 @@ class SamplerProcess:
             "per_row": per_row,
             "generator": None if generator is None else generator.get_state(),
         }
+        started = self._beat_count()  # read before sending: a fast worker beats at once
         self._send(("call", request))
-        started = self._beat_count()
         try:
             reply = self._wait(limit, calls_before=started)
         except (WorkerDied, WorkerHung):
@@ -478,8 +478,8 @@ class SamplerProcess:
         generator's state.  The worker beats at every model call, so ``limit`` is how long the
         loop may go without calling a model (or returning) before it is a hang.
         """
+        started = self._beat_count()  # read before sending: a fast worker beats at once
         self._send(("loop", request))
-        started = self._beat_count()
         try:
             reply = self._wait(limit, calls_before=started)
         except WorkerDied as died:  # counted in model calls made, not in calls started
