@@ -45,6 +45,9 @@ OUTPUT_TAIL = 64 * 1024
 #: Frames of the sampler's traceback kept (the innermost).
 TRACEBACK_FRAMES = 8
 _ALIGN = 64
+#: glibc keeps the memory a call frees for the next call (as an engine's caching allocator does),
+#: rather than returning it and faulting it in afresh each call; the user's own settings win.
+_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 34)}
 #: Seconds a call may take before the progress display says the harness is waiting on it.
 SLOW_CALL = 2.0
 
@@ -302,7 +305,7 @@ class SamplerProcess:
                 stderr=subprocess.PIPE,
                 pass_fds=(fd,),
                 start_new_session=True,  # the terminal's SIGINT reaches the harness only
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                env={**_ALLOCATOR, **os.environ, "PYTHONUNBUFFERED": "1"},
             )
         finally:
             os.close(fd)
