@@ -117,11 +117,7 @@ class _Arena:
         self.linked = True
 
     def view(self, offset: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        count = 1
-        for n in shape:
-            count *= n
-        width = torch.empty((), dtype=dtype).element_size()
-        return self.bytes[offset : offset + count * width].view(dtype).view(shape)
+        return _view(self.bytes, offset, shape, dtype)
 
     def unlink(self) -> None:
         if self.linked:
@@ -130,6 +126,15 @@ class _Arena:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
+
+
+def _view(data: torch.Tensor, offset: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of ``shape`` and ``dtype`` over the bytes ``data`` holds from ``offset``."""
+    count = 1
+    for n in shape:
+        count *= n
+    width = torch.empty((), dtype=dtype).element_size()
+    return data[offset : offset + count * width].view(dtype).view(shape)
 
 
 def _layout(specs: list[tuple[tuple[int, ...], torch.dtype] | None]) -> tuple[list[int | None], int]:
@@ -429,7 +434,7 @@ class SamplerProcess:
             held = self._slots.get(slot)
             if held is None or held.key != key or held.offset != offset or held.nbytes != view.nbytes:
                 view.copy_(tensor)  # converts, and lays a broadcast view out dense
-                self._forget(offset, view.nbytes, keep=None)
+                self._forget(offset, view.nbytes)
                 self._generation += 1
                 held = _Slot(tensor, key, offset, view.nbytes, self._generation)
                 if slot < 3 and not self.info.get("page_watch"):
@@ -437,9 +442,9 @@ class SamplerProcess:
                 self._slots[slot] = held
             staged.append(view)
             sent.append((offset, spec[0], spec[1], held.generation))
-        for offset in offsets[n : n + 2]:  # the worker writes the outputs there
-            assert offset is not None
-            self._forget(offset, (rows * (k + 1) + rows) * 8, keep=None)
+        outputs_at = offsets[n]
+        assert outputs_at is not None
+        self._forget(outputs_at, size - outputs_at)  # the worker writes the outputs there
         request = {
             "arena": arena.path if arena.linked else None,
             "size": arena.size,
@@ -495,10 +500,10 @@ class SamplerProcess:
             raise WorkerRaised(type_name, text, trace, calls_made)
         return reply[1], calls_made
 
-    def _forget(self, offset: int, nbytes: int, *, keep: int | None) -> None:
+    def _forget(self, offset: int, nbytes: int) -> None:
         """Drop the records of slots a write to ``[offset, offset + nbytes)`` overlaps."""
         for slot, held in list(self._slots.items()):
-            if slot != keep and held.offset < offset + nbytes and offset < held.offset + held.nbytes:
+            if held.offset < offset + nbytes and offset < held.offset + held.nbytes:
                 del self._slots[slot]
 
     def _invalidate(self, written: list[int], staged: list[torch.Tensor | None]) -> list[int]:
@@ -802,26 +807,18 @@ class _WorkerArena:
     def __del__(self) -> None:
         os.close(self.fd)
 
-    @staticmethod
-    def _slice(data: torch.Tensor, offset: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        count = 1
-        for n in shape:
-            count *= n
-        width = torch.empty((), dtype=dtype).element_size()
-        return data[offset : offset + count * width].view(dtype).view(shape)
-
     def view(self, offset: int, shape: tuple[int, ...], dtype: torch.dtype, generation: int) -> torch.Tensor:
-        return self._slice(self.input_bytes, offset, shape, dtype)
+        return _view(self.input_bytes, offset, shape, dtype)
 
     def output(self, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
-        return self._slice(self.shared_bytes, offset, shape, torch.int64)
+        return _view(self.shared_bytes, offset, shape, torch.int64)
 
     def on_device(self, slot: int, spec: tuple[Any, ...], device: torch.device) -> torch.Tensor:
         """A fresh copy on the device of an input whose pristine device copy is kept per generation."""
         generation = spec[3]
         held = self.device_copies.get(slot)
         if held is None or held[0] != generation:
-            held = (generation, self._slice(self.shared_bytes, *spec[:3]).to(device))
+            held = (generation, _view(self.shared_bytes, *spec[:3]).to(device))
             self.device_copies[slot] = held
         return held[1].clone()
 
@@ -836,7 +833,7 @@ class _WorkerArena:
                     written.append(slot)
             elif self.watch is not None and self.watch.written(mapped.data_ptr(), mapped.nbytes):
                 touched = True
-                if not unchanged(mapped, self._slice(self.shared_bytes, *spec[:3])):
+                if not unchanged(mapped, _view(self.shared_bytes, *spec[:3])):
                     written.append(slot)
         if touched:
             self._fresh_private()
