@@ -451,7 +451,7 @@ class SamplerProcess:
             "inputs": sent,
             "outputs": (offsets[n], offsets[n + 1]),
             "per_row": per_row,
-            "generator": None if generator is None else generator.get_state(),
+            "generator": None if generator is None else _state_of(generator),
         }
         started = self._beat_count()  # read before sending: a fast worker beats at once
         self._send(("call", request))
@@ -469,7 +469,7 @@ class SamplerProcess:
         _, encoded, state, seconds, written = reply
         changed = self._invalidate(written, staged)
         if generator is not None and state is not None:
-            generator.set_state(state)
+            _set_state(generator, state)
         tokens = arena.view(offsets[n], (rows, k + 1), torch.int64).clone()  # the arena is reused
         accepted = arena.view(offsets[n + 1], (rows,), torch.int64).clone()
         outputs = [
@@ -567,6 +567,16 @@ class SamplerProcess:
 
 _LIVE: set[SamplerProcess] = set()
 _IDLE: dict[tuple[Any, ...], list[SamplerProcess]] = {}
+
+
+def _state_of(generator: torch.Generator) -> bytes:
+    """A generator's state as plain bytes: a pickled tensor costs a torch serialisation each way
+    (about 0.3 ms each, as much as a small call itself)."""
+    return generator.get_state().numpy().tobytes()
+
+
+def _set_state(generator: torch.Generator, state: bytes) -> None:
+    generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8))
 
 
 def _pool_key(device: str | None) -> tuple[Any, ...]:
@@ -720,7 +730,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         generator = None
         if body["generator"] is not None:
             generator = torch.Generator(device=device)
-            generator.set_state(body["generator"])
+            _set_state(generator, body["generator"])
         tokens_out = arena.output(body["outputs"][0], (rows, k + 1))
         accepted_out = arena.output(body["outputs"][1], (rows,))
         per_call = [(slice(i, i + 1), 1) for i in range(rows)] if body["per_row"] else [(slice(0, rows), rows)]
@@ -755,7 +765,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
             send(("raised", type(exc).__name__, first_line(exc), last_frames(exc), written))
             continue
-        send(("done", encoded, None if generator is None else generator.get_state(), seconds, written))
+        send(("done", encoded, None if generator is None else _state_of(generator), seconds, written))
 
 
 def _serve_loop(sampler: Any, body: dict[str, Any], beat: mmap.mmap, calls: int, send: Any, first_line: Any, last_frames: Any) -> int:  # pragma: no cover - runs in the worker process (covered by tests/test_loop_isolation.py)
