@@ -24,7 +24,7 @@ from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest, importable_source
 from ._errors import UsageError
 from ._result import CheckResult, RunResult, left_out
-from ._tree_calling import ISOLATION_REASON, TreeSamplerUnderTest
+from ._tree_calling import TreeSamplerUnderTest
 from .checks import Check, Context, battery, tree_battery
 from .checks._base import fault_result
 
@@ -299,10 +299,11 @@ def check(
     sut = SamplerUnderTest(
         sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto"
     )
-    if getattr(sut, "contract", "step") == "tree":  # the worker speaks the chain contract only
+    if getattr(sut, "contract", "step") == "tree":  # the same worker (kept idle by close) now loads it as a tree sampler
         sut.close()
-        sut = TreeSamplerUnderTest(sampler, device=device, timeout=timeout, first_timeout=budget.timeout)
-        reason = ISOLATION_REASON
+        sut = TreeSamplerUnderTest(
+            sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto"
+        )
     result = RunResult(run={}, checks=[], finished=False)
     try:
         sut.on_wait = on_wait
