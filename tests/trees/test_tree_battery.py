@@ -71,3 +71,4 @@ def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> N
     assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
     # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
     assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
+
