@@ -4,6 +4,9 @@ declared algorithm's law and its algorithm's acceptance.
 * ``trees.output[shapes]`` (exact): every tree shape the family knows (chains, stars, a binary tree,
   36 and 64 siblings, 64 candidates, duplicate siblings, zero-mass children), every output audited
   (path from the root along edges, real nodes, tokens in range, no token of target probability 0);
+* ``trees.output[generated]`` (exact): the same audit on trees the Hypothesis tree strategies
+  generate (every shape, sibling kind, zero-mass children, pair kinds of laws), a failure shrunk to
+  the smallest tree that shows it; the search's seed derives from the run's;
 * ``trees.support[zero-coins]`` (exact): children of target probability 0, every coin exactly 0
   (``uniforms``-declaring samplers) and coins from the generator: a coin of 0 accepting a zero-mass
   child (SGLang #35771) is a ``support`` finding;
@@ -386,6 +389,74 @@ class TreeSupportCheck(TreeCheck):
         return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
 
 
+#: Rows each generated tree is expanded to (every output audited), and its largest tree.
+GENERATED_ROWS = 32
+GENERATED_MAX_NODES = 16
+
+
+@dataclasses.dataclass
+class TreeGeneratedOutputCheck(TreeCheck):
+    """Every output valid on trees Hypothesis generates (exact); a failure shrinks to a small tree.
+
+    Trees of every shape of the tree strategies (chains only for block verification), up to
+    :data:`GENERATED_MAX_NODES` nodes, any siblings (duplicates included), children of target or
+    draft probability 0, laws of every pair kind; each expanded to :data:`GENERATED_ROWS` rows and
+    called with the sampler's generator (seeded from the case) and, for a ``uniforms``-declaring
+    sampler, with every coin exactly 0.  The search is seeded from the run (``derive_seed``).
+    """
+
+    case: str | None = "generated"
+    name: str = "output"
+    statistical: bool = False
+    proves: str | None = "contract"
+
+    def run(self, ctx: Context) -> CheckResult:
+        from ..strategies._internal.trees import tree_cases
+        from ._search import Outcome, search_and_confirm
+
+        sut = ctx.sut
+        zero_coins = bool(sut.capabilities.uniforms)
+        strategy = tree_cases(shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed", max_nodes=GENERATED_MAX_NODES)
+
+        def evaluate(case: Any, seed: int, alpha: float, stage: str) -> Outcome:
+            if sut.unsupported(case.tree.vocab):
+                return Outcome(pvalues={}, samples=0, min_detectable_tv={})
+            tree = sut.passed(_expand(case.tree, GENERATED_ROWS))
+            sut.step(tree, generator=sut.generator(seed))
+            if zero_coins:
+                sut.step(tree, uniforms=torch.zeros(tree.parents.shape, dtype=torch.float64))
+            ctx.advance(GENERATED_ROWS * (1 + zero_coins))
+            return Outcome(pvalues={}, samples=GENERATED_ROWS * (1 + zero_coins), min_detectable_tv={})
+
+        search = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint, examples=ctx.budget.validity_examples, statistical=False)
+        samples = sum(o.samples for o in search.screens)
+        if search.confirmed is not None:
+            case, outcome = search.confirmed
+            assert outcome.fault is not None
+            sut.last_fault = outcome.fault  # the smallest case's fault, not the shrinker's last
+            evidence = {"tree": f"generated {case.shape} tree", "tree_case": _case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
+            return fault_result(self, outcome.fault, evidence=evidence)
+        coins = " and with every coin exactly 0" if zero_coins else ""
+        return self.result(
+            "pass",
+            f"{samples} outputs valid on {search.examples} generated trees (up to {GENERATED_MAX_NODES} nodes, every shape and sibling kind), "
+            f"called with the sampler's coins{coins}",
+            samples=samples,
+        )
+
+
+def _fingerprint(case: Any) -> str:
+    """A generated tree's identity: its bytes (equal trees are screened once)."""
+    import hashlib
+
+    tree = case.tree
+    digest = hashlib.sha256()
+    for tensor in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs):
+        if tensor is not None:
+            digest.update(tensor.contiguous().flatten().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
 @dataclasses.dataclass
 class TreeConditionalCheck(TreeCheck):
     """The law of (last node, token) given the candidates against the declared algorithm's."""
@@ -649,6 +720,7 @@ def tree_battery() -> list[Any]:
     return [
         TreeOutputCheck(),
         TreeSupportCheck(),
+        TreeGeneratedOutputCheck(),
         *(TreeConditionalCheck(kind) for kind in CONDITIONAL_KINDS),
         *(TreeConditionalCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),

@@ -72,3 +72,11 @@ def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> N
     # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
     assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
 
+
+
+def test_the_generated_tree_search_shrinks_a_failure_to_the_smallest_tree() -> None:
+    member = TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"]
+    [result] = specverify.check(member, budget="quick", seed=0, select=["trees.output[[]generated]"]).checks
+    assert result.status == "fail" and result.finding == "support" and result.evidence["violation"] == "zero-target"
+    case = result.evidence["tree_case"]  # a root and one child of target probability 0, accepted on a coin of 0
+    assert case["parents"] == [-1, 0] and case["path"] == [0, 1] and case["breaks_at"] == 1

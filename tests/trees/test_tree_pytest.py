@@ -25,5 +25,5 @@ def test_the_one_line_helper_runs_a_tree_sampler(pytester):
         """
     )
     result = pytester.runpytest("-v", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=1)  # test_tree[verdict]: a subset never passes
-    result.stdout.fnmatch_lines(["*test_tree[[]trees.output[[]shapes[]][]] PASSED*", "*test_tree[[]verdict[]] FAILED*"])
+    result.assert_outcomes(passed=2, failed=1)  # test_tree[verdict]: a subset never passes
+    result.stdout.fnmatch_lines(["*test_tree[[]trees.output[[]shapes[]][]] PASSED*", "*test_tree[[]trees.output[[]generated[]][]] PASSED*", "*test_tree[[]verdict[]] FAILED*"])
