@@ -6,8 +6,9 @@ runner (``reach``, ``last_fault``, counters, ``close``), so :func:`specverify.ch
 audited with :func:`specverify._tree.audit_tree_output` and every input is checked unmodified, so a
 broken output stops its check with a :class:`~specverify._calling.SamplerFault` naming the rule.
 
-By default a tree sampler runs, like a chain sampler, in the supervised worker of
-:mod:`specverify._worker` (``isolation="process"``): its inputs travel through the worker's
+With ``isolation="process"`` (what :func:`specverify.check` and the CLI choose for a spec or a
+callable importable by name) a tree sampler runs, like a chain sampler, in the supervised worker of
+:mod:`specverify._worker`: its inputs travel through the worker's
 shared-memory arena, its generator's state as bytes, and a sampler that raises, exits, segfaults or
 hangs fails the check it was in, the next check getting a fresh worker.  ``isolation="in-process"``
 calls it in this process: in a helper thread under the time limit (a hang is abandoned, not killed;
