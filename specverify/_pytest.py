@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 
 from ._budgets import get_budget
-from ._calling import SamplerUnderTest
 from ._contract import SamplerSpecError
-from ._result import CheckResult, RunResult, left_out
-from ._runner import PlannedCheck, plan, run_check, run_info, selects, write_json
+from ._result import CheckResult, RunResult
+from ._runner import PlannedCheck, left_out_of, load_sut, plan, run_check, run_info, selects, write_json
 from .checks._search import p_text
 
 __all__ = [
@@ -114,10 +113,10 @@ class SpecverifyItem(pytest.Item):
         return self.path, None, f"specverify {self.planned.id}"
 
 
-def subset_note(select: list[str] | None) -> str | None:
-    """Why a run of only ``select`` cannot pass a sampler, naming what it left out (``None``: the
-    selection is the whole battery)."""
-    missing = left_out({"select": select})
+def subset_note(select: list[str] | None, sut: Any) -> str | None:
+    """Why a run of only ``select`` cannot pass ``sut``, naming what it left out of its battery (the
+    chain battery, or the ``trees`` family for a tree sampler); ``None``: it left nothing out."""
+    missing = left_out_of(sut, select)
     if not missing:
         return None
     shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
@@ -160,7 +159,7 @@ class SpecverifyCollector(pytest.Collector):
                 if selects(pattern, planned.check):
                     item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=CheckFailed))
             items.append(item)
-        note = subset_note(self.plugin.config.getoption("specverify_only"))
+        note = subset_note(self.plugin.config.getoption("specverify_only"), self.plugin.sut)
         if note is not None:
             items.append(SubsetVerdictItem.from_parent(self, name="verdict", note=note))
         return items
@@ -181,7 +180,7 @@ class SpecverifyPlugin:
             self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
         try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
-            self.sut = SamplerUnderTest(spec, isolation="process", first_timeout=self.budget.timeout)
+            self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
         self.planned = plan(self.sut, self.budget, config.getoption("specverify_only"))
@@ -221,6 +220,7 @@ class SpecverifyPlugin:
         info = run_info(self.sut, self.budget, self.seed, self.spec)
         info["planned_checks"] = len(self.planned)
         info["select"] = self.config.getoption("specverify_only")
+        info["left_out"] = left_out_of(self.sut, info["select"])
         return RunResult(run=info, checks=checks, finished=len(self.results) == len(self.planned))
 
     @pytest.hookimpl(trylast=True)
@@ -269,7 +269,7 @@ def battery(
     spec = sampler if isinstance(sampler, str) else None
     chosen = get_budget(budget)
     # A spec runs in a supervised process of its own; a callable is called in this process.
-    sut = SamplerUnderTest(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
+    sut = load_sut(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
     planned = {p.id: p for p in plan(sut, chosen, only)}
     marks = {
         check_id: [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)]
@@ -278,7 +278,7 @@ def battery(
         if selects(pattern, item.check)
     }
     params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
-    note = subset_note(only)
+    note = subset_note(only, sut)
     if note is not None:  # the run-level verdict of a subset: failures stand, a pass is never claimed
         params.append(pytest.param("verdict", id="verdict"))
 

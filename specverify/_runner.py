@@ -24,11 +24,11 @@ from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest, importable_source
 from ._errors import UsageError
 from ._result import CheckResult, RunResult, left_out
-from ._tree_calling import ISOLATION_REASON, TreeSamplerUnderTest
+from ._tree_calling import TreeSamplerUnderTest
 from .checks import Check, Context, battery, tree_battery
 from .checks._base import fault_result
 
-__all__ = ["Interrupted", "PlannedCheck", "check", "load_failure", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
+__all__ = ["Interrupted", "PlannedCheck", "check", "left_out_of", "load_failure", "load_sut", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,24 @@ class PlannedCheck:
 def battery_for(sut: Any) -> list[Check]:
     """The battery a sampler is put through: the ``trees`` family for a tree sampler, else the chain battery."""
     return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+
+
+def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
+    """The sampler, loaded and called safely (``options``: :class:`SamplerUnderTest`'s): a tree
+    sampler (``contract = "tree"``) as a :class:`TreeSamplerUnderTest`, in the same mode."""
+    sut = SamplerUnderTest(sampler, **options)
+    if getattr(sut, "contract", "step") != "tree":
+        return sut
+    sut.close()  # its worker, kept idle, now loads it as a tree sampler
+    return TreeSamplerUnderTest(sampler, **options)
+
+
+def left_out_of(sut: Any, select: Iterable[str] | None) -> list[str]:
+    """The ids of the results of ``sut``'s battery (trees or chains) that ``select`` leaves out."""
+    if not isinstance(sut, TreeSamplerUnderTest):
+        return left_out({"select": list(select) if select else None})
+    patterns = list(select or [])
+    return [i for c in tree_battery() if patterns and not any(selects(p, c) for p in patterns) for i in result_ids(c)]
 
 
 def plan(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
@@ -296,13 +314,7 @@ def check(
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     start = time.perf_counter()
-    sut = SamplerUnderTest(
-        sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto"
-    )
-    if getattr(sut, "contract", "step") == "tree":  # the worker speaks the chain contract only
-        sut.close()
-        sut = TreeSamplerUnderTest(sampler, device=device, timeout=timeout, first_timeout=budget.timeout)
-        reason = ISOLATION_REASON
+    sut = load_sut(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto")
     result = RunResult(run={}, checks=[], finished=False)
     try:
         sut.on_wait = on_wait
@@ -311,11 +323,7 @@ def check(
         result.run["isolation"]["reason"] = reason
         result.run["planned_checks"] = len(planned)
         result.run["select"] = list(select) if select else None
-        if isinstance(sut, TreeSamplerUnderTest):
-            chosen = {p.id for p in planned}
-            result.run["left_out"] = [i for c in tree_battery() if c.id not in chosen for i in result_ids(c)]
-        else:
-            result.run["left_out"] = left_out(result.run)
+        result.run["left_out"] = left_out_of(sut, select)
         result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
         if on_plan:
             on_plan(planned)

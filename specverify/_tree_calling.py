@@ -6,31 +6,31 @@ runner (``reach``, ``last_fault``, counters, ``close``), so :func:`specverify.ch
 audited with :func:`specverify._tree.audit_tree_output` and every input is checked unmodified, so a
 broken output stops its check with a :class:`~specverify._calling.SamplerFault` naming the rule.
 
-Tree samplers run **in the harness's process** (the isolation worker speaks the chain contract
-only): a call runs in a helper thread under the time limit, so a hang is abandoned, not killed, and
-a crash of the sampler's native code ends the run.  A run says so in ``run["isolation"]``.
+With ``isolation="process"`` (what :func:`specverify.check` and the CLI choose for a spec or a
+callable importable by name) a tree sampler runs, like a chain sampler, in the supervised worker of
+:mod:`specverify._worker`: its inputs travel through the worker's
+shared-memory arena, its generator's state as bytes, and a sampler that raises, exits, segfaults or
+hangs fails the check it was in, the next check getting a fresh worker.  ``isolation="in-process"``
+calls it in this process: in a helper thread under the time limit (a hang is abandoned, not killed;
+a crash of native code ends the run), or in the caller's thread, untimed, for pdb (``timed=False``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ._calling import CallLimit, SamplerFault, Violation, _CallThread, _last_frames, _raised
-from ._contract import Capabilities, capabilities_of, load_sampler, name_of
+from ._calling import CallLimit, SamplerFault, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, audit_tree_output
+from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 
-__all__ = ["ISOLATION_REASON", "TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
-
-#: Why a tree sampler runs in-process, as a run records it in ``run["isolation"]["reason"]``.
-ISOLATION_REASON = (
-    "tree samplers run in the harness's process: the isolation worker speaks the chain contract only "
-    "(calls are timed in a helper thread, so a hang is abandoned; a crash ends the run)"
-)
+__all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
 
 #: Most input elements (rows x N x V, both laws counted) in one call when the sampler sets no max_batch.
 MAX_CALL_ELEMENTS = 2**23
@@ -71,45 +71,98 @@ def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:
 
 
 class TreeSamplerUnderTest:
-    """A tree sampler with its capabilities, called safely, in this process.
+    """A tree sampler with its capabilities, called safely.
 
     Args:
         sampler: the tree sampler, or its ``"package.module:attribute"`` spec.
         device: where to put inputs when the sampler declares no device.
         timeout: seconds one call may take (``None``: derived from its measured speed).
         first_timeout: the limit of a call before the sampler's speed is known.
+        isolation: ``"process"`` (a supervised worker; a callable must be importable by name,
+            see :func:`~specverify._calling.importable_source`) or ``"in-process"``.
+        spec: the sampler's spec, tried to load a callable by name.
+        timed: in-process only: calls in a helper thread under the time limit (``False``: in the
+            caller's thread, untimed, so ``breakpoint()`` works).
+
+    Raises:
+        SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
     """
 
-    isolation = "in-process"
     contract = "tree"
 
     def __init__(
-        self, sampler: Callable[..., Any] | str, *, device: str | None = None, timeout: float | None = None, first_timeout: float = 120.0
+        self,
+        sampler: Callable[..., Any] | str,
+        *,
+        device: str | None = None,
+        timeout: float | None = None,
+        first_timeout: float = 120.0,
+        isolation: str = "in-process",
+        spec: str | None = None,
+        timed: bool = True,
     ) -> None:
-        self.sampler = load_sampler(sampler) if isinstance(sampler, str) else sampler
-        self.name = name_of(self.sampler)
-        self.capabilities: Capabilities = capabilities_of(self.sampler)
-        self.algorithm: str | None = getattr(self.sampler, "algorithm", None)
-        self.device = torch.device(self.capabilities.device or device or "cpu")
-        self.dtype = self.capabilities.dtypes[0]
+        if isolation not in ("process", "in-process"):
+            raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
+        check_device(device)
+        self.isolation = isolation
+        self.timed = timed
         self.limit = CallLimit(timeout=timeout, first=first_timeout)
         self.reach = ReachRecorder()
         self.last_fault: SamplerFault | None = None
         self.calls = self.rows = self.crashes = self.hangs = 0
         self.seconds = 0.0
-        self.worker_starts = 0
-        self.on_wait: Callable[[float, float], None] | None = None
         self._thread: _CallThread | None = None
+        self._process: SamplerProcess | None = None
+        self._warm = False
+        if isolation == "process":
+            source = importable_source(sampler, spec)
+            if isinstance(source, str):
+                raise SamplerSpecError(source)
+            self.sampler: Callable[..., Any] | None = None
+            self._process = SamplerProcess.acquire(source, device)
+            info = self._load()
+            self.worker_starts = 1
+            self.name, self.capabilities, self.algorithm = info["name"], info["capabilities"], info.get("algorithm")
+            self.device = torch.device(info["device"])
+        else:
+            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else sampler
+            self.worker_starts = 0
+            self.name = name_of(self.sampler)
+            self.capabilities = capabilities_of(self.sampler)
+            self.algorithm = getattr(self.sampler, "algorithm", None)
+            self.device = torch.device(self.capabilities.device or device or "cpu")
+        self.dtype = self.capabilities.dtypes[0]
 
     @property
     def timeout(self) -> float | None:
         return self.limit.timeout
 
+    @property
+    def on_wait(self) -> Callable[[float, float], None] | None:
+        """Called with (seconds waited, limit) while a call is slow (isolated only)."""
+        return self._process.on_wait if self._process is not None else None
+
+    @on_wait.setter
+    def on_wait(self, callback: Callable[[float, float], None] | None) -> None:
+        if self._process is not None:
+            self._process.on_wait = callback
+
+    def _load(self) -> dict[str, Any]:
+        assert self._process is not None
+        try:
+            return self._process.start()
+        except WorkerLoadError as exc:
+            raise SamplerSpecError(str(exc)) from None
+
     def close(self) -> None:
-        """Nothing to end: the sampler runs in this process."""
+        """Keep the worker for the next run of this harness (or end it if it died)."""
+        if self._process is not None:
+            self._process.release()
 
     def kill(self) -> None:
-        """Nothing to end: a hung call's thread is abandoned."""
+        """End the worker now (Ctrl-C); in-process, a hung call's thread is abandoned."""
+        if self._process is not None:
+            self._process.kill()
 
     def generator(self, seed: int) -> torch.Generator:
         return torch.Generator(device=self.device).manual_seed(seed)
@@ -137,13 +190,12 @@ class TreeSamplerUnderTest:
             rows = slice(start, start + chunk)
             part = rows_of(tree, rows)
             given = self._placed(part)
-            u = None if uniforms is None else uniforms[rows].to(device=self.device, dtype=torch.float64).contiguous()
+            u = None if uniforms is None else uniforms[rows].to(device=given.parents.device, dtype=torch.float64).contiguous()
             self.reach.record(batch=part.batch, k=part.width - 1, vocab=part.vocab, dtype=str(self.dtype).removeprefix("torch."))
-            kept = [given.parents.clone(), given.tokens.clone(), given.target_probs.clone()]
-            output = self._call(given, generator, u)
-            for label, before, after in zip(("parents", "tokens", "target_probs"), kept, (given.parents, given.tokens, given.target_probs)):
-                if not torch.equal(before, after):
-                    raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {label} in place"))
+            output, changed = self._call(given, generator, u)
+            if changed:
+                label = ("parents", "tokens", "target_probs")[changed[0]]
+                raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {label} in place"))
             violations = audit_tree_output(given, output, first_only=True)
             if violations:
                 v = violations[0]
@@ -157,38 +209,95 @@ class TreeSamplerUnderTest:
         return torch.cat(paths), torch.cat(tokens)
 
     def _placed(self, tree: TreeBatch) -> TreeBatch:
+        place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
         tensors = [tree.parents, tree.tokens, tree.target_probs] + ([] if tree.draft_probs is None else [tree.draft_probs])
-        if all(t.device == self.device and t.is_contiguous() for t in tensors) and all(t.dtype == self.dtype for t in tensors[2:]):
+        if all(t.device == place and t.is_contiguous() for t in tensors) and all(t.dtype == self.dtype for t in tensors[2:]):
             return tree  # already as the sampler takes it: no copy, no second validation
-        draft = None if tree.draft_probs is None else tree.draft_probs.to(device=self.device, dtype=self.dtype).contiguous()
+        draft = None if tree.draft_probs is None else tree.draft_probs.to(device=place, dtype=self.dtype).contiguous()
         return TreeBatch(
-            tree.parents.to(self.device).contiguous(),
-            tree.tokens.to(self.device).contiguous(),
-            tree.target_probs.to(device=self.device, dtype=self.dtype).contiguous(),
+            tree.parents.to(place).contiguous(),
+            tree.tokens.to(place).contiguous(),
+            tree.target_probs.to(device=place, dtype=self.dtype).contiguous(),
             draft,
         )
 
-    def _call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None) -> Any:
-        kwargs = {} if uniforms is None else {"uniforms": uniforms}
+    def _call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None) -> tuple[Any, list[int]]:
+        """One time-limited call: its output and which of parents, tokens, target_probs it wrote to."""
         elements = 2 * tree.batch * tree.width * tree.vocab
-        if self._thread is None:
-            self._thread = _CallThread(self.device)
-        try:
-            outputs, seconds = self._thread.run(self.sampler, [((tree, generator), kwargs)], self.limit(elements))
-        except SamplerFault as fault:
-            if fault.violation.rule == "hang":
-                self._thread = None  # abandoned with its hung call
-                self.hangs += 1
-                self.limit.hung = True
-            self.last_fault = fault
-            raise
-        except Exception as exc:  # noqa: BLE001 - the helper thread itself failing is evidence too
-            raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
-        self.limit.observe(elements, seconds[0], warm=self.calls > 0)
-        self.seconds += sum(seconds)
+        if self._process is not None:
+            output, seconds, changed = self._process_call(tree, generator, uniforms, elements)
+        else:
+            output, seconds, changed = self._direct_call(tree, generator, uniforms, elements)
+        self.limit.observe(elements, seconds, warm=self._warm)
+        self._warm = True
+        self.seconds += seconds
         self.calls += 1
         self.rows += tree.batch
-        return outputs[0]
+        return output, changed
+
+    def _direct_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
+        kwargs = {} if uniforms is None else {"uniforms": uniforms}
+        kept = [tree.parents.clone(), tree.tokens.clone(), tree.target_probs.clone()]
+        if not self.timed:  # the caller's thread: breakpoint() works, nothing is timed out
+            start = time.perf_counter()
+            try:
+                output = self.sampler(tree, generator, **kwargs)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+            except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+            seconds = time.perf_counter() - start
+        else:
+            if self._thread is None:
+                self._thread = _CallThread(self.device)
+            try:
+                outputs, times = self._thread.run(self.sampler, [((tree, generator), kwargs)], self.limit(elements))
+            except SamplerFault as fault:
+                if fault.violation.rule == "hang":
+                    self._thread = None  # abandoned with its hung call
+                    self.hangs += 1
+                    self.limit.hung = True
+                self.last_fault = fault
+                raise
+            except Exception as exc:  # noqa: BLE001 - the helper thread itself failing is evidence too
+                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+            output, seconds = outputs[0], times[0]
+        changed = [i for i, (before, after) in enumerate(zip(kept, (tree.parents, tree.tokens, tree.target_probs))) if not torch.equal(before, after)]
+        return output, seconds, changed
+
+    def _process_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
+        assert self._process is not None
+        where = f"a batch of {tree.batch} trees of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
+        if not self._process.alive():  # it died or hung in an earlier call: a fresh one
+            self._warm = False
+            self.worker_starts += 1
+            try:
+                self._process.start()
+            except WorkerLoadError as exc:
+                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+        inputs = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, uniforms]
+        try:
+            output, seconds, _, changed = self._process.call_tree(
+                inputs, dtype=self.dtype, path_width=tree.depth + 1, generator=generator, limit=self.limit(elements)
+            )
+        except WorkerRaised as exc:
+            raise self._fault(Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)) from None
+        except WorkerHung as exc:
+            self.hangs += 1
+            self.limit.hung = True
+            message = f"the sampler did not return within {exc.limit:g} s (call {self.calls + 1}: {where}); its process was killed"
+            raise self._fault(Violation("hang", message), self._evidence()) from None
+        except WorkerDied as exc:
+            self.crashes += 1
+            raise self._fault(Violation("crashed", f"the sampler's process died in call {self.calls + 1} ({where}): {exc.how}"), self._evidence()) from None
+        return output, seconds, changed
+
+    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
+        evidence: dict[str, Any] = {"traceback": trace} if trace else {}
+        output = self._process.output() if self._process is not None else ""
+        if output:
+            evidence["sampler_output"] = output[-16_384:]
+        return evidence
 
     def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
         self.last_fault = SamplerFault(violation, details)

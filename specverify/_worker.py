@@ -412,9 +412,55 @@ class SamplerProcess:
         rows, k = inputs[2].shape
         inputs = [*inputs, *[None] * (len(_INPUT_DTYPES) - len(inputs))]
         dtypes = [dtype if d is None else d for d in _INPUT_DTYPES]
-        specs = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
-        specs += [((rows, k + 1), torch.int64), ((rows,), torch.int64)]
-        n = len(_INPUT_DTYPES)
+        request, staged, (tokens_at, accepted_at) = self._stage(inputs, dtypes, [(rows, k + 1), (rows,)])
+        request["per_row"] = per_row
+        request["generator"] = None if generator is None else _state_of(generator)
+        (_, encoded, state, seconds, _), changed = self._exchange("call", request, staged, limit)
+        if generator is not None and state is not None:
+            _set_state(generator, state)
+        arena = self._arena
+        assert arena is not None
+        tokens = arena.view(tokens_at, (rows, k + 1), torch.int64).clone()  # the arena is reused
+        accepted = arena.view(accepted_at, (rows,), torch.int64).clone()
+        outputs = [
+            (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
+            for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
+        ]
+        return outputs, seconds, staged, changed
+
+    def call_tree(
+        self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float
+    ) -> tuple[Any, float, list[torch.Tensor | None], list[int]]:
+        """One tree sampler call (``specverify._tree``): its output, seconds, the inputs as the
+        sampler was given them, and which of parents, tokens and target probabilities it wrote to.
+
+        ``inputs`` are a :class:`~specverify._tree.TreeBatch`'s parents, tokens, target and draft
+        probabilities (given in ``dtype``; draft ``None`` where the tree has none), and uniforms
+        or ``None``.  A ``(path [B, path_width], token [B])`` int64 output comes back through the
+        arena; anything else pickled, as it is, for the parent's audit.
+        """
+        rows = inputs[0].shape[0]
+        request, staged, (path_at, token_at) = self._stage(inputs, [torch.int64, torch.int64, dtype, dtype, torch.float64], [(rows, path_width), (rows,)])
+        request.update(path_width=path_width, generator=None if generator is None else _state_of(generator))
+        (_, output, state, seconds, _), changed = self._exchange("tree", request, staged, limit)
+        if generator is not None and state is not None:
+            _set_state(generator, state)
+        if output == "placed":
+            arena = self._arena
+            assert arena is not None
+            output = (arena.view(path_at, (rows, path_width), torch.int64).clone(), arena.view(token_at, (rows,), torch.int64).clone())
+        return output, seconds, staged, changed
+
+    def _stage(
+        self, inputs: list[torch.Tensor | None], dtypes: list[torch.dtype], outputs: list[tuple[int, ...]]
+    ) -> tuple[dict[str, Any], list[torch.Tensor | None], list[int]]:
+        """Lay ``inputs`` (each in its dtype; ``None`` for an absent one) out in the arena, those
+        passed before unchanged excepted, and room for int64 ``outputs`` after them: the request's
+        arena fields, the staged inputs and the outputs' offsets.  Slots 0-2 are the inputs
+        watched for writes."""
+        specs: list[tuple[tuple[int, ...], torch.dtype] | None] = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
+        specs += [(shape, torch.int64) for shape in outputs]
+        n = len(inputs)
         offsets, size = _layout(specs)
         if self._arena is None or self._arena.size < size:
             if self._arena is not None:
@@ -445,38 +491,27 @@ class SamplerProcess:
         outputs_at = offsets[n]
         assert outputs_at is not None
         self._forget(outputs_at, size - outputs_at)  # the worker writes the outputs there
-        request = {
-            "arena": arena.path if arena.linked else None,
-            "size": arena.size,
-            "inputs": sent,
-            "outputs": (offsets[n], offsets[n + 1]),
-            "per_row": per_row,
-            "generator": None if generator is None else _state_of(generator),
-        }
+        request = {"arena": arena.path if arena.linked else None, "size": arena.size, "inputs": sent, "outputs": tuple(offsets[n:])}
+        return request, staged, [o for o in offsets[n:] if o is not None]
+
+    def _exchange(self, kind: str, request: dict[str, Any], staged: list[torch.Tensor | None], limit: float) -> tuple[Any, list[int]]:
+        """Send a call, wait for its reply: the reply and the inputs the sampler changed, or the
+        exception that says how it ended (:class:`WorkerRaised`, :class:`WorkerDied`, :class:`WorkerHung`)."""
         started = self._beat_count()  # read before sending: a fast worker beats at once
-        self._send(("call", request))
+        self._send((kind, request))
         try:
             reply = self._wait(limit, calls_before=started)
         except (WorkerDied, WorkerHung):
             self._slots.clear()  # a new process maps the arena afresh; the parent's copies stay valid, but start clean
             raise
-        arena.unlink()  # the worker has it mapped; the name is no longer needed
+        assert self._arena is not None
+        self._arena.unlink()  # the worker has it mapped; the name is no longer needed
         calls_made = self._beat_count() - started
         if reply[0] == "raised":
             _, type_name, text, trace, written = reply
             self._invalidate(written, staged)
             raise WorkerRaised(type_name, text, trace, calls_made)
-        _, encoded, state, seconds, written = reply
-        changed = self._invalidate(written, staged)
-        if generator is not None and state is not None:
-            _set_state(generator, state)
-        tokens = arena.view(offsets[n], (rows, k + 1), torch.int64).clone()  # the arena is reused
-        accepted = arena.view(offsets[n + 1], (rows,), torch.int64).clone()
-        outputs = [
-            (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
-            for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
-        ]
-        return outputs, seconds, staged, changed
+        return reply, self._invalidate(reply[-1], staged)
 
     def call_loop(self, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
         """Run a generation loop once on harness-built models: its output, and the models' calls.
@@ -710,6 +745,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 send(("load-error", message))
                 continue
             info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": contract, "page_watch": watch is not None}
+            if contract == "tree":
+                info["algorithm"] = getattr(sampler, "algorithm", None)
             if contract == "loop":
                 info["parameters"] = tuple(getattr(sampler, "parameters", ("temperature",)))
             send(("ready", info))
@@ -717,10 +754,15 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         if kind == "loop":
             calls = _serve_loop(sampler, body, beat, calls, send, first_line, last_frames)
             continue
-        # kind == "call"
-        if body["arena"] is not None:
+        if body["arena"] is not None:  # "call" and "tree": inputs in the arena
             arena = _WorkerArena(body["arena"], body["size"], watch)
         assert arena is not None
+        if kind == "tree":
+            calls += 1
+            beat[:8] = calls.to_bytes(8, "little")
+            send(_serve_tree(sampler, body, arena, device, first_line, last_frames))
+            continue
+        # kind == "call"
         staged = [None if spec is None else arena.view(*spec) for spec in body["inputs"]]
         given = [None if t is None else t for t in staged]
         if device.type != "cpu":  # the device keeps its own copies while the parent's are unchanged
@@ -799,6 +841,60 @@ def _serve_loop(sampler: Any, body: dict[str, Any], beat: mmap.mmap, calls: int,
     return count[0]
 
 
+def _serve_tree(sampler: Any, body: dict[str, Any], arena: _WorkerArena, device: torch.device, first_line: Any, last_frames: Any) -> tuple[Any, ...]:  # pragma: no cover - runs in the worker process (covered by tests/trees/test_tree_isolation.py)
+    """One tree sampler call on a :class:`~specverify._tree.TreeBatch` viewed in the arena: the reply."""
+    from ._tree import TreeBatch
+
+    specs = body["inputs"]
+    staged = [None if spec is None else arena.view(*spec) for spec in specs]
+    key = (arena.input_bytes, *[None if spec is None else tuple(spec) for spec in specs[:4]])
+    held = arena.tree
+    if held is not None and held[0][0] is key[0] and held[0][1:] == key[1:]:
+        tree = held[1]  # the same tree again, unchanged: its derived structure is kept, as in the harness's process
+        given = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, staged[4]]
+        if device.type == "cpu":
+            staged[:4] = given[:4]
+    else:
+        given = list(staged)
+        if device.type != "cpu":
+            given[:4] = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(specs[:4])]
+        tree = object.__new__(TreeBatch)  # validated by the parent, which holds the same values
+        for name, value in zip(("parents", "tokens", "target_probs", "draft_probs"), given[:4]):
+            object.__setattr__(tree, name, value)
+        arena.tree = (key, tree)
+    if device.type != "cpu" and specs[4] is not None:
+        given[4] = arena.on_device(4, specs[4], device)
+    uniforms = given[4]
+    generator = None
+    if body["generator"] is not None:
+        generator = torch.Generator(device=device)
+        _set_state(generator, body["generator"])
+    try:
+        try:
+            start = time.perf_counter()
+            output = sampler(tree, generator, **({} if uniforms is None else {"uniforms": uniforms}))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - start
+        finally:
+            written = arena.written(specs[:3], staged[:3], given[:3])
+            if written:
+                arena.tree = None
+    except SystemExit as exc:
+        return ("raised", "SystemExit", f"sys.exit({exc.code!r}) in the sampler", last_frames(exc), written)
+    except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
+        return ("raised", type(exc).__name__, first_line(exc), last_frames(exc), written)
+    path_at, token_at = body["outputs"]
+    rows, width = tree.batch, body["path_width"]
+    if _well_formed(output, rows, width - 1, device):
+        arena.output(path_at, (rows, width)).copy_(output[0])
+        arena.output(token_at, (rows,)).copy_(output[1])
+        output = "placed"
+    else:
+        output = _encode(output, device)
+    return ("tree-done", output, None if generator is None else _state_of(generator), seconds, written)
+
+
 class _WorkerArena:
     """The worker's maps of the arena: shared for outputs, copy-on-write for the sampler's inputs
     where the kernel says which pages were written (else shared, and the parent compares)."""
@@ -813,6 +909,8 @@ class _WorkerArena:
         self.input_bytes = self.shared_bytes
         self._fresh_private()
         self.device_copies: dict[int, tuple[int, torch.Tensor]] = {}
+        #: The last tree call's TreeBatch and what it was built on (the input map and slots).
+        self.tree: tuple[tuple[Any, ...], Any] | None = None
 
     def __del__(self) -> None:
         os.close(self.fd)

@@ -4,6 +4,9 @@ declared algorithm's law and its algorithm's acceptance.
 * ``trees.output[shapes]`` (exact): every tree shape the family knows (chains, stars, a binary tree,
   36 and 64 siblings, 64 candidates, duplicate siblings, zero-mass children), every output audited
   (path from the root along edges, real nodes, tokens in range, no token of target probability 0);
+* ``trees.output[generated]`` (exact): the same audit on trees the Hypothesis tree strategies
+  generate (every shape, sibling kind, zero-mass children, pair kinds of laws), a failure shrunk to
+  the smallest tree that shows it; the search's seed derives from the run's;
 * ``trees.support[zero-coins]`` (exact): children of target probability 0, every coin exactly 0
   (``uniforms``-declaring samplers) and coins from the generator: a coin of 0 accepting a zero-mass
   child (SGLang #35771) is a ``support`` finding;
@@ -330,6 +333,39 @@ def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch
         yield tree, path, token
 
 
+def _tally(
+    ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int, size: int,
+    cells: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> tuple[np.ndarray, TreeBatch | None]:
+    """Counts of the ``size`` cells ``cells(tree, path, token)`` puts the sampler's outputs in, over
+    ``rows`` rows (see :func:`_run_rows`), and the last tree called."""
+    counts = np.zeros(size, dtype=np.int64)
+    tree = None
+    for tree, path, token in _run_rows(ctx, tree_for, rows, seed, row_size):
+        counts += np.bincount(cells(tree, path, token).numpy(), minlength=size)
+    return counts, tree
+
+
+def _gof(check: Any, ctx: Context, counts: np.ndarray, law: np.ndarray, rows: int, cell_name: Callable[[int], str]) -> tuple[Any, float, np.ndarray, str]:
+    """The G-test of ``counts`` against ``law``: the test, the TV it detects, the expected counts and the largest deviation."""
+    test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(check.id, "gof"))
+    expected = law * rows
+    return test, test.min_detectable_tv(ctx.alpha, ctx.budget.power), expected, largest_deviation(counts, expected, lambda g, c: cell_name(c))
+
+
+def _law_result(
+    check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: dict[str, Any], summary: str, failure: str, finding: str, large: bool
+) -> CheckResult:
+    """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
+    detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
+    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
+    if test.pvalue <= ctx.alpha:
+        return check.result("fail", f"{failure}; {summary}", finding=finding, **common)
+    ceiling = _ceiling(ctx, large)
+    status = "pass" if claim <= ceiling else "inconclusive"
+    return check.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
+
+
 @dataclasses.dataclass
 class TreeOutputCheck(TreeCheck):
     """Every output on every shape is valid (exact)."""
@@ -386,6 +422,74 @@ class TreeSupportCheck(TreeCheck):
         return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
 
 
+#: Rows each generated tree is expanded to (every output audited), and its largest tree.
+GENERATED_ROWS = 32
+GENERATED_MAX_NODES = 16
+
+
+@dataclasses.dataclass
+class TreeGeneratedOutputCheck(TreeCheck):
+    """Every output valid on trees Hypothesis generates (exact); a failure shrinks to a small tree.
+
+    Trees of every shape of the tree strategies (chains only for block verification), up to
+    :data:`GENERATED_MAX_NODES` nodes, any siblings (duplicates included), children of target or
+    draft probability 0, laws of every pair kind; each expanded to :data:`GENERATED_ROWS` rows and
+    called with the sampler's generator (seeded from the case) and, for a ``uniforms``-declaring
+    sampler, with every coin exactly 0.  The search is seeded from the run (``derive_seed``).
+    """
+
+    case: str | None = "generated"
+    name: str = "output"
+    statistical: bool = False
+    proves: str | None = "contract"
+
+    def run(self, ctx: Context) -> CheckResult:
+        from ..strategies._internal.trees import tree_cases
+        from ._search import Outcome, search_and_confirm
+
+        sut = ctx.sut
+        zero_coins = bool(sut.capabilities.uniforms)
+        strategy = tree_cases(shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed", max_nodes=GENERATED_MAX_NODES)
+
+        def evaluate(case: Any, seed: int, alpha: float, stage: str) -> Outcome:
+            if sut.unsupported(case.tree.vocab):
+                return Outcome(pvalues={}, samples=0, min_detectable_tv={})
+            tree = sut.passed(_expand(case.tree, GENERATED_ROWS))
+            sut.step(tree, generator=sut.generator(seed))
+            if zero_coins:
+                sut.step(tree, uniforms=torch.zeros(tree.parents.shape, dtype=torch.float64))
+            ctx.advance(GENERATED_ROWS * (1 + zero_coins))
+            return Outcome(pvalues={}, samples=GENERATED_ROWS * (1 + zero_coins), min_detectable_tv={})
+
+        search = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint, examples=ctx.budget.validity_examples, statistical=False)
+        samples = sum(o.samples for o in search.screens)
+        if search.confirmed is not None:
+            case, outcome = search.confirmed
+            assert outcome.fault is not None
+            sut.last_fault = outcome.fault  # the smallest case's fault, not the shrinker's last
+            evidence = {"tree": f"generated {case.shape} tree", "tree_case": _case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
+            return fault_result(self, outcome.fault, evidence=evidence)
+        coins = " and with every coin exactly 0" if zero_coins else ""
+        return self.result(
+            "pass",
+            f"{samples} outputs valid on {search.examples} generated trees (up to {GENERATED_MAX_NODES} nodes, every shape and sibling kind), "
+            f"called with the sampler's coins{coins}",
+            samples=samples,
+        )
+
+
+def _fingerprint(case: Any) -> str:
+    """A generated tree's identity: its bytes (equal trees are screened once)."""
+    import hashlib
+
+    tree = case.tree
+    digest = hashlib.sha256()
+    for tensor in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs):
+        if tensor is not None:
+            digest.update(tensor.contiguous().flatten().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
 @dataclasses.dataclass
 class TreeConditionalCheck(TreeCheck):
     """The law of (last node, token) given the candidates against the declared algorithm's."""
@@ -431,29 +535,21 @@ class TreeConditionalCheck(TreeCheck):
         law = torch.zeros(tree.width, columns, dtype=torch.float64).index_add_(1, classes, full).reshape(-1).numpy()
         df = int((law > 0).sum()) - 1
         rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
-        counts = np.zeros(law.size, dtype=np.int64)
         try:
-            for _, path, token in _run_rows(ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab):
-                cells = last_nodes(path) * columns + classes[token]
-                counts += np.bincount(cells.numpy(), minlength=law.size)
+            counts, _ = _tally(
+                ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
+                lambda _, path, token: last_nodes(path) * columns + classes[token],
+            )
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
-        test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
-        claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
-        expected = law * rows
-        where = largest_deviation(counts, expected, lambda g, c: f"(node {c // columns}, {label(c % columns)})")
+        test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"(node {c // columns}, {label(c % columns)})")
         evidence = {
             "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
             "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
             "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
         }
-        common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
         summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
-        if test.pvalue <= ctx.alpha:
-            return self.result("fail", f"not the law of {algorithm!r} given the candidates: {where}; {summary}", finding="non-canonical", **common)
-        ceiling = _ceiling(ctx, shape.large)
-        status = "pass" if claim <= ceiling else "inconclusive"
-        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
+        return _law_result(self, ctx, test, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
 
 
 def _draw(shape: TreeShape, model: Any, algorithm: str | None) -> Callable[[int, torch.Generator], TreeBatch]:
@@ -509,20 +605,15 @@ class TreeTargetLawCheck(TreeCheck):
 
         df = int((law > 0).sum()) - 1
         rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
-        counts = np.zeros(law.size, dtype=np.int64)
         completion = torch.Generator().manual_seed(ctx.seed_for(self.id, "complete"))
-        last_tree = None
         try:
-            for tree, path, token in _run_rows(ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab):
-                last_tree = tree
-                seqs = completed_sequences(model, emitted_sequences(tree, path, token), completion)
-                counts += np.bincount(cells(seqs).numpy(), minlength=law.size)
+            counts, last_tree = _tally(
+                ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab, law.size,
+                lambda tree, path, token: cells(completed_sequences(model, emitted_sequences(tree, path, token), completion)),
+            )
         except SamplerFault as fault:
             return fault_result(self, fault)
-        test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "gof"))
-        claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
-        expected = law * rows
-        where = largest_deviation(counts, expected, lambda g, c: f"completed sequence cell {c}")
+        test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"completed sequence cell {c}")
         draws = "without replacement" if algorithm == "without-replacement" else "i.i.d. from the draft"
         evidence = {
             "algorithm": algorithm, "candidates": draws, "test": test.method, "df": test.df, "statistic": test.statistic,
@@ -531,16 +622,11 @@ class TreeTargetLawCheck(TreeCheck):
         }
         if last_tree is not None and test.pvalue <= ctx.alpha and last_tree.vocab <= 64:
             evidence["tree_case"] = _case_json(_rows_slice(last_tree, 0))
-        common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
         summary = (
             f"{rows} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
             f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
         )
-        if test.pvalue <= ctx.alpha:
-            return self.result("fail", f"the emitted tokens do not follow the target's law: {where}; {summary}", finding="loss", **common)
-        ceiling = _ceiling(ctx, shape.large)
-        status = "pass" if claim <= ceiling else "inconclusive"
-        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
+        return _law_result(self, ctx, test, claim, rows, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)
 
 
 def _lossless_for(algorithm: str | None) -> tuple[str, ...]:
@@ -649,6 +735,7 @@ def tree_battery() -> list[Any]:
     return [
         TreeOutputCheck(),
         TreeSupportCheck(),
+        TreeGeneratedOutputCheck(),
         *(TreeConditionalCheck(kind) for kind in CONDITIONAL_KINDS),
         *(TreeConditionalCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),

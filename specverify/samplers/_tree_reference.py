@@ -17,6 +17,9 @@ The loops run over depth and sibling rank (at most ``D * R`` steps), never over 
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 import torch
 
 from .._contract import Capabilities
@@ -28,11 +31,13 @@ __all__ = [
     "TREE_REFERENCES",
     "BlockVerificationSampler",
     "TreeReferenceSampler",
+    "Walk",
     "block_verification",
     "tree_reference",
     "tree_specinfer",
     "tree_target_only",
     "tree_without_replacement",
+    "walk",
 ]
 
 _CAPABILITIES = Capabilities(dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16), uniforms=True)
@@ -63,43 +68,85 @@ class TreeReferenceSampler:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.algorithm != "target-only" and tree.draft_probs is None:
             raise ValueError(f"{self.name} needs draft_probs")
-        u = _uniforms(tree, generator, uniforms)
-        batch, device = tree.batch, tree.parents.device
-        rows = torch.arange(batch, device=device)
-        children = tree.children
-        current = torch.zeros(batch, dtype=torch.int64, device=device)
-        path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
-        path[:, 0] = 0
-        active = torch.ones(batch, dtype=torch.bool, device=device)
-        p = normalise(tree.target_probs[:, 0])
-        q = drafts_normalised(tree.draft_probs[:, 0]) if tree.draft_probs is not None else torch.zeros_like(p)
-        for depth in range(tree.depth):
-            moved = torch.zeros_like(active)
-            for r in range(children.shape[2]):  # siblings in try order
-                child = children[rows, current, r]
-                trying = active & ~moved & (child >= 0)
-                if not trying.any():
-                    break
-                child = child.clamp_min(0)
-                x = tree.tokens[rows, child].clamp_min(0)  # rows not trying read the root's token, which may be -1
-                judge = judged_against(self.algorithm, q, x)
-                p_x = p.gather(1, x[:, None]).squeeze(1)
-                q_x = judge.gather(1, x[:, None]).squeeze(1)
-                accept = trying & (u[rows, child] * q_x < p_x)
-                reject = (trying & ~accept)[:, None]
-                p = torch.where(reject, residual(p, judge), p)
-                if self.algorithm == "without-replacement":
-                    q = torch.where(reject, without(q, x), q)
-                moved |= accept
-                current = torch.where(accept, child, current)
-            active &= moved
-            if not active.any():
+        return walk(tree, generator, uniforms, self.algorithm)
+
+
+@dataclasses.dataclass
+class Walk:
+    """One row-batch's state at the current node: its law ``p``, draft law ``q``, the law it
+    arrived with ``p0`` and the mass of the siblings tried so far, counted with multiplicity."""
+
+    p: torch.Tensor
+    q: torch.Tensor
+    p0: torch.Tensor
+    tried: torch.Tensor
+
+
+def walk(
+    tree: TreeBatch,
+    generator: torch.Generator | None,
+    uniforms: torch.Tensor | None,
+    algorithm: str,
+    *,
+    accepts: Callable[[Walk, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    judged_token: Callable[[TreeBatch, torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
+    law_after: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    final: Callable[[Walk], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference walk down a tree: from the root, the children of the current node are tried in
+    order, each accepted iff ``u * q_k(x) < p_k(x)`` (the residual taken on a rejection, and for
+    ``without-replacement`` the draft without ``x``), until a node accepts none; then the token.
+
+    Its pieces are replaceable, so a zoo member is this walk with one piece wrong: ``accepts(state,
+    u, x, p_x, q_x)`` (the coin's rule), the token a child is judged on, the law after moving to a
+    node, the final law.
+    """
+    u = _uniforms(tree, generator, uniforms)
+    batch, device = tree.batch, tree.parents.device
+    rows = torch.arange(batch, device=device)
+    children = tree.children
+    current = torch.zeros(batch, dtype=torch.int64, device=device)
+    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
+    path[:, 0] = 0
+    active = torch.ones(batch, dtype=torch.bool, device=device)
+    p = normalise(tree.target_probs[:, 0])
+    q = drafts_normalised(tree.draft_probs[:, 0]) if tree.draft_probs is not None else torch.zeros_like(p)
+    state = Walk(p, q, p, torch.zeros(batch, dtype=torch.float64, device=device))
+    law_after = law_after or (lambda t, r, node: normalise(t.target_probs[r, node]))
+    for depth in range(tree.depth):
+        moved = torch.zeros_like(active)
+        for rank in range(children.shape[2]):  # siblings in try order
+            child = children[rows, current, rank]
+            trying = active & ~moved & (child >= 0)
+            if not trying.any():
                 break
-            path[:, depth + 1] = torch.where(moved, current, -1)
-            p = torch.where(moved[:, None], normalise(tree.target_probs[rows, current]), p)
-            if tree.draft_probs is not None:
-                q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), q)
-        return path, inverse_cdf(p, u[:, 0])
+            child = child.clamp_min(0)
+            x = tree.tokens[rows, child].clamp_min(0)  # rows not trying read the root's token, which may be -1
+            judged = x if judged_token is None else judged_token(tree, current, child, rank).clamp_min(0)
+            point = judged_against(algorithm, state.q, judged)
+            p_x = state.p.gather(1, judged[:, None]).squeeze(1)
+            q_x = point.gather(1, judged[:, None]).squeeze(1)
+            coin = u[rows, child]
+            accept = trying & (coin * q_x < p_x if accepts is None else accepts(state, coin, x, p_x, q_x))
+            reject = (trying & ~accept)[:, None]
+            if accepts is not None:  # the mass of the siblings tried, for a rule that reads it
+                state.tried = torch.where(reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried)
+            state.p = torch.where(reject, residual(state.p, point), state.p)
+            if algorithm == "without-replacement":
+                state.q = torch.where(reject, without(state.q, x), state.q)
+            moved |= accept
+            current = torch.where(accept, child, current)
+        active &= moved
+        if not active.any():
+            break
+        path[:, depth + 1] = torch.where(moved, current, -1)
+        arrived = law_after(tree, rows, current)
+        state.p = torch.where(moved[:, None], arrived, state.p)
+        state.p0 = torch.where(moved[:, None], arrived, state.p0)
+        state.tried = torch.where(moved, 0.0, state.tried)
+        if tree.draft_probs is not None:
+            state.q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), state.q)
+    return path, inverse_cdf(state.p if final is None else final(state), u[:, 0])
 
 
 class BlockVerificationSampler:

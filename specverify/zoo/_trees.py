@@ -1,6 +1,6 @@
 """The zoo's tree samplers: a tree verifier with one piece wrong, as engines shipped it.
 
-Each member is the reference walk (``specverify.samplers._tree_reference``) with one piece swapped,
+Each member is the reference walk (``specverify.samplers._tree_reference.walk``) with one piece swapped,
 declares the algorithm it claims, the verdict the ``trees`` family must reach, and the smallest
 budget that reaches it; the story cites the engine issue (../shared/research/trees-logits-rng.md).
 They are listed in :data:`TREE_MEMBERS`, next to the step members, and ``specverify zoo`` runs them.
@@ -9,7 +9,6 @@ They are listed in :data:`TREE_MEMBERS`, next to the step members, and ``specver
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -17,8 +16,8 @@ import torch
 from .._contract import Capabilities
 from .._oracle import inverse_cdf, normalise
 from .._tree import TreeBatch
-from .._tree_exact import drafts_normalised, judged_against, residual
-from ..samplers._tree_reference import BlockVerificationSampler, _uniforms
+from .._tree_exact import drafts_normalised
+from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
 
 __all__ = ["TREE_MEMBERS", "TreeZooSampler"]
@@ -34,85 +33,12 @@ class TreeZooSampler(ZooSampler):
     contract = "tree"
 
 
-@dataclasses.dataclass
-class Walk:
-    """One row-batch's state at the current node: its law ``p``, draft law ``q``, the law it
-    arrived with ``p0`` and the mass of the siblings tried so far, counted with multiplicity."""
-
-    p: torch.Tensor
-    q: torch.Tensor
-    p0: torch.Tensor
-    tried: torch.Tensor
-
-
-def walk(
-    tree: TreeBatch,
-    generator: torch.Generator | None,
-    uniforms: torch.Tensor | None,
-    algorithm: str,
-    *,
-    accept_probability: Callable[[Walk, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    accepts: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lambda u, a: u < a,
-    judged_token: Callable[[TreeBatch, torch.Tensor, torch.Tensor, int], torch.Tensor] | None = None,
-    law_after: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    final: Callable[[Walk], torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reference walk with its pieces replaceable: ``accept_probability(state, x, p_x, q_x)``,
-    ``accepts(u, a)``, the token a child is judged on, the law after moving to a node, the final law."""
-    u = _uniforms(tree, generator, uniforms)
-    batch, device = tree.batch, tree.parents.device
-    rows = torch.arange(batch, device=device)
-    children = tree.children
-    current = torch.zeros(batch, dtype=torch.int64, device=device)
-    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
-    path[:, 0] = 0
-    active = torch.ones(batch, dtype=torch.bool, device=device)
-    p = normalise(tree.target_probs[:, 0])
-    q = drafts_normalised(tree.draft_probs[:, 0]) if tree.draft_probs is not None else torch.zeros_like(p)
-    state = Walk(p, q, p.clone(), torch.zeros(batch, dtype=torch.float64, device=device))
-    law_after = law_after or (lambda t, r, node: normalise(t.target_probs[r, node]))
-    for depth in range(tree.depth):
-        moved = torch.zeros_like(active)
-        for rank in range(children.shape[2]):
-            child = children[rows, current, rank]
-            trying = active & ~moved & (child >= 0)
-            if not trying.any():
-                break
-            child = child.clamp_min(0)
-            x = tree.tokens[rows, child].clamp_min(0)
-            judged = x if judged_token is None else judged_token(tree, current, child, rank).clamp_min(0)
-            point = judged_against(algorithm, state.q, judged)
-            p_x = state.p.gather(1, judged[:, None]).squeeze(1)
-            q_x = point.gather(1, judged[:, None]).squeeze(1)
-            if accept_probability is None:
-                a = torch.where(q_x > 0, p_x / q_x.clamp_min(1e-300), (p_x > 0).to(torch.float64)).clamp(max=1.0)
-            else:
-                a = accept_probability(state, x, p_x, q_x)
-            accept = trying & accepts(u[rows, child], a)
-            reject = (trying & ~accept)[:, None]
-            state.tried = torch.where(reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried)
-            state.p = torch.where(reject, residual(state.p, point), state.p)
-            moved |= accept
-            current = torch.where(accept, child, current)
-        active &= moved
-        if not active.any():
-            break
-        path[:, depth + 1] = torch.where(moved, current, -1)
-        arrived = law_after(tree, rows, current)
-        state.p = torch.where(moved[:, None], arrived, state.p)
-        state.p0 = torch.where(moved[:, None], arrived, state.p0)
-        state.tried = torch.where(moved, 0.0, state.tried)
-        if tree.draft_probs is not None:
-            state.q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), state.q)
-    return path, inverse_cdf(state.p if final is None else final(state), u[:, 0])
-
-
 # --- the members ------------------------------------------------------------------------------
 
 
 def coin_zero_accepts_zero_mass(tree, generator=None, *, uniforms=None):
     # accept iff u <= g(x): a coin of exactly 0 accepts a child of target probability 0
-    return walk(tree, generator, uniforms, "target-only", accepts=lambda u, a: u <= a)
+    return walk(tree, generator, uniforms, "target-only", accepts=lambda state, u, x, p_x, q_x: u * q_x <= p_x)
 
 
 def residual_from_parent_node(tree, generator=None, *, uniforms=None):
@@ -137,19 +63,19 @@ def siblings_past_32_wrap(tree, generator=None, *, uniforms=None):
 
 def duplicate_siblings_counted_twice(tree, generator=None, *, uniforms=None):
     # accept x_k with p(x_k) / (1 - mass of the siblings tried so far), a duplicate's mass counted again
-    def accept_probability(state: Walk, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+    def accepts(state: Walk, u: torch.Tensor, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
         remaining = (1.0 - state.tried).clamp_min(1e-12)
-        return (state.p0.gather(1, x[:, None]).squeeze(1) / remaining).clamp(0.0, 1.0)
+        return u < (state.p0.gather(1, x[:, None]).squeeze(1) / remaining).clamp(0.0, 1.0)
 
-    return walk(tree, generator, uniforms, "target-only", accept_probability=accept_probability)
+    return walk(tree, generator, uniforms, "target-only", accepts=accepts)
 
 
 def threshold_below_one(tree, generator=None, *, uniforms=None):
     # SGLang's threshold_single = threshold_acc = 0.5: accept when g(x) >= 0.5, else with prob. 2 g(x)
-    def accept_probability(state: Walk, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
-        return torch.where(p_x >= 0.5, 1.0, (p_x / 0.5).clamp(max=1.0))
+    def accepts(state: Walk, u: torch.Tensor, x: torch.Tensor, p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+        return u < torch.where(p_x >= 0.5, 1.0, (p_x / 0.5).clamp(max=1.0))
 
-    return walk(tree, generator, uniforms, "target-only", accept_probability=accept_probability)
+    return walk(tree, generator, uniforms, "target-only", accepts=accepts)
 
 
 class _TokenWiseResidual(BlockVerificationSampler):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 import specverify
-from specverify._tree_calling import ISOLATION_REASON
 from specverify.samplers import TREE_REFERENCES
 from specverify.zoo import TREE_MEMBERS
 
@@ -32,16 +31,16 @@ def test_tree_reference_conformant_at_quick(algorithm: str) -> None:
     for c in passed:
         if c.p_value is not None:  # every statistical result states its level, power and reach
             assert c.alpha is not None and c.alpha > 0 and c.samples and c.reach is not None
-    assert result.run["isolation"] == {**result.run["isolation"], "mode": "in-process", "reason": ISOLATION_REASON}
+    assert result.run["isolation"] == {**result.run["isolation"], "mode": "process", "reason": None, "worker_starts": 1}
     assert result.run["contract"] == "tree" and result.run["sampler"]["algorithm"] == algorithm
 
 
-def test_a_tree_spec_is_found_through_the_worker_and_run_in_process() -> None:
+def test_a_tree_spec_runs_in_the_worker() -> None:
     result = specverify.check("specverify.samplers:tree_reference", budget="quick", seed=0, select=["trees.support*"])
     assert [c.id for c in result.checks] == ["trees.support[zero-coins]"]
     assert result.checks[0].status == "pass"
     assert result.verdict == "inconclusive"  # a subset never passes
-    assert result.run["isolation"]["mode"] == "in-process" and "trees.output[shapes]" in result.run["left_out"]
+    assert result.run["isolation"]["mode"] == "process" and "trees.output[shapes]" in result.run["left_out"]
 
 
 def test_every_tree_member_has_its_catching_check() -> None:
@@ -72,3 +71,12 @@ def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> N
     assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
     # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
     assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
+
+
+
+def test_the_generated_tree_search_shrinks_a_failure_to_the_smallest_tree() -> None:
+    member = TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"]
+    [result] = specverify.check(member, budget="quick", seed=0, select=["trees.output[[]generated]"]).checks
+    assert result.status == "fail" and result.finding == "support" and result.evidence["violation"] == "zero-target"
+    case = result.evidence["tree_case"]  # a root and one child of target probability 0, accepted on a coin of 0
+    assert case["parents"] == [-1, 0] and case["path"] == [0, 1] and case["breaks_at"] == 1

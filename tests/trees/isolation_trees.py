@@ -1,0 +1,46 @@
+"""Tree samplers that misbehave on the first check's batches (64 rows: ``trees.output[shapes]``),
+for tests/trees/test_tree_isolation.py.
+
+On any other batch each is the reference (SpecInfer), so the next check, in a fresh worker, passes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from specverify._tree_calling import tree_sampler
+from specverify.samplers import tree_reference
+
+FIRST = 64  # trees.output[shapes] calls on 64 rows; trees.support[zero-coins] on 512
+
+
+def _misbehaving(act, name):
+    @tree_sampler(algorithm="specinfer", name=name, uniforms=True)
+    def sampler(tree, generator=None, *, uniforms=None):
+        if tree.batch == FIRST:
+            act(tree)
+        return tree_reference(tree, generator, uniforms=uniforms)
+
+    return sampler
+
+
+def _segfault(tree):
+    print("about to fault", flush=True)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _raise(tree):
+    raise IndexError("index 9 is out of bounds")
+
+
+def _write(tree):
+    tree.target_probs[:, 0, 0] += 1.0  # an in-place write to an input
+
+
+segfaults = _misbehaving(_segfault, "segfaults")
+exits = _misbehaving(lambda tree: os._exit(3), "exits")
+raises = _misbehaving(_raise, "raises")
+hangs = _misbehaving(lambda tree: time.sleep(600), "hangs")
+writes_inputs = _misbehaving(_write, "writes-inputs")
