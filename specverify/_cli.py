@@ -53,40 +53,17 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("spec", metavar="SPEC", help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)")
-    check.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
-    check.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
-    check.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
-    check.add_argument(
-        "--budget",
-        choices=list(BUDGETS),
-        default="standard",
-        help="how small a deviation to detect: "
-        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
-        + " (default standard)",
-    )
-    check.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
-    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
-    check.add_argument(
-        "--only",
-        action="append",
-        metavar="PATTERN",
-        help="run only checks whose id or family matches (repeatable; globs, with [ ] literal: 'fit.*', 'fit.conditional[*]'); "
-        "a subset can fail a sampler but not pass it",
-    )
-    check.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
+    _add_run_options(
+        check,
+        what="sampler",
+        spec_help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)",
+        only_example="'fit.*', 'fit.conditional[*]'",
+        timeout_help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
         "later ones a limit scaled to the sampler's measured speed; 5 s plus that once a call has hung)",
-    )
-    check.add_argument(
-        "--in-process",
-        action="store_true",
-        help="call the sampler in the harness's own process and thread, for debugging with pdb: "
+        in_process_help="call the sampler in the harness's own process and thread, for debugging with pdb: "
         "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
     )
+    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -102,23 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    loop.add_argument("spec", metavar="SPEC", help="the loop as 'package.module:attribute'")
-    loop.add_argument("--json", metavar="PATH", help="write the result as JSON")
-    loop.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
-    loop.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    loop.add_argument("--budget", choices=list(BUDGETS), default="standard", help="as for 'check' (default standard)")
-    loop.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
-    loop.add_argument("--only", action="append", metavar="PATTERN", help="run only matching check ids (a subset never passes)")
-    loop.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
-    )
-    loop.add_argument(
-        "--in-process",
-        action="store_true",
-        help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness",
+    _add_run_options(
+        loop,
+        what="loop",
+        spec_help="the loop as 'package.module:attribute' (a loop or a zero-argument factory)",
+        only_example="'loop.law[*]', 'loop.law[top-k]'",
+        timeout_help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
+        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness "
+        "(default: a supervised process of its own)",
     )
     loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -158,6 +126,34 @@ def _parser() -> argparse.ArgumentParser:
         description="List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine.",
     )
     return parser
+
+
+def _add_run_options(
+    parser: argparse.ArgumentParser, *, what: str, spec_help: str, only_example: str, timeout_help: str, in_process_help: str
+) -> None:
+    """The options 'check' and 'loop' share: what to run, its budget and seed, where to write, how to isolate."""
+    parser.add_argument("spec", metavar="SPEC", help=spec_help)
+    parser.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
+    parser.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
+    parser.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
+    parser.add_argument(
+        "--budget",
+        choices=list(BUDGETS),
+        default="standard",
+        help="how small a deviation to detect: "
+        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
+        + " (default standard)",
+    )
+    parser.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help=f"run only checks whose id or family matches (repeatable; globs, with [ ] literal: {only_example}); "
+        f"a subset can fail a {what} but not pass it",
+    )
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=timeout_help)
+    parser.add_argument("--in-process", action="store_true", help=in_process_help)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

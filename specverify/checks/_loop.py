@@ -320,7 +320,7 @@ def check_loop(
     from .._runner import Interrupted, write_json
 
     spent = get_budget(budget) if isinstance(budget, str) else budget
-    checks = [c for c in loop_battery() if not select or any(fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
+    checks = [c for c in loop_battery() if not select or any(p == c.family or fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
     if not checks:
         raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
     under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
