@@ -7,19 +7,12 @@ Events and exit codes only, never durations.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_isolation import _alive
+from test_isolation import interrupt
 
 from specverify._cli import main
-
-TESTS = Path(__file__).parent
 
 
 def run(spec: str, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
@@ -89,28 +82,6 @@ def test_the_worker_gives_the_loop_the_same_numbers_as_this_process():
 
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_exits_130_with_json_and_html_and_the_loops_worker_ended(presses, tmp_path):
-    out, html, pid_file = tmp_path / "run.json", tmp_path / "run.html", tmp_path / "worker.pid"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]), ISOLATION_PID_FILE=str(pid_file))
-    command = [sys.executable, "-m", "specverify", "loop", "isolation_loops:slow", "--budget", "quick", "--json", str(out), "--report", str(html)]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not out.exists() and proc.poll() is None:  # the first check (loop.output) has finished
-            time.sleep(0.05)
-        assert proc.poll() is None, proc.communicate()
-        for _ in range(presses):
-            proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    data = json.loads(out.read_text())
+    _, _, data, _ = interrupt(["loop", "isolation_loops:slow", "--budget", "quick"], tmp_path, presses)
     assert data["finished"] is False and [c["id"] for c in data["checks"]] == ["loop.output"]
     assert data["checks"][0]["status"] == "pass" and data["verdict"] != "conformant"
-    if presses == 1:
-        assert "<html" in html.read_text()[:2000].lower() and "interrupted" in err
-    pid = int(pid_file.read_text())
-    for _ in range(200):
-        if not _alive(pid):
-            break
-        time.sleep(0.05)
-    assert not _alive(pid)
