@@ -1,12 +1,13 @@
 """Regenerate the example reports in ``reports/``: run each sampler, keep its JSON, render the pages.
 
-    python scripts/regenerate_reports.py                  # the samplers in SPECS below
+    python scripts/regenerate_reports.py                  # the samplers in SPECS and the loops in LOOPS below
     python scripts/regenerate_reports.py SPEC [SPEC ...]  # any samplers, by 'module:attribute'
     python scripts/regenerate_reports.py --render-only    # re-render reports/*.json (after a template change)
 
 Each run writes ``reports/<sampler>.json`` (the run result) and ``reports/<sampler>.html`` (its page);
 ``reports/index.html`` compares them all, sampler by check family.  Every run uses seed 0, so a
-regeneration on the same software gives the same verdicts.
+regeneration on the same software gives the same verdicts.  A loop in ``LOOPS`` runs the loop family
+on its selection of checks (transformers' batch-1 ``generate()``: about 25 min on one CPU core).
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ SPECS = [
     "specverify.zoo:ignores_generator",
 ]
 
+#: The generation loops whose reports are kept, with the loop checks each runs (a subset: its verdict
+#: is inconclusive at best; the checks' own results are the finding).
+LOOPS = {
+    "specverify.adapters.transformers_generate:loop": ["loop.output", "loop.determinism", "loop.law[top-k]"],
+}
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             result = specverify.check(sampler, budget=args.budget, seed=args.seed, spec=spec, json_path=path)
             print(f"{result.verdict:>20}  {spec}  ({time.perf_counter() - start:.0f} s) -> {path}")
+            paths.append(path)
+        for spec, select in LOOPS.items() if not args.specs else ():
+            loop = specverify.load_sampler(spec)
+            path = args.out / f"{slug(loop.name)}.json"
+            start = time.perf_counter()
+            result = specverify.check_loop(spec, budget=args.budget, seed=args.seed, select=select, spec=spec, json_path=path)
+            print(f"{result.verdict:>20}  {spec} {' '.join(select)}  ({time.perf_counter() - start:.0f} s) -> {path}")
             paths.append(path)
     if not paths:
         print(f"no run JSON in {args.out}", file=sys.stderr)

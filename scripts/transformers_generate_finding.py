@@ -1,7 +1,7 @@
 """transformers' assisted generation loop against the warped target law, at a size CI cannot afford.
 
 Run: ``python scripts/transformers_generate_finding.py [--rows N]``; writes
-``reports/transformers-generate-<version>.md`` with each setting's counts, p-value and TV estimate.
+``reports/transformers-<version>-generate-finding.md`` with each setting's counts, p-value and TV estimate.
 Each setting is a chain model over a few tokens, a prompt, two generated tokens, and one set of
 sampling parameters; the law of the generated pair is set against
 :func:`specverify._loop.generation_law` by a G-test at alpha 1e-4 (Bonferroni over the settings).
@@ -57,7 +57,7 @@ def main() -> None:
         verdict = "follows the law" if test.pvalue > alpha else "DIFFERS"
         lines.append(f"| {name} | {args.rows:,} | {test.pvalue:.3g} | {tv.estimate:.4f} [{tv.low:.4f}, {tv.high:.4f}] | {verdict} | {ms:.1f} |")
         print(lines[-1], flush=True)
-    path = pathlib.Path("reports") / f"transformers-generate-{sut.name.split()[1]}.md"
+    path = pathlib.Path("reports") / f"transformers-{sut.name.split()[1]}-generate-finding.md"
     path.write_text("\n".join(lines) + "\n")
     print(f"written: {path}")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._budgets import BUDGETS
@@ -53,40 +53,17 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("spec", metavar="SPEC", help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)")
-    check.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
-    check.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
-    check.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
-    check.add_argument(
-        "--budget",
-        choices=list(BUDGETS),
-        default="standard",
-        help="how small a deviation to detect: "
-        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
-        + " (default standard)",
-    )
-    check.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
-    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
-    check.add_argument(
-        "--only",
-        action="append",
-        metavar="PATTERN",
-        help="run only checks whose id or family matches (repeatable; globs, with [ ] literal: 'fit.*', 'fit.conditional[*]'); "
-        "a subset can fail a sampler but not pass it",
-    )
-    check.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
+    _add_run_options(
+        check,
+        what="sampler",
+        spec_help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)",
+        only_example="'fit.*', 'fit.conditional[*]'",
+        timeout_help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
         "later ones a limit scaled to the sampler's measured speed; 5 s plus that once a call has hung)",
-    )
-    check.add_argument(
-        "--in-process",
-        action="store_true",
-        help="call the sampler in the harness's own process and thread, for debugging with pdb: "
+        in_process_help="call the sampler in the harness's own process and thread, for debugging with pdb: "
         "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
     )
+    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -102,23 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    loop.add_argument("spec", metavar="SPEC", help="the loop as 'package.module:attribute'")
-    loop.add_argument("--json", metavar="PATH", help="write the result as JSON")
-    loop.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
-    loop.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    loop.add_argument("--budget", choices=list(BUDGETS), default="standard", help="as for 'check' (default standard)")
-    loop.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
-    loop.add_argument("--only", action="append", metavar="PATTERN", help="run only matching check ids (a subset never passes)")
-    loop.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
-    )
-    loop.add_argument(
-        "--in-process",
-        action="store_true",
-        help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness",
+    _add_run_options(
+        loop,
+        what="loop",
+        spec_help="the loop as 'package.module:attribute' (a loop or a zero-argument factory)",
+        only_example="'loop.law[*]', 'loop.law[top-k]'",
+        timeout_help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
+        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness "
+        "(default: a supervised process of its own)",
     )
     loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -160,6 +128,34 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_run_options(
+    parser: argparse.ArgumentParser, *, what: str, spec_help: str, only_example: str, timeout_help: str, in_process_help: str
+) -> None:
+    """The options 'check' and 'loop' share: what to run, its budget and seed, where to write, how to isolate."""
+    parser.add_argument("spec", metavar="SPEC", help=spec_help)
+    parser.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
+    parser.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
+    parser.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
+    parser.add_argument(
+        "--budget",
+        choices=list(BUDGETS),
+        default="standard",
+        help="how small a deviation to detect: "
+        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
+        + " (default standard)",
+    )
+    parser.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help=f"run only checks whose id or family matches (repeatable; globs, with [ ] literal: {only_example}); "
+        f"a subset can fail a {what} but not pass it",
+    )
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=timeout_help)
+    parser.add_argument("--in-process", action="store_true", help=in_process_help)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -185,8 +181,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    import signal
-
     from rich.console import Console
 
     from ._calling import check_device
@@ -228,6 +222,15 @@ def _check(args: argparse.Namespace) -> int:
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else _result_printer(out)
 
+    return _interruptible(lambda exit_now: _run(args, display, printer, err, out, exit_now))
+
+
+def _interruptible(body: Callable[[Callable[..., None]], int]) -> int:
+    """Run ``body(exit_now)`` with Ctrl-C raising ``KeyboardInterrupt`` once; a second press ends
+    the harness at once (``body`` installs ``exit_now`` while it writes what finished)."""
+    import signal
+    import threading
+
     def exit_now(signum: int, frame: object) -> None:
         os._exit(130)
 
@@ -235,23 +238,34 @@ def _check(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, exit_now)  # a second Ctrl-C ends the harness at once
         raise KeyboardInterrupt
 
-    import threading
-
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        return _run(args, display, printer, err, out, exit_now)
+        return body(exit_now)
     previous = signal.signal(signal.SIGINT, interrupt)
     try:
-        return _run(args, display, printer, err, out, exit_now)
+        return body(exit_now)
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
-    """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
+def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exit_now: Callable[..., None]) -> int:
+    """Ctrl-C: write the report of what finished (the JSON is already written), say where it is; 130."""
     import signal
 
+    from ._runner import Interrupted
+
+    signal.signal(signal.SIGINT, exit_now)
+    result = exc.result if isinstance(exc, Interrupted) else None
+    if result is not None and args.report:
+        _write_report(result, args.report, err)
+    kept = [f"{what} {path}" for path, what in ((args.json, "JSON"), (args.report, "report")) if path and result is not None]
+    err.print("specverify: interrupted; " + (f"what finished is in {', '.join(kept)}" if kept else "no --json or --report given"))
+    return 130
+
+
+def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
+    """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
     from ._contract import SamplerSpecError
-    from ._runner import Interrupted, check, load_failure
+    from ._runner import check, load_failure
 
     def fail(message: str) -> int:
         err.print(f"specverify: error: {message}", markup=False, highlight=False)
@@ -276,13 +290,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 on_wait=display.waiting,
             )
     except KeyboardInterrupt as exc:
-        signal.signal(signal.SIGINT, exit_now)
-        result = exc.result if isinstance(exc, Interrupted) else None
-        if result is not None and args.report:
-            _write_report(result, args.report, err)
-        kept = [f"{what} {path}" for path, what in ((args.json, "JSON"), (args.report, "report")) if path and result is not None]
-        err.print("specverify: interrupted; " + (f"what finished is in {', '.join(kept)}" if kept else "no --json or --report given"))
-        return 130
+        return _interrupted(exc, args, err, exit_now)
     except SamplerSpecError as exc:  # the sampler could not be imported or built
         failure = load_failure(args.spec, str(exc), args.budget, args.seed)
         if args.json:
@@ -340,34 +348,32 @@ def _loop(args: argparse.Namespace) -> int:
     """``specverify loop``: the loop family, the loop in a supervised process (or, asked, in this one)."""
     from rich.console import Console
 
-    from ._contract import SamplerSpecError
-    from ._runner import write_json
-    from .checks._loop import check_loop
-
     err, out = Console(stderr=True, soft_wrap=True), Console(soft_wrap=True)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    problem = "--alpha must lie in (0, 1)" if args.alpha is not None and not 0 < args.alpha < 1 else None
-    if args.timeout is not None and not args.timeout > 0:
-        problem = "--timeout must be > 0"
-    if problem is None:
-        try:
-            result = check_loop(
-                args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
-                isolation="in-process" if args.in_process else "process", timeout=args.timeout,
-            )
-        except (SamplerSpecError, ValueError) as exc:  # not loadable, not a loop, or a selection that matches nothing
-            problem = str(exc)
+    problem = _validate(args)
     if problem is not None:
         err.print(f"specverify: error: {problem}", markup=False, highlight=False)
         return 2
-    result.run["spec"] = args.spec
-    if not args.quiet:
-        printer = _result_printer(out)
-        for check in result.checks:
-            printer(check)
-    if args.json:
-        write_json(result, args.json)
+    return _interruptible(lambda exit_now: _run_loop(args, err, out, exit_now))
+
+
+def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
+    """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
+    from ._contract import SamplerSpecError
+    from .checks._loop import check_loop
+
+    try:
+        result = check_loop(
+            args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
+            isolation="in-process" if args.in_process else "process", timeout=args.timeout,
+            on_result=None if args.quiet else _result_printer(out), json_path=args.json, spec=args.spec,
+        )
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, args, err, exit_now)
+    except (SamplerSpecError, ValueError) as exc:  # not loadable, not a loop, or a selection that matches nothing
+        err.print(f"specverify: error: {exc}", markup=False, highlight=False)
+        return 2
     if args.report and not _write_report(result, args.report, err):
         return 2
     _print_verdict(out, result, args)

@@ -40,3 +40,19 @@ segfaults = _misbehaving(_segfault, "segfaults")
 exits = _misbehaving(lambda: sys.exit(3), "exits")
 raises = _misbehaving(_raise, "raises")
 hangs = _misbehaving(lambda: time.sleep(3600), "hangs")
+
+
+@specverify.loop(parameters=loop_reference.parameters, name="slow")
+def slow(target, draft, prompt, num_tokens, params, generator):
+    """The reference loop, but slow after the first check: each later call sleeps in its model calls.
+
+    Writes its process id to ``$ISOLATION_PID_FILE`` (for the Ctrl-C test to see it ended)."""
+    pid_file = os.environ.get("ISOLATION_PID_FILE")
+    if pid_file and not os.path.exists(pid_file):
+        with open(pid_file, "w") as handle:
+            handle.write(str(os.getpid()))
+    if num_tokens != FIRST:
+        for _ in range(600):  # a model call every 0.1 s: never a hang, long past the test's Ctrl-C
+            target(prompt[:1])
+            time.sleep(0.1)
+    return loop_reference(target, draft, prompt, num_tokens, params, generator)

@@ -85,3 +85,10 @@ def test_loop_members_join_the_kill_matrix_in_a_loop_column():
     assert row.meets and row.caught_by["loop"] >= 1 and row.first_failure.startswith("loop.")
     header = render_markdown([row], "quick").splitlines()[0]  # caught by exact checks; the small laws only cost less
     assert header.split(" | ")[-5] == "loop"
+
+
+def test_the_family_name_selects_every_check_and_on_result_sees_skips_too():
+    seen = []
+    result = check_loop(_Broken(RuntimeError("no")), budget="quick", select=["loop"], on_result=seen.append)
+    assert [c.id for c in result.checks] == [c.id for c in loop_battery()] and result.run["left_out"] == []
+    assert seen == result.checks and {c.status for c in result.checks} == {"fail", "skip"}

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_isolation import interrupt
 
 from specverify._cli import main
 
@@ -77,3 +78,10 @@ def test_the_worker_gives_the_loop_the_same_numbers_as_this_process():
     runs = [check_loop("specverify.samplers:loop_reference", budget=budget, seed=5, select=["loop.law[top-k]", "loop.seeds"], isolation=mode) for mode in ("process", "in-process")]
     assert [r.run["isolation"]["mode"] for r in runs] == ["process", "in-process"]
     assert [(c.id, c.status, c.p_value, c.samples) for c in runs[0].checks] == [(c.id, c.status, c.p_value, c.samples) for c in runs[1].checks]
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_exits_130_with_json_and_html_and_the_loops_worker_ended(presses, tmp_path):
+    _, _, data, _ = interrupt(["loop", "isolation_loops:slow", "--budget", "quick"], tmp_path, presses)
+    assert data["finished"] is False and [c["id"] for c in data["checks"]] == ["loop.output"]
+    assert data["checks"][0]["status"] == "pass" and data["verdict"] != "conformant"

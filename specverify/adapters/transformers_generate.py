@@ -71,6 +71,7 @@ def _model_classes(transformers: Any) -> tuple[type, type]:
 class TransformersGenerateLoop:
     """``model.generate(prompt, assistant_model=assistant, ...)`` behind the loop contract."""
 
+    contract = "loop"  # what @specverify.loop declares: ``specverify loop`` takes it for a loop
     parameters = ("temperature", "top_k", "top_p", "min_p")
 
     def __init__(self, transformers: Any, *, num_assistant_tokens: int = 3) -> None:

@@ -21,6 +21,7 @@ from the run seed alone (no search): chain models over a few tokens, heterogeneo
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -292,6 +293,8 @@ def check_loop(
     isolation: str = "auto",
     timeout: float | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    json_path: str | os.PathLike[str] | None = None,
+    spec: str | None = None,
 ) -> Any:
     """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
 
@@ -302,44 +305,59 @@ def check_loop(
     ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
     default a loop importable by name runs in a supervised process of its own, so a crash, exit or
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
-    ``on_result`` is called with each result as it finishes.
+    ``on_result`` is called with each result as it finishes; ``json_path`` is written after every
+    check, so a crash or Ctrl-C keeps what finished; ``spec`` is recorded as ``run["spec"]``.
 
     Raises:
         SamplerSpecError: the loop cannot be loaded or is not declared a loop.
+        Interrupted: Ctrl-C; the loop's process is ended, ``result`` (and the JSON) hold what
+            finished, marked unfinished.
     """
     import fnmatch
 
     from .._budgets import get_budget
     from .._result import RunResult
+    from .._runner import Interrupted, write_json
 
     spent = get_budget(budget) if isinstance(budget, str) else budget
-    checks = [c for c in loop_battery() if not select or any(fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
+    checks = [c for c in loop_battery() if not select or any(p == c.family or fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
     if not checks:
         raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
     under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
-    try:
-        reasons = {c.id: c.skip_reason(under_test) for c in checks}
-        decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
-        share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
-        results = []
-        for item in checks:
-            if reasons[item.id] is not None:
-                results.append(item._result("skip", message=reasons[item.id]))
-                continue
-            ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
-            results.append(item.run(ctx))
-            if on_result:
-                on_result(results[-1])
-    except BaseException:  # Ctrl-C mid-call included: the worker is ended, not kept
-        under_test.kill()
-        raise
-    under_test.close()
-    name = under_test.name
     reach = (
         "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
         f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
     )
-    info = {"sampler": {"name": name, "parameters": list(under_test.parameters)}, "contract": "loop", "reach": reach, "seed": seed, "isolation": under_test.info(),
+    info = {"sampler": {"name": under_test.name, "parameters": list(under_test.parameters)}, "contract": "loop", "reach": reach, "seed": seed, "isolation": under_test.info(),
             "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks),
             "left_out": [c.id for c in loop_battery() if c.id not in {k.id for k in checks}], "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
-    return RunResult(run=info, checks=results, finished=True)
+    if spec is not None:
+        info["spec"] = spec
+    result = RunResult(run=info, checks=[], finished=False)
+    try:
+        reasons = {c.id: c.skip_reason(under_test) for c in checks}
+        decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
+        share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
+        for item in checks:
+            if reasons[item.id] is not None:
+                result.checks.append(item._result("skip", message=reasons[item.id]))
+            else:
+                ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
+                result.checks.append(item.run(ctx))
+            if on_result:
+                on_result(result.checks[-1])
+            info["isolation"] = under_test.info()
+            if json_path is not None:
+                write_json(result, json_path)
+    except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
+        under_test.kill()
+        raise Interrupted(result) from None
+    except BaseException:
+        under_test.kill()
+        raise
+    under_test.close()
+    result.finished = True
+    info["isolation"] = under_test.info()
+    if json_path is not None:
+        write_json(result, json_path)
+    return result

@@ -47,3 +47,10 @@ def test_sampled_generation_follows_the_warped_target_law():
     law = generation_law(target, torch.tensor([1]), length, params.select(slice(0, 1))).numpy()
     assert counts[law == 0].sum() == 0  # never a token the warps cut
     assert gof_test(counts, law, alpha=1e-6).pvalue > 1e-6
+
+
+def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
+    from specverify._loop_calling import LoopUnderTest
+
+    under_test = LoopUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process")
+    assert under_test.contract == "loop" and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
