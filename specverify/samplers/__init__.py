@@ -6,6 +6,7 @@
 * ``loop_reference``: a whole speculative generation loop (``specverify.check_loop``).
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
+* ``tree_triton``: the target-only tree verifier as one Triton kernel (tree contract), lazy like ``triton``.
 * ``tree_reference`` (SpecInfer), ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
   (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
   (``specverify._tree``); imported on first use.
@@ -27,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from ._triton import triton_sampler
 
         return triton_sampler
+    if name == "tree_triton":
+        from ._tree_triton import tree_triton
+
+        return tree_triton
     if name in _TREE_NAMES:
         from . import _tree_reference
 
