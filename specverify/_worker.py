@@ -280,7 +280,7 @@ class SamplerProcess:
             self._arena.unlink()
             self._arena = None
         self._slots.clear()
-        self._send(("load", {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": torch.get_num_threads(), "page_watch": self.page_watch}))
+        self._send(("load", {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": _HARNESS_THREADS.theirs(), "page_watch": self.page_watch}))
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
         except WorkerDied as died:
@@ -329,6 +329,9 @@ class SamplerProcess:
         """Keep a live process for the next sampler this harness loads (one torch import per
         harness, not per run); a process that died or was killed is not kept."""
         self._slots.clear()  # the run's tensors are not held beyond it
+        if getattr(self, "_acquired", False):
+            self._acquired = False
+            _HARNESS_THREADS.leave()
         if self.alive() and getattr(self, "_owner", None) == os.getpid():
             _IDLE.setdefault(_pool_key(self.device_hint), []).append(self)
         else:
@@ -343,9 +346,15 @@ class SamplerProcess:
             if process.alive() and getattr(process, "_owner", None) == os.getpid():
                 process.source = source
                 process.page_watch = True
-                return process
+                return process._enter()
             process.kill()
-        return cls(source, device)
+        return cls(source, device)._enter()
+
+    def _enter(self) -> SamplerProcess:
+        if not getattr(self, "_acquired", False):
+            self._acquired = True
+            _HARNESS_THREADS.enter()
+        return self
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -602,6 +611,39 @@ class SamplerProcess:
 
 _LIVE: set[SamplerProcess] = set()
 _IDLE: dict[tuple[Any, ...], list[SamplerProcess]] = {}
+
+
+class _HarnessThreads:
+    """The harness computes on one thread while a sampler's process is in use.
+
+    libgomp's idle threads spin-wait after each parallel region: the harness's would spin on the
+    cores the sampler's process computes on, and the sampler's on the harness's (measured here:
+    see benchmarks/results/isolation.md). The harness's work between calls is bookkeeping; the
+    sampler's process gets the thread count the harness had, and the harness gets it back after.
+    """
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.saved: int | None = None
+
+    def enter(self) -> None:
+        if self.users == 0:
+            self.saved = torch.get_num_threads()
+            torch.set_num_threads(1)
+        self.users += 1
+
+    def leave(self) -> None:
+        self.users = max(0, self.users - 1)
+        if self.users == 0 and self.saved is not None:
+            torch.set_num_threads(self.saved)
+            self.saved = None
+
+    def theirs(self) -> int:
+        """The thread count the sampler's process gets: the harness's own before it gave them up."""
+        return self.saved if self.saved is not None else torch.get_num_threads()
+
+
+_HARNESS_THREADS = _HarnessThreads()
 
 
 def _state_of(generator: torch.Generator) -> bytes:

@@ -103,3 +103,9 @@ def unbatched_int32(t, d, y, g):
         raise AssertionError(f"an unbatched sampler was given {y.shape[0]} rows")
     tokens, n = specverify.reference(t, d, y, g)
     return tokens.int(), n  # int32: a contract violation
+
+
+def tells_its_threads(t, d, y, g):
+    import torch
+
+    raise RuntimeError(f"threads={torch.get_num_threads()}")

@@ -204,3 +204,19 @@ def test_nan_in_an_input_is_not_a_write():
     a = torch.tensor([0.5, float("nan"), 0.5])
     assert unchanged(a.clone(), a)
     assert not unchanged(torch.tensor([0.5, float("nan"), 0.25]), a)
+
+
+def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_threads():
+    """libgomp's idle threads spin-wait: while a sampler's process is in use the harness keeps one
+    thread, the sampler's process gets the harness's count, and the harness gets it back after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sut = SamplerUnderTest("isolation_samplers:tells_its_threads", isolation="process")
+        assert torch.get_num_threads() == 1
+        with pytest.raises(SamplerFault, match="threads=2"):
+            sut.step(torch.full((1, 2, 2), 0.5, dtype=torch.float64), torch.full((1, 1, 2), 0.5, dtype=torch.float64), torch.zeros((1, 1), dtype=torch.int64))
+        sut.close()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
