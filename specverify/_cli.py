@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._budgets import BUDGETS
+from ._vocabulary import Status, Verdict
 
 __all__ = ["main"]
 
@@ -409,15 +410,8 @@ def _zoo(args: argparse.Namespace) -> int:
     return 1 if any(r.false_alarm for r in rows) or due_missed else 0
 
 
-_STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "dim", "inconclusive": "yellow", "error": "bold magenta"}
-_VERDICT_STYLE = {
-    "conformant": "bold green",
-    "lossless-suboptimal": "bold yellow",
-    "lossy": "bold red",
-    "non-conformant": "bold red",
-    "inconclusive": "bold yellow",
-    "error": "bold magenta",
-}
+_STATUS_STYLE = {s.value: s.style for s in Status}
+_VERDICT_STYLE = {v.value: v.style for v in Verdict}
 
 
 def _result_printer(console):

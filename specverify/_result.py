@@ -36,21 +36,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._reach import Reach
+from ._vocabulary import Finding, Status, Verdict
 
 __all__ = ["CheckResult", "EXIT_CODES", "Judgement", "RunResult", "SCHEMA_VERSION", "judge", "left_out", "summarise", "verdict"]
 
 SCHEMA_VERSION = 1
-STATUSES = ("pass", "fail", "skip", "inconclusive", "error")
-FINDINGS = ("contract", "support", "renormalisation", "loss", "non-canonical", "suboptimal")
-VERDICTS = ("conformant", "lossless-suboptimal", "lossy", "non-conformant", "inconclusive", "error")
-EXIT_CODES = {
-    "conformant": 0,
-    "lossless-suboptimal": 0,
-    "lossy": 1,
-    "non-conformant": 1,
-    "error": 2,
-    "inconclusive": 3,
-}
+STATUSES = tuple(s.value for s in Status)
+FINDINGS = tuple(f.value for f in Finding)  # the most severe first
+VERDICTS = tuple(v.value for v in Verdict)
+EXIT_CODES = {v.value: v.exit_code for v in Verdict}
 
 
 @dataclasses.dataclass

@@ -236,6 +236,7 @@ class TreeSamplerUnderTest:
         return output, changed
 
     def _direct_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
+        assert self.sampler is not None  # in-process: the sampler is held here
         kwargs = {} if uniforms is None else {"uniforms": uniforms}
         kept = [tree.parents.clone(), tree.tokens.clone(), tree.target_probs.clone()]
         if not self.timed:  # the caller's thread: breakpoint() works, nothing is timed out

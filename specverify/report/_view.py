@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from .._families import FAMILIES
 from .._result import FINDINGS
+from .._vocabulary import Finding, Status, Verdict
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg
@@ -25,26 +26,12 @@ from ._tree_svg import tree_case_svg
 __all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
 
 #: Worst first: the order sections and matrix cells rank statuses in.
-STATUSES = ("fail", "error", "inconclusive", "skip", "pass")
+STATUSES = tuple(s.value for s in sorted(Status, key=lambda s: s.severity))  # the most severe first
 #: The matrix row of checks that run on no particular case (``case`` is ``None``).
 NO_CASE = "(any case)"
 
-VERDICT_TEXT = {
-    "conformant": "Lossless and optimal: no check found a deviation from the canonical algorithm.",
-    "lossless-suboptimal": "Lossless, but it accepts fewer drafts than the canonical algorithm.",
-    "lossy": "Not lossless: the tokens it emits do not follow the target model's distribution.",
-    "non-conformant": "Not lossless: it broke the sampler contract or emitted a token the target gives probability 0.",
-    "inconclusive": "Undecided: the evidence does not settle it (a check short of its promised power, a subset of the battery, or no target-law test where the sampler differs).",
-    "error": "Undecided: the harness could not run every check (see the errors below).",
-}
-FINDING_TEXT = {
-    "contract": "broke the sampler contract",
-    "support": "emitted a token of target probability 0",
-    "loss": "emitted tokens do not follow the target's law",
-    "non-canonical": "law given the drafts differs from the canonical algorithm's",
-    "suboptimal": "accepts fewer drafts than the canonical algorithm",
-    "renormalisation": "does not renormalise its inputs, though it declares unnormalised=True",
-}
+VERDICT_TEXT = {v.value: v.text for v in Verdict}
+FINDING_TEXT = {f.value: f.text for f in Finding}
 #: Evidence shown in its own place on a check; every other field goes to the generic list.
 _PLACED = {
     "tv", "where", "minimal_example", "model", "repro", "observed", "expected", "outcome_labels",
