@@ -86,8 +86,12 @@ def test_interrupt_keeps_json_written_so_far(tmp_path):
         return specverify.reference(t, d, y, g)
 
     out = tmp_path / "partial.json"
-    with pytest.raises(KeyboardInterrupt):
-        specverify.check(interrupts, budget="quick", select=["contract"], json_path=out)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own Ctrl-C, whatever ran before here
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            specverify.check(interrupts, budget="quick", select=["contract"], json_path=out)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     data = json.loads(out.read_text())
     assert data["finished"] is False
     assert data["verdict"] == "inconclusive"
