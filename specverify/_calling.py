@@ -156,7 +156,68 @@ class CallLimit:
             self.per_element = max(self.per_element, (seconds - self.fixed) / elements)
 
 
-class SamplerUnderTest:
+class Supervised:
+    """What a sampler under test (chain or tree) shares: its call limit, its process (or none, in
+    process) and the evidence a fault keeps (the sampler's traceback and last output)."""
+
+    limit: CallLimit
+    last_fault: SamplerFault | None
+    device: torch.device
+    _process: SamplerProcess | None
+
+    @property
+    def timeout(self) -> float | None:
+        return self.limit.timeout
+
+    @property
+    def on_wait(self) -> Callable[[float, float], None] | None:
+        """Called with (seconds waited, limit) while a call is slow (isolated only)."""
+        return self._process.on_wait if self._process is not None else None
+
+    @on_wait.setter
+    def on_wait(self, callback: Callable[[float, float], None] | None) -> None:
+        if self._process is not None:
+            self._process.on_wait = callback
+
+    def _load(self) -> dict[str, Any]:
+        assert self._process is not None
+        try:
+            return self._process.start()
+        except WorkerLoadError as exc:
+            raise SamplerSpecError(str(exc)) from None
+
+    def close(self) -> None:
+        """End the sampler's process (or keep it, idle, for the next run of this harness)."""
+        if self._process is not None:
+            self._process.release()
+
+    def kill(self) -> None:
+        """End the sampler's process now (Ctrl-C)."""
+        if self._process is not None:
+            self._process.kill()
+
+    def generator(self, seed: int) -> torch.Generator:
+        """A generator on the sampler's device, seeded."""
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
+        self.last_fault = SamplerFault(violation, details)
+        return self.last_fault
+
+    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
+        return process_evidence(self._process, trace)
+
+
+def process_evidence(process: SamplerProcess | None, trace: str | None = None) -> dict[str, Any]:
+    """What a fault keeps to debug it: the traceback, and the last 16 KiB the sampler printed."""
+    evidence: dict[str, Any] = {"traceback": trace} if trace else {}
+    output = process.output() if process is not None else ""
+    if output:
+        evidence["sampler_output"] = output[-16_384:]
+    return evidence
+
+
+class SamplerUnderTest(Supervised):
     """A sampler with its capabilities, called safely.
 
     Args:
@@ -226,44 +287,9 @@ class SamplerUnderTest:
         self.dtype = self.capabilities.dtypes[0]
 
     @property
-    def timeout(self) -> float | None:
-        return self.limit.timeout
-
-    @property
     def worker_starts(self) -> int:
         """How many processes the sampler was loaded into (1 + restarts after a crash or hang)."""
         return self._loads
-
-    @property
-    def on_wait(self) -> Callable[[float, float], None] | None:
-        """Called with (seconds waited, limit) while a call is slow (isolated only)."""
-        return self._process.on_wait if self._process is not None else None
-
-    @on_wait.setter
-    def on_wait(self, callback: Callable[[float, float], None] | None) -> None:
-        if self._process is not None:
-            self._process.on_wait = callback
-
-    def _load(self) -> dict[str, Any]:
-        assert self._process is not None
-        try:
-            return self._process.start()
-        except WorkerLoadError as exc:
-            raise SamplerSpecError(str(exc)) from None
-
-    def close(self) -> None:
-        """End the sampler's process (or keep it, idle, for the next run of this harness)."""
-        if self._process is not None:
-            self._process.release()
-
-    def kill(self) -> None:
-        """End the sampler's process now (Ctrl-C)."""
-        if self._process is not None:
-            self._process.kill()
-
-    def generator(self, seed: int) -> torch.Generator:
-        """A generator on the sampler's device, seeded."""
-        return torch.Generator(device=self.device).manual_seed(seed)
 
     def step(
         self,
@@ -324,10 +350,6 @@ class SamplerUnderTest:
         if len(outputs) == 1:
             return outputs[0][0].to("cpu"), outputs[0][1].to("cpu")
         return torch.cat([o[0] for o in outputs]).to("cpu"), torch.cat([o[1] for o in outputs]).to("cpu")
-
-    def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
-        self.last_fault = SamplerFault(violation, details)
-        return self.last_fault
 
     def _calls(
         self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool
@@ -426,16 +448,6 @@ class SamplerUnderTest:
                 self._evidence(),
             ) from None
         return outputs, seconds, [t for t in staged[:3] if t is not None], changed
-
-    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
-        evidence: dict[str, Any] = {}
-        if trace:
-            evidence["traceback"] = trace
-        output = self._process.output() if self._process is not None else ""
-        if output:
-            evidence["sampler_output"] = output[-16_384:]
-        return evidence
-
 
 class _Staging:
     """In-process: the copies the sampler is given, kept while the harness passes the same tensors.

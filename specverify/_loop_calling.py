@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._calling import importable_source
+from ._calling import importable_source, process_evidence
 from ._contract import SamplerSpecError, load_sampler
 from ._loop import MarkovLM
 from ._warp import SamplingParams
@@ -129,11 +129,7 @@ class LoopUnderTest:
         return output
 
     def _evidence(self, trace: str | None = None) -> dict[str, Any]:
-        evidence: dict[str, Any] = {"traceback": trace} if trace else {}
-        output = self._process.output() if self._process is not None else ""
-        if output:
-            evidence["sampler_output"] = output[-16_384:]
-        return evidence
+        return process_evidence(self._process, trace)
 
     def info(self) -> dict[str, Any]:
         """What ``run["isolation"]`` records."""

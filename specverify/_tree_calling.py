@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ._calling import CallLimit, SamplerFault, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._calling import CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, audit_tree_output
@@ -70,7 +70,7 @@ def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:
     return TreeBatch(tree.parents[rows], tree.tokens[rows], tree.target_probs[rows], draft)
 
 
-class TreeSamplerUnderTest:
+class TreeSamplerUnderTest(Supervised):
     """A tree sampler with its capabilities, called safely.
 
     Args:
@@ -132,40 +132,6 @@ class TreeSamplerUnderTest:
             self.algorithm = getattr(self.sampler, "algorithm", None)
             self.device = torch.device(self.capabilities.device or device or "cpu")
         self.dtype = self.capabilities.dtypes[0]
-
-    @property
-    def timeout(self) -> float | None:
-        return self.limit.timeout
-
-    @property
-    def on_wait(self) -> Callable[[float, float], None] | None:
-        """Called with (seconds waited, limit) while a call is slow (isolated only)."""
-        return self._process.on_wait if self._process is not None else None
-
-    @on_wait.setter
-    def on_wait(self, callback: Callable[[float, float], None] | None) -> None:
-        if self._process is not None:
-            self._process.on_wait = callback
-
-    def _load(self) -> dict[str, Any]:
-        assert self._process is not None
-        try:
-            return self._process.start()
-        except WorkerLoadError as exc:
-            raise SamplerSpecError(str(exc)) from None
-
-    def close(self) -> None:
-        """Keep the worker for the next run of this harness (or end it if it died)."""
-        if self._process is not None:
-            self._process.release()
-
-    def kill(self) -> None:
-        """End the worker now (Ctrl-C); in-process, a hung call's thread is abandoned."""
-        if self._process is not None:
-            self._process.kill()
-
-    def generator(self, seed: int) -> torch.Generator:
-        return torch.Generator(device=self.device).manual_seed(seed)
 
     def passed(self, tree: TreeBatch) -> TreeBatch:
         """The tree with its laws rounded as the sampler receives them (exact laws are computed from it)."""
@@ -293,16 +259,6 @@ class TreeSamplerUnderTest:
             raise self._fault(Violation("crashed", f"the sampler's process died in call {self.calls + 1} ({where}): {exc.how}"), self._evidence()) from None
         return output, seconds, changed
 
-    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
-        evidence: dict[str, Any] = {"traceback": trace} if trace else {}
-        output = self._process.output() if self._process is not None else ""
-        if output:
-            evidence["sampler_output"] = output[-16_384:]
-        return evidence
-
-    def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
-        self.last_fault = SamplerFault(violation, details)
-        return self.last_fault
 
 
 def _shown(output: Any) -> str:
