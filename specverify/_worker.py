@@ -267,6 +267,7 @@ class SamplerProcess:
         self.info: dict[str, Any] = {}
         self._slots: dict[int, _Slot] = {}
         self._generation = 0
+        self._acquired = False  # a run holds it: the harness computes on one thread meanwhile
         #: Called with (seconds waited on the current call, its limit) while a call is slow.
         self.on_wait: Any = None
 
@@ -329,7 +330,7 @@ class SamplerProcess:
         """Keep a live process for the next sampler this harness loads (one torch import per
         harness, not per run); a process that died or was killed is not kept."""
         self._slots.clear()  # the run's tensors are not held beyond it
-        if getattr(self, "_acquired", False):
+        if self._acquired:
             self._acquired = False
             _HARNESS_THREADS.leave()
         if self.alive() and getattr(self, "_owner", None) == os.getpid():
@@ -351,7 +352,7 @@ class SamplerProcess:
         return cls(source, device)._enter()
 
     def _enter(self) -> SamplerProcess:
-        if not getattr(self, "_acquired", False):
+        if not self._acquired:
             self._acquired = True
             _HARNESS_THREADS.enter()
         return self
@@ -617,8 +618,8 @@ class _HarnessThreads:
     """The harness computes on one thread while a sampler's process is in use.
 
     libgomp's idle threads spin-wait after each parallel region: the harness's would spin on the
-    cores the sampler's process computes on, and the sampler's on the harness's (measured here:
-    see benchmarks/results/isolation.md). The harness's work between calls is bookkeeping; the
+    cores the sampler's process computes on, and the sampler's on the harness's (measured: the
+    README's benchmarks, "The sampler's own process"). The harness's work between calls is bookkeeping; the
     sampler's process gets the thread count the harness had, and the harness gets it back after.
     """
 
