@@ -186,6 +186,12 @@ class Supervised:
         except WorkerLoadError as exc:
             raise SamplerSpecError(str(exc)) from None
 
+    def hand_over(self) -> SamplerProcess | None:
+        """The process that loaded the sampler, given up to a sampler under test of another
+        contract (:func:`specverify._runner.load_sut`), so the sampler is not imported and built twice."""
+        process, self._process = self._process, None
+        return process
+
     def close(self) -> None:
         """End the sampler's process (or keep it, idle, for the next run of this harness)."""
         if self._process is not None:

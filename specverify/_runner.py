@@ -53,10 +53,10 @@ def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnde
     """The sampler, loaded and called safely (``options``: :class:`SamplerUnderTest`'s): a tree
     sampler (``contract = "tree"``) as a :class:`TreeSamplerUnderTest`, in the same mode."""
     sut = SamplerUnderTest(sampler, **options)
-    if getattr(sut, "contract", "step") != "tree":
+    if sut.contract != "tree":
         return sut
-    sut.close()  # its worker, kept idle, now loads it as a tree sampler
-    return TreeSamplerUnderTest(sampler, **options)
+    # loaded once: the tree sampler under test takes over the process (or the object) that loaded it
+    return TreeSamplerUnderTest(sut.sampler or sampler, process=sut.hand_over(), **options)
 
 
 def left_out_of(sut: Any, select: Iterable[str] | None) -> list[str]:

@@ -83,6 +83,8 @@ class TreeSamplerUnderTest(Supervised):
         spec: the sampler's spec, tried to load a callable by name.
         timed: in-process only: calls in a helper thread under the time limit (``False``: in the
             caller's thread, untimed, so ``breakpoint()`` works).
+        process: isolated only: a process that has loaded this sampler already, taken over
+            (:meth:`~specverify._calling.Supervised.hand_over`).
 
     Raises:
         SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
@@ -100,6 +102,7 @@ class TreeSamplerUnderTest(Supervised):
         isolation: str = "in-process",
         spec: str | None = None,
         timed: bool = True,
+        process: SamplerProcess | None = None,
     ) -> None:
         if isolation not in ("process", "in-process"):
             raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
@@ -115,12 +118,15 @@ class TreeSamplerUnderTest(Supervised):
         self._process: SamplerProcess | None = None
         self._warm = False
         if isolation == "process":
-            source = importable_source(sampler, spec)
-            if isinstance(source, str):
-                raise SamplerSpecError(source)
             self.sampler: Callable[..., Any] | None = None
-            self._process = SamplerProcess.acquire(source, device)
-            info = self._load()
+            if process is not None:
+                self._process, info = process, process.info
+            else:
+                source = importable_source(sampler, spec)
+                if isinstance(source, str):
+                    raise SamplerSpecError(source)
+                self._process = SamplerProcess.acquire(source, device)
+                info = self._load()
             self.worker_starts = 1
             self.name, self.capabilities, self.algorithm = info["name"], info["capabilities"], info.get("algorithm")
             self.device = torch.device(info["device"])

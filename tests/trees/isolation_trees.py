@@ -44,3 +44,9 @@ exits = _misbehaving(lambda tree: os._exit(3), "exits")
 raises = _misbehaving(_raise, "raises")
 hangs = _misbehaving(lambda tree: time.sleep(600), "hangs")
 writes_inputs = _misbehaving(_write, "writes-inputs")
+
+
+def counted_factory():
+    """A zero-argument factory that says each time it builds (``load_sut`` must build once)."""
+    print("building the tree sampler", flush=True)
+    return tree_reference

@@ -75,3 +75,17 @@ def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
     assert [r.run["isolation"]["mode"] for r in runs] == ["process", "in-process"]
     process, here = ([(c.id, c.status, c.p_value, c.samples) for c in r.checks] for r in runs)
     assert process == here and len(process) == 3 and all(p is not None for _, _, p, _ in process)
+
+
+@pytest.mark.parametrize("isolation", ["process", "in-process"])
+def test_a_tree_sampler_is_imported_and_built_once(isolation, capsys):
+    from specverify._runner import load_sut
+    from specverify._tree_calling import TreeSamplerUnderTest
+
+    sut = load_sut("isolation_trees:counted_factory", isolation=isolation)
+    try:
+        assert isinstance(sut, TreeSamplerUnderTest) and sut.algorithm == "specinfer"
+        said = sut._process.output() if isolation == "process" else capsys.readouterr().out
+        assert said.count("building the tree sampler") == 1
+    finally:
+        sut.close()
