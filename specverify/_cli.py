@@ -387,11 +387,21 @@ def _zoo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from .zoo._matrix import kill_matrix, write_matrix
+    from .zoo._matrix import in_work_order, kill_matrix, matrix_work, write_matrix
 
     console = Console(soft_wrap=True)
+    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(
+        f" --members '{pattern}'" for pattern in args.members or ()
+    )
+    work = matrix_work(args.members, seeds=args.seeds, loops=args.loops)
+    if not work:
+        console.print(f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like 'reference-sampler', 'tree-*', 'loop:*' with --loops)")
+        return 2
+    finished: list = []
 
     def show(row) -> None:
+        finished.append(row)  # the matrix so far is on disk after every run: an interrupted one keeps it
+        write_matrix(in_work_order(finished, work), args.budget, args.output, command, planned=len(work))
         style = "green" if row.meets else "bold red"
         caught = ", ".join(f"{f}:{n}" for f, n in row.caught_by.items()) or "-"
         console.print(
@@ -399,10 +409,12 @@ def _zoo(args: argparse.Namespace) -> int:
             f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
         )
 
-    rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops)
-    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(
-        f" --members '{pattern}'" for pattern in args.members or ()
-    )
+    try:
+        rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops)
+    except KeyboardInterrupt:
+        markdown, _ = write_matrix(in_work_order(finished, work), args.budget, args.output, command, planned=len(work), ended="interrupted")
+        console.print(f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in {markdown}")
+        return 130
     markdown, data = write_matrix(rows, args.budget, args.output, command)
     console.print(markdown.read_text().split("\n\n")[-1].strip())
     console.print(f"written: {markdown}, {data}")

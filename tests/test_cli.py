@@ -98,6 +98,33 @@ def test_interrupt_keeps_json_written_so_far(tmp_path):
     assert [c["id"] for c in data["checks"]] == ["contract.output", "contract.determinism", "contract.seed-sensitivity", "contract.one-hot"]
 
 
+def test_ctrl_c_on_the_zoo_exits_130_and_keeps_the_partial_matrix(tmp_path):
+    """The terminal's Ctrl-C reaches the zoo and its member processes (one process group): nothing
+    more starts, the runs under way are not waited for, and the matrix of the runs that finished is
+    on disk, marked partial."""
+    command = [sys.executable, "-m", "specverify", "zoo", "--budget", "quick", "--loops", "--members", "loop:*", "--jobs", "2", "--output", str(tmp_path)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = proc.stdout.readline()  # the first run has finished (and the matrix so far is written)
+        assert first.startswith("meets"), first + proc.communicate()[1]
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out
+    markdown = (tmp_path / "kill-matrix-quick.md").read_text()
+    data = json.loads((tmp_path / "kill-matrix-quick.json").read_text())
+    assert data["partial"] is True and data["planned"] == 8 and 1 <= len(data["rows"]) < 8
+    assert f"Partial: {len(data['rows'])} of 8 runs finished (interrupted)" in markdown
+
+
+def test_zoo_refuses_members_that_match_nothing(tmp_path, capsys):
+    assert main(["zoo", "--members", "no-such-member", "--output", str(tmp_path)]) == 2
+    assert "matches no zoo member" in capsys.readouterr().out and not list(tmp_path.iterdir())
+
+
 def test_zoo_writes_the_kill_matrix_with_the_command_that_made_it(tmp_path, capsys):
     code = main(["zoo", "--budget", "quick", "--members", "ignores-generator", "--members", "fixed-seed", "--output", str(tmp_path)])
     markdown = (tmp_path / "kill-matrix-quick.md").read_text()
