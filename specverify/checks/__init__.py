@@ -29,16 +29,14 @@ from ._contract import (
     OutputContractCheck,
     RowIndependenceCheck,
     SeedSensitivityCheck,
+    seed_checks,
 )
 from ._efficiency import AcceptanceCheck
-from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, FullSizeGridCheck, UniformGridCheck
-from ._fit import ModelFitCheck, StepLawCheck
-from ._every_shape import EveryShapeCheck
-from ._renormalisation import RenormalisationCheck
-from ._request_seeds import seed_checks
-from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
+from ._exact import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
+from ._fit import EveryShapeCheck, ModelFitCheck, RenormalisationCheck, StepLawCheck
+from ._robustness import EdgeValidityCheck, LargeVocabCheck
+from ._shapes import EdgeLawCheck, FullSizeGridCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._trees import tree_battery
-from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 

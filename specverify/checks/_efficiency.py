@@ -26,9 +26,8 @@ from .._exact import emitted_law, sequence_offsets
 from .._result import CheckResult
 from ..stats import mean_test
 from ._base import Context, check_id, fault_result
-from ._fit import plan_samples
 from ._fixtures import random_table_model, seed_chain_case
-from ._sampling import model_tally
+from ._tally import model_tally, plan_samples
 
 __all__ = ["AcceptanceCheck", "accepted_law"]
 

@@ -32,7 +32,7 @@ from .._calling import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context
 
-__all__ = ["Decision", "Outcome", "SearchResult", "decisions_from_search", "p_text", "search_and_confirm"]
+__all__ = ["Decision", "Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -40,6 +40,13 @@ C = TypeVar("C")
 MAX_SCREENS_FACTOR = 12
 #: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
 MAX_ROUNDS = 3
+
+
+def confirm_level(ctx: Context, examples: int | None = None) -> float:
+    """The level :func:`search_and_confirm` holds a confirmation to, after ``examples`` screens
+    (default the budget's), so that the decision keeps its share ``ctx.alpha``; a screen uses it to
+    state the claim a confirmation would make."""
+    return confirmation_alpha(ctx.alpha, examples or ctx.budget.examples, ctx.budget.screen_alpha, confirmations=2)
 
 
 @dataclasses.dataclass
@@ -122,7 +129,7 @@ def search_and_confirm(
     limit = MAX_SCREENS_FACTOR * examples + 50
     result: SearchResult[C] = SearchResult(examples=0, screens=[])
     if statistical:
-        result.confirm_alpha = confirmation_alpha(ctx.alpha, examples, screen_alpha, confirmations=2)
+        result.confirm_alpha = confirm_level(ctx, examples)
 
     def screen(case: C) -> Outcome:
         key = fingerprint(case)

@@ -52,8 +52,8 @@ from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
 from ..stats import gof_test, mean_test, samples_needed
 from ._base import Context, check_id, fault_result
-from ._fit import largest_deviation
 from ._fixtures import random_laws
+from ._tally import largest_deviation
 
 __all__ = ["LumpedModel", "TREE_SHAPES", "TreeShape", "tree_battery"]
 

@@ -21,8 +21,8 @@ from .._cases import StepCase
 from .._result import CheckResult
 from ._base import Context, check_id, fault_result
 from ._fixtures import random_laws
-from ._sampling import step_counts
 from ._search import Outcome, search_and_confirm
+from ._tally import step_counts
 
 __all__ = ["EdgeValidityCheck", "LargeVocabCheck"]
 
