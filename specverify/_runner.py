@@ -79,7 +79,7 @@ def plan(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, select: I
     if patterns and not checks:
         raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
     # leave out what the sampler's kind has no use for, unless nothing else is selected (then it skips, saying why)
-    checks = [c for c in checks if getattr(c, "applies", lambda sut: True)(sut)] or checks
+    checks = [c for c in checks if c.applies(sut)] or checks
     reasons = {c.id: _skip_reason(c, sut) for c in checks}
     decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
     share = budget.alpha / max(1, decisions)
@@ -87,7 +87,7 @@ def plan(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, select: I
 
 
 def _skip_reason(check: Check, sut: SamplerUnderTest) -> str | None:
-    if getattr(check, "proves", None) == "non-canonical" and not sut.capabilities.canonical:
+    if check.proves == "non-canonical" and not sut.capabilities.canonical:
         return "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
     return check.skip_reason(sut)
 
@@ -103,7 +103,7 @@ def check_selection(select: Iterable[str] | None) -> str | None:
 
 def result_ids(check: Check) -> list[str]:
     """The ids of the results a check reports (one per decision)."""
-    return [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
+    return [d.id for d in check.decision_list()]
 
 
 def selects(pattern: str, check: Check) -> bool:
@@ -160,7 +160,7 @@ def run_check(
         if result.reach is None:
             result.reach = reach
         if result.proves is None and result.status != "error":
-            result.proves = getattr(check, "proves", None)
+            result.proves = check.proves
         if result.status == "fail" and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
             _add_warps(result, sut, fault)
     return results

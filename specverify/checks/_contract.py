@@ -30,6 +30,7 @@ declares no seeds leaves these checks out (:meth:`RequestSeedsCheck.applies`, re
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -42,7 +43,7 @@ from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase, tensor_code
 from .._result import CheckResult
 from ..stats import homogeneity_test, independence_test
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_step_batch
 from ._tally import outcome_codes, plan_samples
 
@@ -87,13 +88,12 @@ def _rich_case() -> StepCase:
     return StepCase(target, draft, torch.tensor([3]), label="rich")  # accepted with probability 1/2
 
 
-class _ContractCheck:
+class _ContractCheck(Check):
     """What the contract checks share: their family, their id, the case size they need."""
 
     family = "contract"
     case: str | None = None
     statistical = False
-    decisions = 0
     proves = "contract"
     name = ""
     needs: tuple[int, int] | None = None  # (K, V) of the check's own cases
@@ -259,7 +259,6 @@ class CallIndependenceCheck(_ContractCheck):
     name = "call-independence"
     needs = (1, 4)
     statistical = True
-    decisions = 1
 
     def run(self, ctx: Context) -> CheckResult:
         case = ctx.as_passed(_rich_case())
@@ -329,7 +328,6 @@ class RowIndependenceCheck(_ContractCheck):
     name = "row-independence"
     needs = (1, 4)
     statistical = True
-    decisions = 1
 
     def run(self, ctx: Context) -> CheckResult:
         caps = ctx.sut.capabilities
@@ -403,20 +401,20 @@ FALSE_ALARM = 1e-12
 ROWS = 64
 
 
-class RequestSeedsCheck:
+@dataclasses.dataclass
+class RequestSeedsCheck(Check):
     """One of the per-request seed checks (``case``: ``same-seed``, ``different-seeds``,
-    ``batch-placement``); skipped for samplers that declare no seeds."""
+    ``batch-placement``); left out for samplers that declare no seeds."""
 
+    case: str
     family = "contract"
     statistical = False
-    decisions = 0
     proves = "contract"
     name = "seeds"
 
-    def __init__(self, case: str) -> None:
-        if case not in ("same-seed", "different-seeds", "batch-placement"):
-            raise ValueError(f"no per-request seed check {case!r}")
-        self.case = case
+    def __post_init__(self) -> None:
+        if self.case not in ("same-seed", "different-seeds", "batch-placement"):
+            raise ValueError(f"no per-request seed check {self.case!r}")
 
     @property
     def id(self) -> str:

@@ -29,7 +29,7 @@ from .._models import step_inputs
 from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
 from ..stats import gof_test, tv_estimate
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_table_model, seed_chain_case
 from ._search import Outcome, search_and_confirm
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
@@ -73,7 +73,7 @@ def _points(cells: list[tuple[float, float]], tie: float) -> list[tuple[float, f
 
 
 @dataclasses.dataclass
-class UniformGridCheck:
+class UniformGridCheck(Check):
     """The sampler's output law computed over its injected uniforms."""
 
     case: str = "random"
@@ -81,7 +81,6 @@ class UniformGridCheck:
     max_k: int = 3
     family: str = "exact"
     statistical: bool = False
-    decisions = 0
     proves = "non-canonical"
 
     @property
@@ -156,14 +155,13 @@ class UniformGridCheck:
 
 
 @dataclasses.dataclass
-class ConditionalEnumerationCheck:
+class ConditionalEnumerationCheck(Check):
     """Every draft sequence of small models, rows in proportion to the draft law."""
 
     case: str = "all-drafts"
     shapes: tuple[tuple[int, int], ...] = ((2, 3), (3, 2), (4, 2))  # (V, K)
     family: str = "exact"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property
@@ -223,13 +221,12 @@ class ConditionalEnumerationCheck:
 
 
 @dataclasses.dataclass
-class EmittedLawCheck:
+class EmittedLawCheck(Check):
     """Emitted sequences (drafts drawn from the model) against the canonical exact law."""
 
     case: str = "seed-chain"
     family: str = "exact"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property

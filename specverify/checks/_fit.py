@@ -30,9 +30,9 @@ from .._exact import target_law
 from .._result import CheckResult
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, Decision, check_id, fault_result
 from ._fixtures import random_step_batch, random_table_model
-from ._search import Decision, Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
+from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
 __all__ = ["EveryShapeCheck", "ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
@@ -44,7 +44,7 @@ def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int
 
 
 @dataclasses.dataclass
-class StepLawCheck:
+class StepLawCheck(Check):
     """The law given the drafts, on heterogeneous batches of generated step cases."""
 
     case: str = "random"
@@ -53,20 +53,15 @@ class StepLawCheck:
     max_cases: int = 3
     family: str = "fit"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property
     def id(self) -> str:
         return check_id(self.family, "conditional", self.case)
 
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
-
     def run(self, ctx: Context) -> list[Any]:
         vocab, k = _limits(ctx.sut, self.max_vocab, self.max_k)
         strategy = sv.step_batches(max_vocab=vocab, max_k=k, max_cases=self.max_cases, kind=self.case)
-        decision = Decision(self.id, self.family, self.case, "non-canonical")
         confirm_alpha = confirm_level(ctx)
 
         def evaluate(cases: list[StepCase], seed: int, alpha: float, stage: str) -> Outcome:
@@ -133,7 +128,7 @@ class StepLawCheck:
                 f"{body}\nresult = specverify.step_law_test(sampler, [{names}], rows_per_case={rows}, seed=0)\nprint(result)"
             )
 
-        return decisions_from_search(ctx, [decision], found, _describe_cases, repro)
+        return decisions_from_search(ctx, self.decision_list(), found, _describe_cases, repro)
 
 
 def _fingerprint_cases(cases: list[StepCase]) -> str:
@@ -145,7 +140,7 @@ def _describe_cases(cases: list[StepCase]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class ModelFitCheck:
+class ModelFitCheck(Check):
     """Emitted tokens completed by the target, against the target's joint law, on generated models."""
 
     case: str = "random"
@@ -165,9 +160,6 @@ class ModelFitCheck:
             Decision(check_id(self.family, name, self.case), self.family, self.case, "loss")
             for name in ("first-token", "step", "position")
         ]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
 
     def run(self, ctx: Context) -> list[Any]:
         vocab, k = _limits(ctx.sut, self.max_vocab, self.max_k)
@@ -254,7 +246,7 @@ def _decode(code: int, vocab: int, length: int) -> tuple[int, ...]:
 
 
 @dataclasses.dataclass
-class EveryShapeCheck:
+class EveryShapeCheck(Check):
     """Each position's law, completed by the target, on one random model per ``(K, V)``.
 
     A different algorithm is lossless only where the target's law was seen to hold (see
@@ -273,7 +265,6 @@ class EveryShapeCheck:
     max_k: int = 4
     family: str = "fit"
     statistical: bool = True
-    decisions = 1
     proves = "loss"
 
     @property
@@ -353,7 +344,7 @@ class EveryShapeCheck:
 
 
 @dataclasses.dataclass
-class RenormalisationCheck:
+class RenormalisationCheck(Check):
     """The law given the drafts on rows scaled far from normalised, one fixed case per shape.
 
     By default a sampler is given what engines give it: rows normalised as well as their dtype
@@ -370,7 +361,6 @@ class RenormalisationCheck:
     shapes: tuple[tuple[int, int], ...] = ((1, 2), (2, 4), (3, 5), (4, 8))  # (K, V)
     family: str = "fit"
     statistical: bool = True
-    decisions = 1
     proves = "renormalisation"
 
     @property

@@ -34,6 +34,7 @@ from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
 from ..stats import gof_test, samples_needed, tv_estimate
+from ._base import Check
 
 __all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
 
@@ -109,7 +110,7 @@ def _needs(groups: list[dict[str, float]]) -> set[str]:
 
 
 @dataclasses.dataclass
-class LoopCheck:
+class LoopCheck(Check):
     """One check of the loop family (``name`` picks what it does; ``case`` the kind)."""
 
     name: str

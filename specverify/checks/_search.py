@@ -29,10 +29,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from .._calling import SamplerFault
+from .._result import CheckResult
 from ..stats import confirmation_alpha
-from ._base import Context
+from ._base import Context, Decision, fault_result
 
-__all__ = ["Decision", "Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
+__all__ = ["Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -265,16 +266,6 @@ def _guarded(evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: i
         return Outcome(pvalues={}, samples=0, min_detectable_tv={}, fault=fault)
 
 
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """One statistical decision a searching check reports, and what its failure proves."""
-
-    id: str
-    family: str
-    case: str | None
-    finding: str
-
-
 def decisions_from_search(
     ctx: Context,
     decisions: list[Decision],
@@ -283,9 +274,6 @@ def decisions_from_search(
     repro: Callable[[Any, Outcome], str],
 ) -> list[Any]:
     """Turn a search into one :class:`~specverify.CheckResult` per decision."""
-    from .._result import CheckResult
-    from ._base import fault_result
-
     results = []
     screens = found.screens
     base_evidence = {

@@ -46,7 +46,7 @@ from ..strategies._internal.shapes import (
     edge_case,
     structured_case,
 )
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, Decision, check_id, fault_result
 from ._exact import TIE
 from ._tally import largest_deviation, tally
 
@@ -196,7 +196,7 @@ def _claim_note(ctx: Context, claim: float, rows: int, needed: int) -> str:
 
 
 @dataclasses.dataclass
-class ShapeConditionalCheck:
+class ShapeConditionalCheck(Check):
     """The law given the drafts on a structured case at each production shape."""
 
     shapes: tuple[Shape, ...] = CONDITIONAL_SHAPES
@@ -210,12 +210,9 @@ class ShapeConditionalCheck:
     def id(self) -> str:
         return check_id(self.family, "conditional")
 
-    def decision_list(self) -> list[Any]:
-        full = _Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
-        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
+    def decision_list(self) -> list[Decision]:
+        full = Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
+        return [Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         results = []
@@ -242,7 +239,7 @@ class ShapeConditionalCheck:
             if reduced:
                 extra["reduced"] = reduced
             results.append(_lumped_result(
-                ctx, _Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                ctx, Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
                 kind="structured", extra=extra, fault_evidence={"V": shape.vocab, "K": shape.k},
                 where=f"V={shape.vocab:,}, K={shape.k}", law_name="law given the drafts",
                 claim_note=lambda claim: _claim_note(ctx, claim, rows, needed) + (f"; {reduced}" if reduced else ""),
@@ -287,7 +284,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
             ctx.advance(n)
     except SamplerFault as f:
         remember_hang(ctx, rid, f)
-        result = fault_result(_Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
+        result = fault_result(Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
         result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
         return result
     test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
@@ -311,13 +308,6 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class _Decision:
-    id: str
-    family: str
-    case: str | None
-
-
 def _beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) -> CheckResult:
     reason = f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,}); a larger budget tests it"
     return CheckResult(id=rid, family=family, case=case, status="skip", message=reason)
@@ -330,7 +320,7 @@ def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault) -> Ch
 
 
 @dataclasses.dataclass
-class ShapeTargetLawCheck:
+class ShapeTargetLawCheck(Check):
     """Drafts drawn from a structured draft law; the target's own law and acceptance at common sizes.
 
     The model is position-only (the law at position ``i`` does not depend on the prefix), so the
@@ -352,11 +342,8 @@ class ShapeTargetLawCheck:
     def id(self) -> str:
         return check_id(self.family, "target-law")
 
-    def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         first_id, position_id, accept_id = (d.id for d in self.decision_list())
@@ -451,7 +438,7 @@ class ShapeTargetLawCheck:
 
 def _lumped_result(
     ctx: Context,
-    decision: _Decision,
+    decision: Decision,
     case: StepCase,
     cells: torch.Tensor,
     labels: list[str],
@@ -535,7 +522,7 @@ def _model_tally(
 
 
 @dataclasses.dataclass
-class EdgeLawCheck:
+class EdgeLawCheck(Check):
     """Float edges as law tests: where the emitted token goes when the residual vanishes."""
 
     kinds: tuple[str, ...] = EDGE_LAW_KINDS
@@ -551,8 +538,8 @@ class EdgeLawCheck:
     def id(self) -> str:
         return check_id(self.family, "edge-law")
 
-    def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, "edge-law", kind), self.family, kind) for kind in self.kinds]
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, "edge-law", kind), self.family, kind) for kind in self.kinds]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return sut.capabilities.unsupported(k=2, vocab=9)
@@ -574,7 +561,7 @@ class EdgeLawCheck:
             df = int((law > 0).sum()) - 1
             rows = max(self.rows, min(samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power), ctx.budget.shape_volume // shape.row_elements()))
             results.append(_lumped_result(
-                ctx, _Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                ctx, Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
                 kind=kind, extra={"case": kind, "V": vocab, "precision": case.precision}, fault_evidence={"case": kind, "V": vocab},
                 where=f"'{kind}' at V={vocab:,}", law_name="emitted law",
                 claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
@@ -622,22 +609,21 @@ def prefix_grid(case: StepCase, tie: float = TIE) -> tuple[torch.Tensor, torch.T
 
 
 @dataclasses.dataclass
-class FullSizeGridCheck:
+class FullSizeGridCheck(Check):
     """Injected uniforms at production shapes: every cell's output canonical, no sampling error."""
 
     shapes: tuple[tuple[int, int], ...] = ((65_537, 16), (262_144, 4))  # (V, K)
     family: str = "shapes"
     case: str | None = None
     statistical: bool = False
-    decisions = 0
     proves = "non-canonical"
 
     @property
     def id(self) -> str:
         return check_id(self.family, "uniform-driven")
 
-    def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}") for v, k in self.shapes]
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}") for v, k in self.shapes]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         if not sut.capabilities.uniforms:

@@ -51,7 +51,7 @@ from .._tree_calling import TreeSamplerUnderTest
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
 from ..stats import gof_test, mean_test, samples_needed
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_laws
 from ._tally import largest_deviation
 
@@ -283,14 +283,13 @@ def lumped_model(vocab: int, seed: int) -> LumpedModel:
 
 
 @dataclasses.dataclass
-class TreeCheck:
+class TreeCheck(Check):
     """What every check of the family shares: its id, its skip reasons and its result."""
 
     case: str | None = None
     name: str = ""
     family: str = "trees"
     statistical: bool = True
-    decisions = 1
     proves: str | None = None
     needs_algorithm: bool = False
 
