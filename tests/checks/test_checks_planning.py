@@ -1,4 +1,4 @@
-"""Planning (``specverify._runner.plan``): which checks run, and each one's Bonferroni share.
+"""Planning (``specverify.checks._plan``): which checks run, and each one's Bonferroni share.
 
 Planning reads only the sampler's declared capabilities, so no sampler runs here.
 """
@@ -11,8 +11,8 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._calling import SamplerUnderTest
-from specverify._runner import plan, result_ids
 from specverify.checks import battery
+from specverify.checks._plan import plan, result_ids
 
 BUDGET = get_budget("quick")
 #: The reference takes every check but fit.unnormalised (it declares no unnormalised=True), so every
