@@ -21,7 +21,7 @@ instead, the ``trees`` family (``specverify.checks._trees``).
 from __future__ import annotations
 
 from .._families import FAMILIES
-from ._base import Check, Context
+from ._base import Check, Context, registered
 from ._contract import (
     CallIndependenceCheck,
     DeterminismCheck,
@@ -42,8 +42,8 @@ __all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 
 
 def battery() -> list[Check]:
-    """Every check, cheapest and most decisive first."""
-    return [
+    """Every check, cheapest and most decisive first (each of a family in :data:`FAMILIES`)."""
+    return registered([
         OutputContractCheck(),
         DeterminismCheck(),
         SeedSensitivityCheck(),
@@ -87,4 +87,4 @@ def battery() -> list[Check]:
         EdgeLawCheck(),
         ShapeConditionalCheck(),
         ShapeTargetLawCheck(),
-    ]
+    ])

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 
 from .._budgets import Budget
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
+from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
 
-__all__ = ["Check", "Context", "Decision", "check_id", "fault_result"]
+__all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "registered"]
 
 _PRECISION = {
     "float64": torch.float64,
@@ -157,6 +158,23 @@ class Check(abc.ABC):
     @abc.abstractmethod
     def run(self, ctx: Any) -> CheckResult | list[CheckResult]:
         """Gather the evidence and report one result per decision."""
+
+
+C = TypeVar("C", bound=Check)
+
+
+def registered(checks: list[C], families: Sequence[str] = FAMILIES) -> list[C]:
+    """``checks``, once each is known to be of one of ``families`` (by default
+    :data:`~specverify._families.FAMILIES`, which orders every report) and each id is unique (plans
+    and results are keyed by id): a battery cannot drift from the families the reports know."""
+    unknown = sorted({c.family for c in checks} - set(families))
+    if unknown:
+        raise ValueError(f"checks of families {unknown} not in {tuple(families)} (specverify/_families.py)")
+    ids = [c.id for c in checks]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"check ids {twice} appear more than once in one battery")
+    return checks
 
 
 def fault_result(check: Check | Decision, fault: SamplerFault, *, evidence: dict[str, Any] | None = None) -> CheckResult:

@@ -34,7 +34,8 @@ from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
 from ..stats import gof_test, samples_needed, tv_estimate
-from ._base import Check
+from .._families import LOOP_FAMILY
+from ._base import Check, registered
 
 __all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
 
@@ -115,7 +116,7 @@ class LoopCheck(Check):
 
     name: str
     case: str | None = None
-    family: str = "loop"
+    family: str = LOOP_FAMILY
 
     @property
     def id(self) -> str:
@@ -275,13 +276,13 @@ class LoopCheck(Check):
 
 def loop_battery() -> list[LoopCheck]:
     """Every loop check, exact ones first."""
-    return [
+    return registered([
         LoopCheck("output"),
         LoopCheck("determinism"),
         LoopCheck("seeds"),
         *[LoopCheck("law", kind) for kind in KINDS],
         LoopCheck("positions"),
-    ]
+    ], families=(LOOP_FAMILY,))
 
 
 def check_loop(

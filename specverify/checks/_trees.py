@@ -51,7 +51,7 @@ from .._tree_calling import TreeSamplerUnderTest
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
 from ..stats import gof_test, mean_test, samples_needed
-from ._base import Check, Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result, registered
 from ._fixtures import random_laws
 from ._tally import largest_deviation
 
@@ -729,9 +729,9 @@ def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
     return None
 
 
-def tree_battery() -> list[Any]:
+def tree_battery() -> list[Check]:
     """The ``trees`` family, cheapest and most decisive first."""
-    return [
+    return registered([
         TreeOutputCheck(),
         TreeSupportCheck(),
         TreeGeneratedOutputCheck(),
@@ -740,4 +740,4 @@ def tree_battery() -> list[Any]:
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
         *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
-    ]
+    ])
