@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault, LoopUnderTest
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
 from ..stats import gof_test, samples_needed, tv_estimate
-from .._families import LOOP_FAMILY
 from ._base import Check, registered
 
 __all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
