@@ -16,6 +16,10 @@ Families and their stable ids (``family.name[case]``):
 
 A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through :func:`tree_battery`
 instead, the ``trees`` family (``specverify.checks._trees``).
+
+Each family's checks live in the module named after it (``support`` beside ``robustness``, in
+``_robustness``); every check derives from :class:`Check`, and :mod:`specverify.checks._plan`
+plans a run from what the checks declare.
 """
 
 from __future__ import annotations
