@@ -212,7 +212,7 @@ def _check(args: argparse.Namespace) -> int:
         from ._worker import prestart
 
         prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
-    from ._runner import check_selection
+    from .checks._plan import check_selection
 
     problem = check_selection(args.only)
     if problem:

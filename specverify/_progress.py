@@ -56,9 +56,7 @@ class ProgressDisplay:
         """The total: one step per result the plan will report."""
         if not self.enabled:
             return
-        from ._runner import result_ids
-
-        total = sum(len(result_ids(p.check)) for p in planned)
+        total = sum(len(p.check.decision_list()) for p in planned)
         self._task = self._progress.add_task("checks", total=total, rows=0, note="")
 
     def advance(self, planned: Any, rows: int) -> None:

@@ -1,7 +1,7 @@
 """The pytest face of the battery: one test item per check, results aggregated into one run.
 
 Registered by the tiny ``_specverify_pytestplugin`` entry module when a sampler is named.  Items
-are the same planned checks as the CLI's (:func:`specverify._runner.plan`), so each keeps its share
+are the same planned checks as the CLI's (:func:`specverify.checks._plan.plan`), so each keeps its share
 of the false-positive budget whichever xdist worker runs it; workers ship their results to the
 controller in ``user_properties``, where the run is assembled, its verdict printed and its JSON
 and HTML written.
@@ -23,7 +23,8 @@ import pytest
 from ._budgets import get_budget
 from ._contract import SamplerSpecError
 from ._result import CheckResult, RunResult
-from ._runner import PlannedCheck, left_out_of, load_sut, plan, run_check, run_info, selects, write_json
+from ._runner import load_sut, run_check, run_info, write_json
+from .checks._plan import PlannedCheck, left_out_of, plan, selects
 from .checks._search import p_text
 
 __all__ = [

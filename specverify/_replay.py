@@ -22,7 +22,7 @@ from ._cases import ModelCase, StepCase
 from ._exact import emitted_law, target_law
 from ._models import Model
 from .checks._base import Context
-from .checks._sampling import model_tally, step_counts
+from .checks._tally import model_tally, step_counts
 from .stats import GoodnessOfFit, TVEstimate, gof_test, tv_estimate
 
 __all__ = ["LawTest", "SamplerFault", "call_sampler", "model_law_test", "step_law_test"]

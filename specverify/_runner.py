@@ -1,15 +1,14 @@
-"""Run the battery on a sampler: plan, budget, progress, incremental JSON.
+"""Run the battery on a sampler: progress, incremental JSON, the run's record.
 
 The CLI and the pytest plugin are two faces of this module: both plan the same checks with
-:func:`plan` (so a check's share of the false-positive budget does not depend on which face, or
-which xdist worker, runs it) and run each one with :func:`run_check`.
+:func:`specverify.checks._plan.plan` (so a check's share of the false-positive budget does not
+depend on which face, or which xdist worker, runs it) and run each one with :func:`run_check`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import fnmatch
 import json
 import os
 import platform
@@ -22,31 +21,13 @@ from typing import Any
 
 from ._budgets import Budget, get_budget
 from ._calling import SamplerFault, SamplerUnderTest, importable_source
-from ._errors import UsageError
-from ._result import CheckResult, RunResult, left_out
+from ._result import CheckResult, RunResult
 from ._tree_calling import TreeSamplerUnderTest
-from .checks import Check, Context, battery, tree_battery
+from .checks import Check, Context
 from .checks._base import fault_result
+from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
 
-__all__ = ["Interrupted", "PlannedCheck", "check", "left_out_of", "load_failure", "load_sut", "check_selection", "plan", "result_ids", "run_check", "run_info", "selects", "write_json"]
-
-
-@dataclasses.dataclass(frozen=True)
-class PlannedCheck:
-    """A check, whether it runs on this sampler, and its share of the false-positive budget."""
-
-    check: Check
-    skip_reason: str | None
-    alpha: float
-
-    @property
-    def id(self) -> str:
-        return self.check.id
-
-
-def battery_for(sut: Any) -> list[Check]:
-    """The battery a sampler is put through: the ``trees`` family for a tree sampler, else the chain battery."""
-    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+__all__ = ["Interrupted", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
@@ -57,62 +38,6 @@ def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnde
         return sut
     # loaded once: the tree sampler under test takes over the process (or the object) that loaded it
     return TreeSamplerUnderTest(sut.sampler or sampler, process=sut.hand_over(), **options)
-
-
-def left_out_of(sut: Any, select: Iterable[str] | None) -> list[str]:
-    """The ids of the results of ``sut``'s battery (trees or chains) that ``select`` leaves out."""
-    if not isinstance(sut, TreeSamplerUnderTest):
-        return left_out({"select": list(select) if select else None})
-    patterns = list(select or [])
-    return [i for c in tree_battery() if patterns and not any(selects(p, c) for p in patterns) for i in result_ids(c)]
-
-
-def plan(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
-    """The checks to run, each with its Bonferroni share of ``budget.alpha``.
-
-    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``).  Checks
-    whose ``applies(sut)`` is false are left out (the per-request seed checks of a sampler that
-    declares no seeds), unless the selection holds nothing else: then they skip with the reason.
-    """
-    patterns = list(select or [])
-    checks = [c for c in battery_for(sut) if not patterns or any(selects(p, c) for p in patterns)]
-    if patterns and not checks:
-        raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
-    # leave out what the sampler's kind has no use for, unless nothing else is selected (then it skips, saying why)
-    checks = [c for c in checks if getattr(c, "applies", lambda sut: True)(sut)] or checks
-    reasons = {c.id: _skip_reason(c, sut) for c in checks}
-    decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
-    share = budget.alpha / max(1, decisions)
-    return [PlannedCheck(c, reasons[c.id], share if c.statistical else 0.0) for c in checks]
-
-
-def _skip_reason(check: Check, sut: SamplerUnderTest) -> str | None:
-    if getattr(check, "proves", None) == "non-canonical" and not sut.capabilities.canonical:
-        return "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
-    return check.skip_reason(sut)
-
-
-def check_selection(select: Iterable[str] | None) -> str | None:
-    """Why a selection of checks is unusable (it matches none), or ``None``."""
-    if not select:
-        return None
-    checks = [*battery(), *tree_battery()]
-    missing = [p for p in select if not any(selects(p, c) for c in checks)]
-    return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
-
-
-def result_ids(check: Check) -> list[str]:
-    """The ids of the results a check reports (one per decision)."""
-    return [d.id for d in check.decision_list()] if hasattr(check, "decision_list") else [check.id]
-
-
-def selects(pattern: str, check: Check) -> bool:
-    """A family name, or a glob on the check's ids; ``[`` and ``]`` may be taken literally (ids
-    contain them: ``fit.conditional[*]`` matches every conditional check) or as glob classes
-    (``fit.conditional[[]random]``, as :func:`glob.escape` writes it)."""
-    literal = pattern.replace("[", "\x00").replace("]", "[]]").replace("\x00", "[[]")
-    ids = [check.id, *result_ids(check)]
-    return pattern == check.family or any(fnmatch.fnmatchcase(i, p) for i in ids for p in (pattern, literal))
 
 
 def run_check(
@@ -160,7 +85,7 @@ def run_check(
         if result.reach is None:
             result.reach = reach
         if result.proves is None and result.status != "error":
-            result.proves = getattr(check, "proves", None)
+            result.proves = check.proves
         if result.status == "fail" and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
             _add_warps(result, sut, fault)
     return results

@@ -14,7 +14,7 @@ import pytest
 
 import specverify
 from specverify._calling import SamplerUnderTest
-from specverify._runner import plan
+from specverify.checks._plan import plan
 
 EVIDENCE = {
     "specverify._calling.SamplerFault",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.checks._fit import largest_deviation
+from specverify.checks._tally import largest_deviation
 
 
 def label(group: int, cell: int) -> str:

@@ -9,7 +9,7 @@ import torch
 import specverify
 from specverify import StepCase, step_law
 from specverify._calling import audit_output
-from specverify.checks._enumeration import uniform_grid
+from specverify.checks._exact import uniform_grid
 from specverify._oracle import canonical_emit
 
 

@@ -18,8 +18,7 @@ from specverify._exact import step_law_scalar
 from specverify._reach import Reach, guarantee
 from specverify._result import CheckResult
 from specverify.checks import Context
-from specverify.checks._enumeration import FullSizeGridCheck, prefix_grid
-from specverify.checks._shapes import EdgeLawCheck, Shape, ShapeConditionalCheck, lumped_law
+from specverify.checks._shapes import EdgeLawCheck, FullSizeGridCheck, Shape, ShapeConditionalCheck, lumped_law, prefix_grid
 from specverify.samplers._reference import canonical_emit
 from specverify.strategies._internal.shapes import active_tokens, boundary_ids, cell_map, edge_case, structured_case
 from specverify.zoo import ZOO
@@ -114,7 +113,7 @@ def test_guarantee_states_each_claim_on_its_own_reach():
 def test_after_a_hang_the_family_makes_no_further_call():
     import threading
 
-    from specverify.checks._validity import LargeVocabCheck
+    from specverify.checks._robustness import LargeVocabCheck
 
     calls = []
 

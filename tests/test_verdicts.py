@@ -118,7 +118,8 @@ def test_a_sampler_that_renormalises_passes_on_rows_far_from_normalised():
 def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
     from types import SimpleNamespace
 
-    from specverify.checks._search import Decision, Outcome, SearchResult, decisions_from_search
+    from specverify.checks._base import Decision
+    from specverify.checks._search import Outcome, SearchResult, decisions_from_search
 
     first, step = (Decision(f"fit.{n}[random]", "fit", "random", "loss") for n in ("first-token", "step"))
     screen = Outcome({first.id: 0.5, step.id: 1e-9}, 1000, {first.id: 0.011, step.id: 0.012})

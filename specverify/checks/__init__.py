@@ -16,12 +16,16 @@ Families and their stable ids (``family.name[case]``):
 
 A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through :func:`tree_battery`
 instead, the ``trees`` family (``specverify.checks._trees``).
+
+Each family's checks live in the module named after it (``support`` beside ``robustness``, in
+``_robustness``); every check derives from :class:`Check`, and :mod:`specverify.checks._plan`
+plans a run from what the checks declare.
 """
 
 from __future__ import annotations
 
 from .._families import FAMILIES
-from ._base import Check, Context
+from ._base import Check, Context, registered
 from ._contract import (
     CallIndependenceCheck,
     DeterminismCheck,
@@ -29,23 +33,21 @@ from ._contract import (
     OutputContractCheck,
     RowIndependenceCheck,
     SeedSensitivityCheck,
+    seed_checks,
 )
 from ._efficiency import AcceptanceCheck
-from ._enumeration import ConditionalEnumerationCheck, EmittedLawCheck, FullSizeGridCheck, UniformGridCheck
-from ._fit import ModelFitCheck, StepLawCheck
-from ._every_shape import EveryShapeCheck
-from ._renormalisation import RenormalisationCheck
-from ._request_seeds import seed_checks
-from ._shapes import EdgeLawCheck, ShapeConditionalCheck, ShapeTargetLawCheck
+from ._exact import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
+from ._fit import EveryShapeCheck, ModelFitCheck, RenormalisationCheck, StepLawCheck
+from ._robustness import EdgeValidityCheck, LargeVocabCheck
+from ._shapes import EdgeLawCheck, FullSizeGridCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._trees import tree_battery
-from ._validity import EdgeValidityCheck, LargeVocabCheck
 
 __all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 
 
 def battery() -> list[Check]:
-    """Every check, cheapest and most decisive first."""
-    return [
+    """Every check, cheapest and most decisive first (each of a family in :data:`FAMILIES`)."""
+    return registered([
         OutputContractCheck(),
         DeterminismCheck(),
         SeedSensitivityCheck(),
@@ -89,4 +91,4 @@ def battery() -> list[Check]:
         EdgeLawCheck(),
         ShapeConditionalCheck(),
         ShapeTargetLawCheck(),
-    ]
+    ])

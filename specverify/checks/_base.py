@@ -1,26 +1,31 @@
 """What a check is, and what it is given to run.
 
-A check has a stable ``id`` (``family.name[case]``), says whether it spends false-positive budget
-(``statistical``), may decline to run on a sampler (``skip_reason``), and turns a :class:`Context`
-into one :class:`~specverify.CheckResult`.  Checks never import a sampler's library and never decide
-the verdict: they report evidence and a finding.
+Every check of every battery (chains, trees, loops) is a :class:`Check`: it has a stable ``id``
+(``family.name[case]``), says whether it spends false-positive budget (``statistical``, in
+``decisions`` shares), what its failure proves (``proves``), whether a run plans it for a sampler at
+all (``applies``), why it may decline to run (``skip_reason``), which results it reports
+(``decision_list``), and turns a context into those results (``run``).  Planning reads only these
+(:mod:`specverify.checks._plan`).  Checks never import a sampler's library and never decide the
+verdict: they report evidence and a finding.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 
 from .._budgets import Budget
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
+from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
 
-__all__ = ["Check", "Context", "check_id", "fault_result"]
+__all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "registered"]
 
 _PRECISION = {
     "float64": torch.float64,
@@ -92,29 +97,87 @@ class Context:
         return f"import torch\nimport specverify\n\nsampler = specverify.load_sampler({spec!r})\n{body}"
 
 
-class Check(Protocol):
-    """A check of the battery.
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One result a check reports: its id, and what its failure proves (``None``: not stated here)."""
 
-    ``statistical`` checks spend ``decisions`` shares of the run's false-positive budget, one per
-    result they report; exact checks spend none.
+    id: str
+    family: str
+    case: str | None
+    finding: str | None = None
+
+
+class Check(abc.ABC):
+    """A check of a battery.
+
+    ``family`` and ``case`` are set by each check (a class attribute or a dataclass field; the base
+    gives them no default, so a dataclass field without one stays required).  ``statistical``
+    checks spend ``decisions`` shares of the run's false-positive budget (default: one if
+    statistical, none if exact); exact checks spend none.  The subject ``applies`` and
+    ``skip_reason`` are given is what the battery tests: a
+    :class:`~specverify._calling.SamplerUnderTest`, a tree sampler under test or a loop under test;
+    ``run`` is given its battery's context (:class:`Context`, or the loop family's).
     """
 
     family: str
-    statistical: bool
-    decisions: int
+    case: str | None
 
     @property
-    def id(self) -> str: ...
+    @abc.abstractmethod
+    def id(self) -> str:
+        """``family.name[case]``: stable across runs and versions."""
 
     @property
-    def case(self) -> str | None: ...
+    @abc.abstractmethod
+    def statistical(self) -> bool:
+        """Whether the check spends false-positive budget (a statistical test) or none (exact)."""
 
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None: ...
+    @property
+    def decisions(self) -> int:
+        """Shares of the run's false-positive budget the check spends when it runs."""
+        return 1 if self.statistical else 0
 
-    def run(self, ctx: Context) -> CheckResult | list[CheckResult]: ...
+    @property
+    def proves(self) -> str | None:
+        """The finding a failure of the check proves (``None``: its results say)."""
+        return None
+
+    def applies(self, sut: Any) -> bool:
+        """Whether a run plans the check for this subject at all (else it is left out, unless
+        nothing else is selected: then it skips, saying why)."""
+        return True
+
+    def skip_reason(self, sut: Any) -> str | None:
+        """Why the check cannot run on this subject, or ``None``: it runs."""
+        return None
+
+    def decision_list(self) -> list[Decision]:
+        """The results the check reports, one each (default: one, the check's own id)."""
+        return [Decision(self.id, self.family, self.case, self.proves)]
+
+    @abc.abstractmethod
+    def run(self, ctx: Any) -> CheckResult | list[CheckResult]:
+        """Gather the evidence and report one result per decision."""
 
 
-def fault_result(check: Any, fault: SamplerFault, *, evidence: dict[str, Any] | None = None) -> CheckResult:
+C = TypeVar("C", bound=Check)
+
+
+def registered(checks: list[C], families: Sequence[str] = FAMILIES) -> list[C]:
+    """``checks``, once each is known to be of one of ``families`` (by default
+    :data:`~specverify._families.FAMILIES`, which orders every report) and each id is unique (plans
+    and results are keyed by id): a battery cannot drift from the families the reports know."""
+    unknown = sorted({c.family for c in checks} - set(families))
+    if unknown:
+        raise ValueError(f"checks of families {unknown} not in {tuple(families)} (specverify/_families.py)")
+    ids = [c.id for c in checks]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"check ids {twice} appear more than once in one battery")
+    return checks
+
+
+def fault_result(check: Check | Decision, fault: SamplerFault, *, evidence: dict[str, Any] | None = None) -> CheckResult:
     """A failing result for a sampler that raised, hung or broke its contract during a check."""
     v = fault.violation
     return CheckResult(

@@ -25,10 +25,9 @@ from .._cases import ModelCase
 from .._exact import emitted_law, sequence_offsets
 from .._result import CheckResult
 from ..stats import mean_test
-from ._base import Context, check_id, fault_result
-from ._fit import plan_samples
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_table_model, seed_chain_case
-from ._sampling import model_tally
+from ._tally import model_tally, plan_samples
 
 __all__ = ["AcceptanceCheck", "accepted_law"]
 
@@ -41,13 +40,12 @@ def accepted_law(case: ModelCase) -> np.ndarray:
 
 
 @dataclasses.dataclass
-class AcceptanceCheck:
+class AcceptanceCheck(Check):
     """Mean accepted drafts per call against the exact expectation."""
 
     case: str = "seed-chain"
     family: str = "efficiency"
     statistical: bool = True
-    decisions = 1
     proves = "suboptimal"
 
     @property

@@ -1,4 +1,4 @@
-"""Goodness of fit on generated cases: the emitted law against the exact law.
+"""The fit family: goodness of fit of the emitted law against the exact law, on generated cases.
 
 * ``fit.conditional[kind]``: fixed step inputs, several cases interleaved in one heterogeneous
   batch; the law of (accepted drafts, last token) given the drafts against the canonical algorithm's
@@ -8,6 +8,10 @@
   joint law: the first token, the whole step, and each position given the token before it (which
   localises a bug to a position); their failure is ``loss``, and every lossless sampler passes
   them, canonical or not.
+* ``fit.every-shape[random]``: each position's law, completed by the target, at every ``(K, V)``
+  the conditional checks use (:class:`EveryShapeCheck`).
+* ``fit.unnormalised[random]``: rows far from normalised, for samplers that declare they take them
+  (:class:`RenormalisationCheck`).
 """
 
 from __future__ import annotations
@@ -18,30 +22,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from hypothesis import strategies as st
 
-from .._calling import SamplerUnderTest
+from .. import strategies as sv
+from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
-from .. import strategies as sv
-from ..stats import confirmation_alpha, gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
-from ._base import Context, check_id
-from ._sampling import model_tally, step_counts
-from ._search import Decision, Outcome, decisions_from_search, search_and_confirm
+from .._result import CheckResult
+from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
+from ..strategies._internal.pairs import FAR_SCALES
+from ._base import Check, Context, Decision, check_id, fault_result
+from ._fixtures import random_step_batch, random_table_model
+from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
+from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
-__all__ = ["ModelFitCheck", "StepLawCheck", "confirm_level", "largest_deviation", "plan_samples"]
-
-_OUTCOME_NAMES = "accepted {j}, then token {t}"
-
-
-def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1) -> int:
-    """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV."""
-    needed = samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power)
-    return max(1, min(needed, ctx.budget.max_samples // groups))
-
-
-def confirm_level(ctx: Context) -> float:
-    return confirmation_alpha(ctx.alpha, ctx.budget.examples, ctx.budget.screen_alpha, confirmations=2)
+__all__ = ["EveryShapeCheck", "ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
 
 
 def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int]:
@@ -49,21 +43,8 @@ def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int
     return min(max_vocab, caps.max_vocab or max_vocab), min(max_k, caps.max_k or max_k)
 
 
-def largest_deviation(observed: np.ndarray, expected: np.ndarray, label) -> str:
-    """Where observed and expected counts differ most, in words; an impossible outcome first."""
-    observed = np.atleast_2d(observed).astype(np.float64)
-    expected = np.atleast_2d(expected)
-    impossible = (expected == 0) & (observed > 0)
-    if impossible.any():  # decisive on its own: no sampling error explains it
-        g, c = np.unravel_index(int(np.argmax(np.where(impossible, observed, -1))), observed.shape)
-        return f"outcome of exact probability 0 at {label(g, c)}: observed {int(observed[g, c])}"
-    score = np.abs(observed - expected) / np.sqrt(np.maximum(expected, 1.0))
-    g, c = np.unravel_index(int(np.argmax(score)), score.shape)
-    return f"largest deviation at {label(g, c)}: observed {int(observed[g, c])}, expected {expected[g, c]:.1f}"
-
-
 @dataclasses.dataclass
-class StepLawCheck:
+class StepLawCheck(Check):
     """The law given the drafts, on heterogeneous batches of generated step cases."""
 
     case: str = "random"
@@ -72,20 +53,15 @@ class StepLawCheck:
     max_cases: int = 3
     family: str = "fit"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property
     def id(self) -> str:
         return check_id(self.family, "conditional", self.case)
 
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
-
     def run(self, ctx: Context) -> list[Any]:
         vocab, k = _limits(ctx.sut, self.max_vocab, self.max_k)
         strategy = sv.step_batches(max_vocab=vocab, max_k=k, max_cases=self.max_cases, kind=self.case)
-        decision = Decision(self.id, self.family, self.case, "non-canonical")
         confirm_alpha = confirm_level(ctx)
 
         def evaluate(cases: list[StepCase], seed: int, alpha: float, stage: str) -> Outcome:
@@ -152,7 +128,7 @@ class StepLawCheck:
                 f"{body}\nresult = specverify.step_law_test(sampler, [{names}], rows_per_case={rows}, seed=0)\nprint(result)"
             )
 
-        return decisions_from_search(ctx, [decision], found, _describe_cases, repro)
+        return decisions_from_search(ctx, self.decision_list(), found, _describe_cases, repro)
 
 
 def _fingerprint_cases(cases: list[StepCase]) -> str:
@@ -164,7 +140,7 @@ def _describe_cases(cases: list[StepCase]) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class ModelFitCheck:
+class ModelFitCheck(Check):
     """Emitted tokens completed by the target, against the target's joint law, on generated models."""
 
     case: str = "random"
@@ -184,9 +160,6 @@ class ModelFitCheck:
             Decision(check_id(self.family, name, self.case), self.family, self.case, "loss")
             for name in ("first-token", "step", "position")
         ]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
 
     def run(self, ctx: Context) -> list[Any]:
         vocab, k = _limits(ctx.sut, self.max_vocab, self.max_k)
@@ -270,3 +243,197 @@ def _decode(code: int, vocab: int, length: int) -> tuple[int, ...]:
         tokens.append(int(code % vocab))
         code //= vocab
     return tuple(reversed(tokens))
+
+
+@dataclasses.dataclass
+class EveryShapeCheck(Check):
+    """Each position's law, completed by the target, on one random model per ``(K, V)``.
+
+    A different algorithm is lossless only where the target's law was seen to hold (see
+    :func:`specverify.judge`), and a ``canonical=False`` sampler is judged on the target's law alone,
+    so a target-law test must reach every ``(K, V)`` the conditional checks reach (``K <= 4``,
+    ``V <= 8``), not only the small models the searching fit checks can afford.  The whole step of a
+    ``V = 8, K = 4`` model has ``8**5`` outcomes, too many to test at the budget's TV; so each
+    position of the completed sequence is tested on its own (its marginal has ``V`` outcomes), on one
+    fixed random model per shape, Bonferroni over shapes and positions.  A sampler that breaks the
+    target's law at one shape only (a bug at ``K = 4``) moves some position's marginal there and
+    fails here.
+    """
+
+    case: str = "random"
+    max_vocab: int = 8
+    max_k: int = 4
+    family: str = "fit"
+    statistical: bool = True
+    proves = "loss"
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "every-shape", self.case)
+
+    def shapes(self, sut: SamplerUnderTest) -> list[tuple[int, int]]:
+        """``(K, V)`` pairs the sampler takes, smallest first."""
+        return [
+            (k, vocab)
+            for k in range(1, self.max_k + 1)
+            for vocab in range(2, self.max_vocab + 1)
+            if sut.capabilities.unsupported(k=k, vocab=vocab) is None
+        ]
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        return None if self.shapes(sut) else "no shape with K <= 4 and V <= 8 fits the sampler's declared limits"
+
+    def run(self, ctx: Context) -> CheckResult:
+        shapes = self.shapes(ctx.sut)
+        tests = sum(k + 1 for k, _ in shapes)
+        share = ctx.alpha / tests
+        power = ctx.budget.power
+        worst: dict[str, Any] | None = None
+        claim, total = 0.0, 0
+        try:
+            for k, vocab in shapes:
+                model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
+                joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
+                laws = np.stack([joint.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])
+                df = int((laws > 0).sum(axis=1).max()) - 1
+                samples = max(1, min(samples_needed(ctx.budget.tv, max(df, 1), share, power), ctx.budget.max_samples // len(shapes)))
+                tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab))
+                grid = tally.completed.reshape((vocab,) * (k + 1))
+                observed = np.stack([grid.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])
+                total += tally.samples
+                for i in range(k + 1):
+                    gof = gof_test(observed[i], laws[i], alpha=share, random_state=ctx.seed_for(self.id, "mc", k, vocab, i))
+                    claim = max(claim, gof.min_detectable_tv(share, power))
+                    if worst is None or gof.pvalue < worst["gof"].pvalue:
+                        worst = {"gof": gof, "k": k, "vocab": vocab, "position": i, "observed": observed[i], "law": laws[i], "model": model}
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        assert worst is not None  # at least one shape (skip_reason)
+        gof = worst["gof"]
+        pvalue = min(1.0, gof.pvalue * tests)
+        expected = worst["law"] * worst["observed"].sum()
+        where = f"K={worst['k']}, V={worst['vocab']}, position {worst['position']}; " + largest_deviation(
+            worst["observed"], expected, lambda g, c: f"token {c}"
+        )
+        evidence: dict[str, Any] = {
+            "test": gof.method,
+            "df": gof.df,
+            "statistic": gof.statistic,
+            "shapes": [list(s) for s in shapes],
+            "tests": tests,
+            "where": where,
+            "observed": np.atleast_2d(worst["observed"]).tolist(),
+            "expected": np.atleast_2d(expected).tolist(),
+            "outcome_labels": [str(t) for t in range(worst["vocab"])],
+        }
+        common = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=total, min_detectable_tv=claim)
+        if pvalue <= ctx.alpha:
+            evidence["tv"] = dataclasses.asdict(tv_estimate(worst["observed"], worst["law"], random_state=0))
+            evidence["minimal_example"] = worst["model"].describe()
+            tv = evidence["tv"]
+            return CheckResult(
+                **common, status="fail", finding="loss", evidence=evidence,
+                message=(
+                    f"the emitted tokens do not follow the target's law ({p_text(pvalue)} <= {ctx.alpha:.3g}); "
+                    f"estimated TV {tv['estimate']:.3g} [{tv['low']:.3g}, {tv['high']:.3g}]; {where}"
+                ),
+            )
+        status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
+        message = f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} positions: each follows the target's law"
+        return CheckResult(**common, status=status, message=message, evidence=evidence)
+
+
+@dataclasses.dataclass
+class RenormalisationCheck(Check):
+    """The law given the drafts on rows scaled far from normalised, one fixed case per shape.
+
+    By default a sampler is given what engines give it: rows normalised as well as their dtype
+    allows (engine kernels do not renormalise, and need not).  A sampler that declares
+    ``Capabilities(unnormalised=True)`` promises that a row stands for the row divided by its sum
+    whatever its scale; here every target and draft row is scaled by a factor far from 1
+    (:data:`~specverify.strategies._internal.pairs.FAR_SCALES`), and the law given the drafts is set
+    against the canonical law of the normalised rows.  A failure is its own finding,
+    ``renormalisation`` ("does not renormalise its inputs"): the sampler broke what it declared,
+    which says nothing of its law on the rows engines pass.
+    """
+
+    case: str = "random"
+    shapes: tuple[tuple[int, int], ...] = ((1, 2), (2, 4), (3, 5), (4, 8))  # (K, V)
+    family: str = "fit"
+    statistical: bool = True
+    proves = "renormalisation"
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "unnormalised", self.case)
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        caps = sut.capabilities
+        if not caps.unnormalised:
+            return "the sampler does not declare unnormalised=True: it is given rows normalised as well as their dtype allows, as engines pass them"
+        if not caps.canonical:
+            return "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
+        if all(caps.unsupported(k=k, vocab=v) for k, v in self.shapes):
+            return "no shape fits the sampler's declared limits"
+        return None
+
+    def cases(self, ctx: Context) -> list[StepCase]:
+        """One random case per shape, every row scaled by a factor of :data:`FAR_SCALES`."""
+        cases = []
+        scales = torch.tensor(FAR_SCALES, dtype=torch.float64)
+        for index, (k, vocab) in enumerate(self.shapes):
+            if ctx.sut.capabilities.unsupported(k=k, vocab=vocab):
+                continue
+            generator = torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab))
+            target, draft, drafts = random_step_batch(generator, 1, k, vocab, zeros=0.2)
+            t_scale = scales[(torch.arange(k + 1) + index) % len(FAR_SCALES)][:, None]
+            d_scale = scales[(torch.arange(k) + index + 1) % len(FAR_SCALES)][:, None]
+            cases.append(ctx.as_passed(StepCase(target[0] * t_scale, draft[0] * d_scale, drafts[0], label="unnormalised")))
+        return cases
+
+    def run(self, ctx: Context) -> CheckResult:
+        cases = self.cases(ctx)
+        share = ctx.alpha / len(cases)
+        tests, observed, laws = [], [], []
+        try:
+            for index, case in enumerate(cases):
+                law = case.law().reshape(-1).numpy()
+                rows = plan_samples(ctx, int((law > 0).sum()) - 1, share)
+                counts = step_counts(ctx, [case], rows, ctx.seed_for(self.id, "rows", index))[0]
+                tests.append(gof_test(counts, law, alpha=share, random_state=ctx.seed_for(self.id, "mc", index)))
+                observed.append(counts)
+                laws.append(law)
+        except SamplerFault as fault:
+            return fault_result(self, fault)
+        worst = min(range(len(cases)), key=lambda g: tests[g].pvalue)
+        gof, case = tests[worst], cases[worst]
+        pvalue = min(1.0, gof.pvalue * len(cases))
+        claim = max(t.min_detectable_tv(share, ctx.budget.power) for t in tests)
+        vocab = case.vocab_size
+        expected = laws[worst] * observed[worst].sum()
+        sums = [round(float(s), 4) for s in case.target_probs.sum(-1)] + [round(float(s), 4) for s in case.draft_probs.sum(-1)]
+        evidence: dict[str, Any] = {
+            "test": gof.method,
+            "df": gof.df,
+            "statistic": gof.statistic,
+            "row_sums": sums,
+            "where": f"K={case.k}, V={vocab}; "
+            + largest_deviation(observed[worst], expected, lambda g, c: f"outcome (accepted {c // vocab}, token {c % vocab})"),
+        }
+        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=int(sum(o.sum() for o in observed)), min_detectable_tv=claim)
+        if pvalue <= ctx.alpha:
+            evidence["tv"] = dataclasses.asdict(tv_estimate(observed[worst], laws[worst], random_state=0))
+            evidence["minimal_example"] = case.describe()
+            evidence["repro"] = ctx.repro(
+                f"{case.to_code()}\ncase = specverify.StepCase(target_probs, draft_probs, draft_tokens)\n"
+                f"print(specverify.step_law_test(sampler, [case], rows_per_case={int(observed[worst].sum())}, seed=0))"
+            )
+            return CheckResult(
+                **common, status="fail", finding="renormalisation", evidence=evidence,
+                message=(
+                    f"does not renormalise its inputs, though it declares unnormalised=True: on rows summing to {sums} "
+                    f"the law given the drafts is not that of the normalised rows ({p_text(pvalue)} <= {ctx.alpha:.3g}); {evidence['where']}"
+                ),
+            )
+        status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
+        return CheckResult(**common, status=status, evidence=evidence, message=f"{len(cases)} cases with rows scaled by {list(FAR_SCALES)}: renormalised exactly")

@@ -28,12 +28,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault, LoopUnderTest
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
 from ..stats import gof_test, samples_needed, tv_estimate
+from ._base import Check, registered
 
 __all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
 
@@ -109,12 +111,12 @@ def _needs(groups: list[dict[str, float]]) -> set[str]:
 
 
 @dataclasses.dataclass
-class LoopCheck:
+class LoopCheck(Check):
     """One check of the loop family (``name`` picks what it does; ``case`` the kind)."""
 
     name: str
     case: str | None = None
-    family: str = "loop"
+    family: str = LOOP_FAMILY
 
     @property
     def id(self) -> str:
@@ -274,13 +276,13 @@ class LoopCheck:
 
 def loop_battery() -> list[LoopCheck]:
     """Every loop check, exact ones first."""
-    return [
+    return registered([
         LoopCheck("output"),
         LoopCheck("determinism"),
         LoopCheck("seeds"),
         *[LoopCheck("law", kind) for kind in KINDS],
         LoopCheck("positions"),
-    ]
+    ], families=(LOOP_FAMILY,))
 
 
 def check_loop(
@@ -313,14 +315,13 @@ def check_loop(
         Interrupted: Ctrl-C; the loop's process is ended, ``result`` (and the JSON) hold what
             finished, marked unfinished.
     """
-    import fnmatch
-
     from .._budgets import get_budget
     from .._result import RunResult
     from .._runner import Interrupted, write_json
+    from ._plan import left_out_among, plan_checks, selected
 
     spent = get_budget(budget) if isinstance(budget, str) else budget
-    checks = [c for c in loop_battery() if not select or any(p == c.family or fnmatch.fnmatchcase(c.id, p.replace("[", "[[]")) or fnmatch.fnmatchcase(c.id, p) for p in select)]
+    checks = selected(loop_battery(), select)
     if not checks:
         raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
     under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
@@ -330,19 +331,17 @@ def check_loop(
     )
     info = {"sampler": {"name": under_test.name, "parameters": list(under_test.parameters)}, "contract": "loop", "reach": reach, "seed": seed, "isolation": under_test.info(),
             "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks),
-            "left_out": [c.id for c in loop_battery() if c.id not in {k.id for k in checks}], "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
+            "left_out": left_out_among(loop_battery(), select), "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
     if spec is not None:
         info["spec"] = spec
     result = RunResult(run=info, checks=[], finished=False)
     try:
-        reasons = {c.id: c.skip_reason(under_test) for c in checks}
-        decisions = sum(c.statistical and reasons[c.id] is None for c in checks)
-        share = (alpha if alpha is not None else spent.alpha) / max(1, decisions)
-        for item in checks:
-            if reasons[item.id] is not None:
-                result.checks.append(item._result("skip", message=reasons[item.id]))
+        for planned in plan_checks(checks, under_test, alpha if alpha is not None else spent.alpha):
+            item = planned.check
+            if planned.skip_reason is not None:
+                result.checks.append(item._result("skip", message=planned.skip_reason))
             else:
-                ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, share if item.statistical else 0.0)
+                ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, planned.alpha)
                 result.checks.append(item.run(ctx))
             if on_result:
                 on_result(result.checks[-1])

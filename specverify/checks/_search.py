@@ -29,10 +29,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from .._calling import SamplerFault
+from .._result import CheckResult
 from ..stats import confirmation_alpha
-from ._base import Context
+from ._base import Context, Decision, fault_result
 
-__all__ = ["Decision", "Outcome", "SearchResult", "decisions_from_search", "p_text", "search_and_confirm"]
+__all__ = ["Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -40,6 +41,13 @@ C = TypeVar("C")
 MAX_SCREENS_FACTOR = 12
 #: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
 MAX_ROUNDS = 3
+
+
+def confirm_level(ctx: Context, examples: int | None = None) -> float:
+    """The level :func:`search_and_confirm` holds a confirmation to, after ``examples`` screens
+    (default the budget's), so that the decision keeps its share ``ctx.alpha``; a screen uses it to
+    state the claim a confirmation would make."""
+    return confirmation_alpha(ctx.alpha, examples or ctx.budget.examples, ctx.budget.screen_alpha, confirmations=2)
 
 
 @dataclasses.dataclass
@@ -122,7 +130,7 @@ def search_and_confirm(
     limit = MAX_SCREENS_FACTOR * examples + 50
     result: SearchResult[C] = SearchResult(examples=0, screens=[])
     if statistical:
-        result.confirm_alpha = confirmation_alpha(ctx.alpha, examples, screen_alpha, confirmations=2)
+        result.confirm_alpha = confirm_level(ctx, examples)
 
     def screen(case: C) -> Outcome:
         key = fingerprint(case)
@@ -258,16 +266,6 @@ def _guarded(evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: i
         return Outcome(pvalues={}, samples=0, min_detectable_tv={}, fault=fault)
 
 
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """One statistical decision a searching check reports, and what its failure proves."""
-
-    id: str
-    family: str
-    case: str | None
-    finding: str
-
-
 def decisions_from_search(
     ctx: Context,
     decisions: list[Decision],
@@ -276,9 +274,6 @@ def decisions_from_search(
     repro: Callable[[Any, Outcome], str],
 ) -> list[Any]:
     """Turn a search into one :class:`~specverify.CheckResult` per decision."""
-    from .._result import CheckResult
-    from ._base import fault_result
-
     results = []
     screens = found.screens
     base_evidence = {

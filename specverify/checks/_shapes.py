@@ -12,7 +12,11 @@ where a residual rounds to zero.  These checks give the sampler those inputs and
   target's own law (failure: ``loss``); ``shapes.acceptance``: accepted drafts per call against
   the exact expectation (failure: ``suboptimal``);
 * ``shapes.edge-law[<kind>]``: float edges (sub-ulp and zero residuals, exact zeros next to
-  sub-ulp mass, one-ulp and near-equal laws, bf16/fp16 rounding) as law tests.
+  sub-ulp mass, one-ulp and near-equal laws, bf16/fp16 rounding) as law tests;
+* ``shapes.uniform-driven[<V>x<K>]`` (samplers that take injected uniforms): the exact family's
+  uniform grid at full size (V up to 262,144, K up to 16) on a structured case, one point per cell
+  of the partition by accepted prefix (``K + 1`` prefixes, not ``2^K`` corners) and residual token:
+  every output canonical, no sampling error.
 
 A structured case's law lives on a few dozen cells whatever ``V``, so the samples a test needs do
 not grow with ``V``; the sampler's own cost does (it reads every probability of every row), so a
@@ -32,6 +36,7 @@ import torch
 
 from .._calling import SamplerFault, SamplerUnderTest, Violation
 from .._cases import StepCase
+from .._oracle import canonical_emit, normalise, residual_distribution
 from .._result import CheckResult
 from ..stats import gof_test, identity_plan, identity_test, mean_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
@@ -41,18 +46,20 @@ from ..strategies._internal.shapes import (
     edge_case,
     structured_case,
 )
-from ._base import Context, check_id, fault_result
-from ._fit import largest_deviation
-from ._sampling import tally
+from ._base import Check, Context, Decision, check_id, fault_result
+from ._exact import TIE
+from ._tally import largest_deviation, tally
 
 __all__ = [
     "EdgeLawCheck",
+    "FullSizeGridCheck",
     "Shape",
     "ShapeConditionalCheck",
     "ShapeTargetLawCheck",
     "call_rows",
     "earlier_hang",
     "lumped_law",
+    "prefix_grid",
     "remember_hang",
 ]
 
@@ -189,7 +196,7 @@ def _claim_note(ctx: Context, claim: float, rows: int, needed: int) -> str:
 
 
 @dataclasses.dataclass
-class ShapeConditionalCheck:
+class ShapeConditionalCheck(Check):
     """The law given the drafts on a structured case at each production shape."""
 
     shapes: tuple[Shape, ...] = CONDITIONAL_SHAPES
@@ -203,12 +210,9 @@ class ShapeConditionalCheck:
     def id(self) -> str:
         return check_id(self.family, "conditional")
 
-    def decision_list(self) -> list[Any]:
-        full = _Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
-        return [_Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
+    def decision_list(self) -> list[Decision]:
+        full = Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
+        return [Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         results = []
@@ -235,7 +239,7 @@ class ShapeConditionalCheck:
             if reduced:
                 extra["reduced"] = reduced
             results.append(_lumped_result(
-                ctx, _Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                ctx, Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
                 kind="structured", extra=extra, fault_evidence={"V": shape.vocab, "K": shape.k},
                 where=f"V={shape.vocab:,}, K={shape.k}", law_name="law given the drafts",
                 claim_note=lambda claim: _claim_note(ctx, claim, rows, needed) + (f"; {reduced}" if reduced else ""),
@@ -280,7 +284,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
             ctx.advance(n)
     except SamplerFault as f:
         remember_hang(ctx, rid, f)
-        result = fault_result(_Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
+        result = fault_result(Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
         result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
         return result
     test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
@@ -304,13 +308,6 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class _Decision:
-    id: str
-    family: str
-    case: str | None
-
-
 def _beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) -> CheckResult:
     reason = f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,}); a larger budget tests it"
     return CheckResult(id=rid, family=family, case=case, status="skip", message=reason)
@@ -323,7 +320,7 @@ def _not_run(rid: str, family: str, case: str | None, fault: SamplerFault) -> Ch
 
 
 @dataclasses.dataclass
-class ShapeTargetLawCheck:
+class ShapeTargetLawCheck(Check):
     """Drafts drawn from a structured draft law; the target's own law and acceptance at common sizes.
 
     The model is position-only (the law at position ``i`` does not depend on the prefix), so the
@@ -345,11 +342,8 @@ class ShapeTargetLawCheck:
     def id(self) -> str:
         return check_id(self.family, "target-law")
 
-    def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         first_id, position_id, accept_id = (d.id for d in self.decision_list())
@@ -444,7 +438,7 @@ class ShapeTargetLawCheck:
 
 def _lumped_result(
     ctx: Context,
-    decision: _Decision,
+    decision: Decision,
     case: StepCase,
     cells: torch.Tensor,
     labels: list[str],
@@ -528,7 +522,7 @@ def _model_tally(
 
 
 @dataclasses.dataclass
-class EdgeLawCheck:
+class EdgeLawCheck(Check):
     """Float edges as law tests: where the emitted token goes when the residual vanishes."""
 
     kinds: tuple[str, ...] = EDGE_LAW_KINDS
@@ -544,8 +538,8 @@ class EdgeLawCheck:
     def id(self) -> str:
         return check_id(self.family, "edge-law")
 
-    def decision_list(self) -> list[Any]:
-        return [_Decision(check_id(self.family, "edge-law", kind), self.family, kind) for kind in self.kinds]
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, "edge-law", kind), self.family, kind) for kind in self.kinds]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return sut.capabilities.unsupported(k=2, vocab=9)
@@ -567,9 +561,134 @@ class EdgeLawCheck:
             df = int((law > 0).sum()) - 1
             rows = max(self.rows, min(samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power), ctx.budget.shape_volume // shape.row_elements()))
             results.append(_lumped_result(
-                ctx, _Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+                ctx, Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
                 kind=kind, extra={"case": kind, "V": vocab, "precision": case.precision}, fault_evidence={"case": kind, "V": vocab},
                 where=f"'{kind}' at V={vocab:,}", law_name="emitted law",
                 claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
             ))
+        return results
+
+
+def prefix_grid(case: StepCase, tie: float = TIE) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """One point in each cell of the canonical partition by accepted prefix and emitted token.
+
+    The canonical output depends on ``u_1..u_{j+1}`` only up to the first rejection ``j``, so the
+    cells are ``K + 1`` prefixes times the residual's tokens, not ``2^K`` corners (uniforms past the
+    rejection are set to 1/2).  Returns ``(uniforms [G, K+1], volume [G], skipped_volume)``.
+    """
+    p = normalise(case.target_probs)
+    q = normalise(case.draft_probs)
+    k = case.k
+    index = case.draft_tokens[:, None]
+    ratio = (p[:k].gather(1, index) / q.gather(1, index))[:, 0].clamp(max=1.0)
+    dist = residual_distribution(p, torch.cat([q, torch.zeros_like(q[:1])]))
+    cdf = (dist / dist.sum(-1, keepdim=True)).cumsum(-1)
+    points, volumes, reach, kept = [], [], 1.0, 0.0
+    for j in range(k + 1):  # over prefixes; each prefix's tokens vectorised
+        stop = 1.0 if j == k else 1.0 - float(ratio[j])
+        if reach * stop > 0:
+            live = dist[j] > 0
+            hi = cdf[j][live]
+            lo = torch.cat([hi.new_zeros(1), hi[:-1]])
+            hi[-1] = 1.0
+            wide = hi - lo > 2 * tie
+            if j < k and stop <= 2 * tie:
+                wide[:] = False
+            u = torch.full((int(wide.sum()), k + 1), 0.5, dtype=torch.float64)
+            u[:, :j] = ratio[:j] / 2
+            if j < k:
+                u[:, j] = (1.0 + float(ratio[j])) / 2
+            u[:, k] = ((lo + hi) / 2)[wide]
+            volume = reach * stop * (hi - lo)[wide]
+            points.append(u)
+            volumes.append(volume)
+            kept += float(volume.sum())
+        if j < k:
+            reach *= float(ratio[j])
+    return torch.cat(points), torch.cat(volumes), 1.0 - kept
+
+
+@dataclasses.dataclass
+class FullSizeGridCheck(Check):
+    """Injected uniforms at production shapes: every cell's output canonical, no sampling error."""
+
+    shapes: tuple[tuple[int, int], ...] = ((65_537, 16), (262_144, 4))  # (V, K)
+    family: str = "shapes"
+    case: str | None = None
+    statistical: bool = False
+    proves = "non-canonical"
+
+    @property
+    def id(self) -> str:
+        return check_id(self.family, "uniform-driven")
+
+    def decision_list(self) -> list[Decision]:
+        return [Decision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}") for v, k in self.shapes]
+
+    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
+        if not sut.capabilities.uniforms:
+            return "the sampler does not declare uniforms=True (injected uniforms)"
+        return None
+
+    def run(self, ctx: Context) -> list[CheckResult]:
+        results = []
+        for decision, (declared_vocab, declared_k) in zip(self.decision_list(), self.shapes):
+            shape, reduced = bounded(ctx.sut, Shape(declared_vocab, declared_k))
+            if shape.vocab > ctx.budget.shape_max_vocab:
+                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip",
+                                           message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,})"))
+                continue
+            # draft tails above the target's: the residual lives on the active tokens; the bonus
+            # row's tail is exact zeros, so every axis has a few cells whatever V
+            hang = earlier_hang(ctx)
+            if hang is not None:
+                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip", message=f"not run: {hang.violation.rule}: {hang.violation.message}"))
+                continue
+            case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(decision.id), tail_mass=(0.1, 0.3), bonus_tail=0.0, accept_until=shape.k // 2))
+            uniforms, volume, skipped = prefix_grid(case)
+            ctx.sut.reach.reset()
+            per_call = call_rows(ctx.sut, shape)
+            dtype = ctx.dtype_for(case.precision)
+            wrong_rows, got_tokens, got_accepted = [], [], []
+            try:
+                for start in range(0, uniforms.shape[0], per_call):  # over calls, not points
+                    u = uniforms[start : start + per_call]
+                    target, draft, drafts = case.batch(u.shape[0])
+                    expected = canonical_emit(target, draft, drafts, u)
+                    got = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(decision.id, start)), uniforms=u, dtype=dtype)
+                    ctx.advance(u.shape[0])
+                    wrong = (got[0] != expected[0]).any(-1) | (got[1] != expected[1])
+                    wrong_rows.append(wrong)
+                    got_tokens.append(got[0])
+                    got_accepted.append(got[1])
+            except SamplerFault as fault:
+                remember_hang(ctx, decision.id, fault)
+                result = fault_result(decision, fault, evidence={"V": shape.vocab, "K": shape.k})
+                result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+                results.append(result)
+                continue
+            wrong = torch.cat(wrong_rows)
+            tokens, accepted = torch.cat(got_tokens), torch.cat(got_accepted)
+            vocab = shape.vocab
+            induced = torch.zeros((shape.k + 1) * vocab, dtype=torch.float64)
+            induced.index_add_(0, accepted * vocab + tokens.gather(1, accepted[:, None])[:, 0], volume)
+            tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
+            evidence: dict[str, Any] = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
+                                        "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}
+            if reduced:
+                evidence["reduced"] = reduced
+            common = dict(id=decision.id, family=self.family, case=decision.case, samples=int(uniforms.shape[0]), proves="non-canonical")
+            if wrong.any():
+                r = int(wrong.nonzero()[0, 0])
+                expected = canonical_emit(*case.batch(1), uniforms[r : r + 1])
+                evidence["first_mismatch"] = {"uniforms": uniforms[r].tolist(), "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
+                                              "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])}, "mismatched_volume": float(volume[wrong].sum())}
+                result = CheckResult(**common, status="fail", finding="non-canonical", min_detectable_tv=0.0, evidence=evidence,
+                                     message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
+                                             f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by TV {tv:.3g}")
+            else:
+                result = CheckResult(**common, status="pass", evidence=evidence,
+                                     message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})")
+            result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
+            results.append(result)
         return results

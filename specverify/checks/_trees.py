@@ -51,9 +51,9 @@ from .._tree_calling import TreeSamplerUnderTest
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
 from ..stats import gof_test, mean_test, samples_needed
-from ._base import Context, check_id, fault_result
-from ._fit import largest_deviation
+from ._base import Check, Context, check_id, fault_result, registered
 from ._fixtures import random_laws
+from ._tally import largest_deviation
 
 __all__ = ["LumpedModel", "TREE_SHAPES", "TreeShape", "tree_battery"]
 
@@ -283,14 +283,13 @@ def lumped_model(vocab: int, seed: int) -> LumpedModel:
 
 
 @dataclasses.dataclass
-class TreeCheck:
+class TreeCheck(Check):
     """What every check of the family shares: its id, its skip reasons and its result."""
 
     case: str | None = None
     name: str = ""
     family: str = "trees"
     statistical: bool = True
-    decisions = 1
     proves: str | None = None
     needs_algorithm: bool = False
 
@@ -730,9 +729,9 @@ def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
     return None
 
 
-def tree_battery() -> list[Any]:
+def tree_battery() -> list[Check]:
     """The ``trees`` family, cheapest and most decisive first."""
-    return [
+    return registered([
         TreeOutputCheck(),
         TreeSupportCheck(),
         TreeGeneratedOutputCheck(),
@@ -741,4 +740,4 @@ def tree_battery() -> list[Any]:
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
         *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
-    ]
+    ])

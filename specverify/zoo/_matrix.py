@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .._budgets import Budget, get_budget
-from ..checks import FAMILIES
+from .._families import FAMILIES, LOOP_FAMILY
 
 __all__ = ["MatrixRow", "in_work_order", "kill_matrix", "matrix_work", "render_markdown", "write_matrix"]
 
@@ -113,9 +113,9 @@ def _run_loop_member(name: str, seed: int, budget: Budget) -> MatrixRow:
         seed=seed,
         declared=member.verdict,
         declared_budget="quick",  # tests/test_loop_battery.py catches each at quick
-        expected_families=["loop"] if member.caught_by else [],
+        expected_families=[LOOP_FAMILY] if member.caught_by else [],
         verdict=result.verdict,
-        caught_by={"loop": len(failing)} if failing else {},
+        caught_by={LOOP_FAMILY: len(failing)} if failing else {},
         first_failure=failing[0].id if failing else None,
         first_failure_seconds=first[0] if first else None,
         samples=sum(c.samples or 0 for c in result.checks),
@@ -189,7 +189,7 @@ def in_work_order(rows: list[MatrixRow], work: list[tuple[str, int]]) -> list[Ma
 def render_markdown(rows: list[MatrixRow], budget: str) -> str:
     """The matrix as a markdown table, with the totals that matter (a ``loop`` column when it
     holds loop members)."""
-    families = (*FAMILIES, "loop") if any(r.member.startswith(LOOP_PREFIX) for r in rows) else FAMILIES
+    families = (*FAMILIES, LOOP_FAMILY) if any(r.member.startswith(LOOP_PREFIX) for r in rows) else FAMILIES
     head = "| member | declared (budget) | verdict | " + " | ".join(families) + " | first failing check | seconds to it | samples | seconds |"
     lines = [head, "|" + "---|" * (len(families) + 7)]
     for r in rows:

@@ -7,7 +7,8 @@ and when a check cannot pass), not the run's verdict table, which lives in ``_re
 from __future__ import annotations
 
 from specverify._calling import SamplerFault, Violation
-from specverify.checks._search import Decision, Outcome, SearchResult, decisions_from_search
+from specverify.checks._base import Decision
+from specverify.checks._search import Outcome, SearchResult, decisions_from_search
 
 from ._fakes import fake_context
 

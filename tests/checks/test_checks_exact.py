@@ -8,7 +8,7 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling import SamplerUnderTest
 from specverify.checks import Context
-from specverify.checks._enumeration import UniformGridCheck
+from specverify.checks._exact import UniformGridCheck
 
 
 @specverify.sampler(name="flipped-last-uniform", dtypes=(torch.float64,), uniforms=True)

@@ -1,9 +1,11 @@
-"""Planning (``specverify._runner.plan``): which checks run, and each one's Bonferroni share.
+"""Planning (``specverify.checks._plan``): which checks run, and each one's Bonferroni share.
 
 Planning reads only the sampler's declared capabilities, so no sampler runs here.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,8 +13,10 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._calling import SamplerUnderTest
-from specverify._runner import plan, result_ids
-from specverify.checks import battery
+from specverify._result import left_out
+from specverify.checks import Check, battery, tree_battery
+from specverify.checks._loop import loop_battery
+from specverify.checks._plan import left_out_among, left_out_of, plan, plan_checks, result_ids, selected
 
 BUDGET = get_budget("quick")
 #: The reference takes every check but fit.unnormalised (it declares no unnormalised=True), so every
@@ -75,3 +79,78 @@ def test_a_selection_plans_only_what_it_names_and_gives_it_the_whole_budget():
 def test_a_selection_that_matches_nothing_is_a_usage_error():
     with pytest.raises(ValueError, match="no check matches"):
         plan(SamplerUnderTest(specverify.reference), BUDGET, ["no-such-check"])
+
+
+def test_a_glob_selects_by_id_with_brackets_literal_or_escaped():
+    sut = SamplerUnderTest(specverify.reference)
+    shapes = [c.id for c in battery() if c.family == "shapes"]
+    assert [p.id for p in plan(sut, BUDGET, ["shapes.*"])] == [p.id for p in plan(sut, BUDGET, ["shapes"])] == shapes
+    conditional = [p.id for p in plan(sut, BUDGET, ["fit.conditional[*]"])]
+    assert len(conditional) == 8 and all(i.startswith("fit.conditional[") for i in conditional)
+    assert [p.id for p in plan(sut, BUDGET, ["fit.conditional[[]zeros]"])] == ["fit.conditional[zeros]"]  # glob.escape's form
+
+
+def test_a_check_that_does_not_apply_is_left_out_unless_nothing_else_is_selected():
+    sut = SamplerUnderTest(specverify.reference)  # declares no per-request seeds
+    assert not any(p.id.startswith("contract.seeds") for p in plan(sut, BUDGET))
+    assert not any(p.id.startswith("contract.seeds") for p in plan(sut, BUDGET, ["contract"]))
+    (*seeds,) = plan(sut, BUDGET, ["contract.seeds[*]"])
+    assert [p.id for p in seeds] == ["contract.seeds[same-seed]", "contract.seeds[different-seeds]", "contract.seeds[batch-placement]"]
+    assert all("declares no per-request seeds" in (p.skip_reason or "") for p in seeds)
+
+
+class Fake(Check):
+    """A declared check with the planning attributes set by hand."""
+
+    def __init__(self, name: str, *, statistical: bool, decisions: int = 1, proves: str | None = None, reason: str | None = None) -> None:
+        self.family, self.case, self.name, self._statistical = "fit", None, name, statistical
+        self._decisions, self._proves, self._reason = decisions, proves, reason
+
+    id = property(lambda self: f"fit.{self.name}")
+    statistical = property(lambda self: self._statistical)
+    decisions = property(lambda self: self._decisions)
+    proves = property(lambda self: self._proves)
+
+    def skip_reason(self, sut: object) -> str | None:
+        return self._reason
+
+    def run(self, ctx: object) -> list:
+        raise AssertionError("planned, never run")
+
+
+def test_the_share_counts_only_the_statistical_decisions_that_run():
+    checks = [
+        Fake("three", statistical=True, decisions=3),
+        Fake("skips", statistical=True, decisions=5, reason="needs V=9"),
+        Fake("law", statistical=True, decisions=2, proves="non-canonical"),  # skips: the sampler is not canonical
+        Fake("exact", statistical=False, decisions=7),
+    ]
+    sut = SimpleNamespace(capabilities=SimpleNamespace(canonical=False))
+    three, skips, law, exact = plan_checks(checks, sut, alpha=0.06)
+    assert (three.alpha, three.skip_reason) == (0.02, None)  # 0.06 over the 3 decisions that run
+    assert skips.skip_reason == "needs V=9" and "canonical=False" in (law.skip_reason or "")
+    assert (exact.alpha, exact.skip_reason) == (0.0, None)
+    (alone,) = plan_checks([Fake("skips", statistical=True, reason="no")], sut, alpha=0.06)
+    assert alone.alpha == 0.06  # nothing runs: no division by zero, nothing spent
+
+
+def test_a_subset_names_what_it_left_out_of_the_battery():
+    sut = SamplerUnderTest(specverify.reference)
+    every = [i for c in battery() for i in result_ids(c)]
+    efficiency = ["efficiency.acceptance[seed-chain]", "efficiency.acceptance[random]"]
+    assert left_out_of(sut, None) == left_out_of(sut, []) == []
+    assert left_out_of(sut, ["efficiency"]) == [i for i in every if i not in efficiency]
+    assert left_out({"select": ["efficiency"]}) == left_out_of(sut, ["efficiency"])  # a result read without its record
+    assert "fit.position[chain]" not in left_out_of(sut, ["fit.step[chain]"])  # a decision's check is wholly in
+    trees = left_out_among(tree_battery(), ["trees.output*"])
+    assert len(trees) == len(tree_battery()) - 2 and not any(i.startswith("trees.output") for i in trees)
+
+
+def test_the_loop_family_is_planned_by_the_same_rules():
+    loop = SimpleNamespace(parameters=("temperature",))  # what a loop under test declares
+    planned = {p.id: p for p in plan_checks(selected(loop_battery(), None), loop, alpha=0.03)}
+    running = [i for i, p in planned.items() if p.check.statistical and p.skip_reason is None]
+    assert running == ["loop.law[plain]", "loop.law[temperature]", "loop.positions"]
+    assert {planned[i].alpha for i in running} == {0.01} and planned["loop.output"].alpha == 0.0
+    assert "no per-request seeds" in (planned["loop.seeds"].skip_reason or "")
+    assert [c.id for c in selected(loop_battery(), ["loop.law[top-k]"])] == ["loop.law[top-k]"]

@@ -8,9 +8,8 @@
   proportion to its draft probability, against the exact per-draft law.
 * ``exact.emitted[model]``: drafts drawn from the draft model; the emitted sequences against the
   canonical algorithm's exact law of emitted sequences.
-* ``shapes.uniform-driven[<V>x<K>]`` (samplers that take injected uniforms): the same at full size
-  (V up to 262,144, K up to 16) on a structured case, one point per cell of the partition by
-  accepted prefix (``K + 1`` prefixes, not ``2^K`` corners) and residual token.
+
+The same grid at production shapes is the ``shapes`` family's (``shapes.uniform-driven``).
 """
 
 from __future__ import annotations
@@ -30,13 +29,12 @@ from .._models import step_inputs
 from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
 from ..stats import gof_test, tv_estimate
-from ._base import Context, check_id, fault_result
-from ._fit import largest_deviation, plan_samples
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_table_model, seed_chain_case
-from ._sampling import model_tally, step_counts
 from ._search import Outcome, search_and_confirm
+from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
-__all__ = ["ConditionalEnumerationCheck", "EmittedLawCheck", "FullSizeGridCheck", "UniformGridCheck", "prefix_grid", "uniform_grid"]
+__all__ = ["TIE", "ConditionalEnumerationCheck", "EmittedLawCheck", "UniformGridCheck", "uniform_grid"]
 
 #: Uniform points closer than this to a cell boundary are float ties and are not evaluated.
 TIE = 1e-6
@@ -75,7 +73,7 @@ def _points(cells: list[tuple[float, float]], tie: float) -> list[tuple[float, f
 
 
 @dataclasses.dataclass
-class UniformGridCheck:
+class UniformGridCheck(Check):
     """The sampler's output law computed over its injected uniforms."""
 
     case: str = "random"
@@ -83,7 +81,6 @@ class UniformGridCheck:
     max_k: int = 3
     family: str = "exact"
     statistical: bool = False
-    decisions = 0
     proves = "non-canonical"
 
     @property
@@ -158,14 +155,13 @@ class UniformGridCheck:
 
 
 @dataclasses.dataclass
-class ConditionalEnumerationCheck:
+class ConditionalEnumerationCheck(Check):
     """Every draft sequence of small models, rows in proportion to the draft law."""
 
     case: str = "all-drafts"
     shapes: tuple[tuple[int, int], ...] = ((2, 3), (3, 2), (4, 2))  # (V, K)
     family: str = "exact"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property
@@ -225,13 +221,12 @@ class ConditionalEnumerationCheck:
 
 
 @dataclasses.dataclass
-class EmittedLawCheck:
+class EmittedLawCheck(Check):
     """Emitted sequences (drafts drawn from the model) against the canonical exact law."""
 
     case: str = "seed-chain"
     family: str = "exact"
     statistical: bool = True
-    decisions = 1
     proves = "non-canonical"
 
     @property
@@ -276,140 +271,3 @@ class EmittedLawCheck:
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
         return CheckResult(**common, status=status, message=f"{tally.samples} steps: emitted sequences follow the canonical law", evidence=evidence)
-
-
-
-def prefix_grid(case: StepCase, tie: float = TIE) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """One point in each cell of the canonical partition by accepted prefix and emitted token.
-
-    The canonical output depends on ``u_1..u_{j+1}`` only up to the first rejection ``j``, so the
-    cells are ``K + 1`` prefixes times the residual's tokens, not ``2^K`` corners (uniforms past the
-    rejection are set to 1/2).  Returns ``(uniforms [G, K+1], volume [G], skipped_volume)``.
-    """
-    p = normalise(case.target_probs)
-    q = normalise(case.draft_probs)
-    k = case.k
-    index = case.draft_tokens[:, None]
-    ratio = (p[:k].gather(1, index) / q.gather(1, index))[:, 0].clamp(max=1.0)
-    dist = residual_distribution(p, torch.cat([q, torch.zeros_like(q[:1])]))
-    cdf = (dist / dist.sum(-1, keepdim=True)).cumsum(-1)
-    points, volumes, reach, kept = [], [], 1.0, 0.0
-    for j in range(k + 1):  # over prefixes; each prefix's tokens vectorised
-        stop = 1.0 if j == k else 1.0 - float(ratio[j])
-        if reach * stop > 0:
-            live = dist[j] > 0
-            hi = cdf[j][live]
-            lo = torch.cat([hi.new_zeros(1), hi[:-1]])
-            hi[-1] = 1.0
-            wide = hi - lo > 2 * tie
-            if j < k and stop <= 2 * tie:
-                wide[:] = False
-            u = torch.full((int(wide.sum()), k + 1), 0.5, dtype=torch.float64)
-            u[:, :j] = ratio[:j] / 2
-            if j < k:
-                u[:, j] = (1.0 + float(ratio[j])) / 2
-            u[:, k] = ((lo + hi) / 2)[wide]
-            volume = reach * stop * (hi - lo)[wide]
-            points.append(u)
-            volumes.append(volume)
-            kept += float(volume.sum())
-        if j < k:
-            reach *= float(ratio[j])
-    return torch.cat(points), torch.cat(volumes), 1.0 - kept
-
-
-@dataclasses.dataclass
-class FullSizeGridCheck:
-    """Injected uniforms at production shapes: every cell's output canonical, no sampling error."""
-
-    shapes: tuple[tuple[int, int], ...] = ((65_537, 16), (262_144, 4))  # (V, K)
-    family: str = "shapes"
-    case: str | None = None
-    statistical: bool = False
-    decisions = 0
-    proves = "non-canonical"
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "uniform-driven")
-
-    def decision_list(self) -> list[Any]:
-        return [_GridDecision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}") for v, k in self.shapes]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        if not sut.capabilities.uniforms:
-            return "the sampler does not declare uniforms=True (injected uniforms)"
-        return None
-
-    def run(self, ctx: Context) -> list[CheckResult]:
-        from ..strategies._internal.shapes import structured_case
-        from ._shapes import Shape, bounded, call_rows, earlier_hang, remember_hang
-
-        results = []
-        for decision, (declared_vocab, declared_k) in zip(self.decision_list(), self.shapes):
-            shape, reduced = bounded(ctx.sut, Shape(declared_vocab, declared_k))
-            if shape.vocab > ctx.budget.shape_max_vocab:
-                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip",
-                                           message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,})"))
-                continue
-            # draft tails above the target's: the residual lives on the active tokens; the bonus
-            # row's tail is exact zeros, so every axis has a few cells whatever V
-            hang = earlier_hang(ctx)
-            if hang is not None:
-                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip", message=f"not run: {hang.violation.rule}: {hang.violation.message}"))
-                continue
-            case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(decision.id), tail_mass=(0.1, 0.3), bonus_tail=0.0, accept_until=shape.k // 2))
-            uniforms, volume, skipped = prefix_grid(case)
-            ctx.sut.reach.reset()
-            per_call = call_rows(ctx.sut, shape)
-            dtype = ctx.dtype_for(case.precision)
-            wrong_rows, got_tokens, got_accepted = [], [], []
-            try:
-                for start in range(0, uniforms.shape[0], per_call):  # over calls, not points
-                    u = uniforms[start : start + per_call]
-                    target, draft, drafts = case.batch(u.shape[0])
-                    expected = canonical_emit(target, draft, drafts, u)
-                    got = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(decision.id, start)), uniforms=u, dtype=dtype)
-                    ctx.advance(u.shape[0])
-                    wrong = (got[0] != expected[0]).any(-1) | (got[1] != expected[1])
-                    wrong_rows.append(wrong)
-                    got_tokens.append(got[0])
-                    got_accepted.append(got[1])
-            except SamplerFault as fault:
-                remember_hang(ctx, decision.id, fault)
-                result = fault_result(decision, fault, evidence={"V": shape.vocab, "K": shape.k})
-                result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
-                results.append(result)
-                continue
-            wrong = torch.cat(wrong_rows)
-            tokens, accepted = torch.cat(got_tokens), torch.cat(got_accepted)
-            vocab = shape.vocab
-            induced = torch.zeros((shape.k + 1) * vocab, dtype=torch.float64)
-            induced.index_add_(0, accepted * vocab + tokens.gather(1, accepted[:, None])[:, 0], volume)
-            tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
-            evidence: dict[str, Any] = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
-                                        "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}
-            if reduced:
-                evidence["reduced"] = reduced
-            common = dict(id=decision.id, family=self.family, case=decision.case, samples=int(uniforms.shape[0]), proves="non-canonical")
-            if wrong.any():
-                r = int(wrong.nonzero()[0, 0])
-                expected = canonical_emit(*case.batch(1), uniforms[r : r + 1])
-                evidence["first_mismatch"] = {"uniforms": uniforms[r].tolist(), "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
-                                              "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])}, "mismatched_volume": float(volume[wrong].sum())}
-                result = CheckResult(**common, status="fail", finding="non-canonical", min_detectable_tv=0.0, evidence=evidence,
-                                     message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
-                                             f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by TV {tv:.3g}")
-            else:
-                result = CheckResult(**common, status="pass", evidence=evidence,
-                                     message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})")
-            result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
-            results.append(result)
-        return results
-
-
-@dataclasses.dataclass(frozen=True)
-class _GridDecision:
-    id: str
-    family: str
-    case: str | None

@@ -1,4 +1,4 @@
-"""Experiments: run the sampler on cases and tally what it emits.
+"""Experiments: run the sampler on cases, tally what it emits, say where a tally deviates.
 
 Two experiments serve every statistical check:
 
@@ -8,7 +8,9 @@ Two experiments serve every statistical check:
   tallied, and each one completed to ``K + 1`` tokens with the target, so its law can be set
   against the target's own joint law.
 
-Work is done in chunks of rows; nothing loops over samples in Python.
+Work is done in chunks of rows; nothing loops over samples in Python.  :func:`plan_samples` sizes
+an experiment for a test; :func:`largest_deviation` names, in words, where counts and their
+expectation differ most.
 """
 
 from __future__ import annotations
@@ -23,11 +25,31 @@ from .._calling import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_index, sequence_offsets
 from .._models import draw_drafts, sample_next, step_inputs
+from ..stats import samples_needed
 from ._base import Context
 
-__all__ = ["ModelTally", "model_tally", "outcome_codes", "stack_cases", "step_counts", "tally"]
+__all__ = ["ModelTally", "largest_deviation", "model_tally", "outcome_codes", "plan_samples", "stack_cases", "step_counts", "tally"]
 
 CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
+
+
+def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1) -> int:
+    """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV."""
+    needed = samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power)
+    return max(1, min(needed, ctx.budget.max_samples // groups))
+
+
+def largest_deviation(observed: np.ndarray, expected: np.ndarray, label) -> str:
+    """Where observed and expected counts differ most, in words; an impossible outcome first."""
+    observed = np.atleast_2d(observed).astype(np.float64)
+    expected = np.atleast_2d(expected)
+    impossible = (expected == 0) & (observed > 0)
+    if impossible.any():  # decisive on its own: no sampling error explains it
+        g, c = np.unravel_index(int(np.argmax(np.where(impossible, observed, -1))), observed.shape)
+        return f"outcome of exact probability 0 at {label(g, c)}: observed {int(observed[g, c])}"
+    score = np.abs(observed - expected) / np.sqrt(np.maximum(expected, 1.0))
+    g, c = np.unravel_index(int(np.argmax(score)), score.shape)
+    return f"largest deviation at {label(g, c)}: observed {int(observed[g, c])}, expected {expected[g, c]:.1f}"
 
 
 def stack_cases(cases: list[StepCase]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

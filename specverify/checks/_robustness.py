@@ -19,16 +19,16 @@ from .. import strategies as sv
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
-from ._base import Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_laws
-from ._sampling import step_counts
 from ._search import Outcome, search_and_confirm
+from ._tally import step_counts
 
 __all__ = ["EdgeValidityCheck", "LargeVocabCheck"]
 
 
 @dataclasses.dataclass
-class EdgeValidityCheck:
+class EdgeValidityCheck(Check):
     """Valid output on every generated case of one edge-case family."""
 
     family: str
@@ -38,7 +38,6 @@ class EdgeValidityCheck:
     max_vocab: int = 8
     max_k: int = 4
     statistical: bool = False
-    decisions = 0
 
     @property
     def id(self) -> str:
@@ -47,9 +46,6 @@ class EdgeValidityCheck:
     @property
     def proves(self) -> str:
         return "support" if self.family == "support" else "contract"
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None
 
     def run(self, ctx: Context) -> CheckResult:
         caps = ctx.sut.capabilities
@@ -100,14 +96,13 @@ class EdgeValidityCheck:
 
 
 @dataclasses.dataclass
-class LargeVocabCheck:
+class LargeVocabCheck(Check):
     """Valid output at LLM-like vocabulary sizes, peaked laws with long zero tails."""
 
     family: str = "robustness"
     case: str | None = "large-vocab"
     vocabularies: tuple[int, ...] = (4096, 32768)
     statistical: bool = False
-    decisions = 0
     proves = "contract"
 
     @property

@@ -1,0 +1,132 @@
+"""Planning a run: which checks of which battery run, why some skip, and each one's share of alpha.
+
+One module for every face of the harness: the CLI and :func:`specverify._runner.check`, the pytest
+plugin and :func:`specverify.pytest_battery` (:mod:`specverify._pytest`), and the loop runner
+(:func:`specverify.checks._loop.check_loop`) plan with it, so a check's share of the false-positive
+budget does not depend on which face, or which xdist worker, runs it.  Planning reads only what the
+checks declare (:class:`~specverify.checks._base.Check`) and what the subject declares; it calls
+no sampler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Iterable
+from typing import Any
+
+from .._budgets import Budget
+from .._errors import UsageError
+from .._tree_calling import TreeSamplerUnderTest
+from . import battery, tree_battery
+from ._base import Check
+
+__all__ = [
+    "PlannedCheck",
+    "battery_for",
+    "check_selection",
+    "left_out_among",
+    "left_out_of",
+    "plan",
+    "plan_checks",
+    "result_ids",
+    "selected",
+    "selects",
+    "skip_reason",
+]
+
+#: Why a check that proves ``non-canonical`` skips on a sampler that declares ``canonical=False``.
+NOT_CANONICAL = "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedCheck:
+    """A check, whether it runs on this subject, and its share of the false-positive budget."""
+
+    check: Check
+    skip_reason: str | None
+    alpha: float
+
+    @property
+    def id(self) -> str:
+        return self.check.id
+
+
+def battery_for(sut: Any) -> list[Check]:
+    """The battery a sampler is put through: the ``trees`` family for a tree sampler, else the chain battery."""
+    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+
+
+def result_ids(check: Check) -> list[str]:
+    """The ids of the results a check reports (one per decision)."""
+    return [d.id for d in check.decision_list()]
+
+
+def selects(pattern: str, check: Check) -> bool:
+    """A family name, or a glob on the check's ids; ``[`` and ``]`` may be taken literally (ids
+    contain them: ``fit.conditional[*]`` matches every conditional check) or as glob classes
+    (``fit.conditional[[]random]``, as :func:`glob.escape` writes it)."""
+    literal = pattern.replace("[", "\x00").replace("]", "[]]").replace("\x00", "[[]")
+    ids = [check.id, *result_ids(check)]
+    return pattern == check.family or any(fnmatch.fnmatchcase(i, p) for i in ids for p in (pattern, literal))
+
+
+def selected(checks: Iterable[Check], select: Iterable[str] | None) -> list[Check]:
+    """The checks ``select`` (patterns for :func:`selects`) names, in order; all of them without one."""
+    patterns = list(select or [])
+    return [c for c in checks if not patterns or any(selects(p, c) for p in patterns)]
+
+
+def left_out_among(checks: Iterable[Check], select: Iterable[str] | None) -> list[str]:
+    """The ids of the results of ``checks`` that ``select`` leaves out (none without a selection)."""
+    patterns = list(select or [])
+    return [i for c in checks if patterns and not any(selects(p, c) for p in patterns) for i in result_ids(c)]
+
+
+def left_out_of(sut: Any, select: Iterable[str] | None) -> list[str]:
+    """The ids of the results of ``sut``'s battery (trees or chains) that ``select`` leaves out."""
+    return left_out_among(battery_for(sut), select)
+
+
+def skip_reason(check: Check, sut: Any) -> str | None:
+    """Why ``check`` does not run on ``sut``: a ``canonical=False`` sampler skips every check whose
+    failure proves ``non-canonical``; else the check's own reason."""
+    if check.proves == "non-canonical" and not sut.capabilities.canonical:
+        return NOT_CANONICAL
+    return check.skip_reason(sut)
+
+
+def plan_checks(checks: list[Check], sut: Any, alpha: float) -> list[PlannedCheck]:
+    """``checks`` planned on ``sut``, each statistical decision that runs with an equal (Bonferroni)
+    share of ``alpha``; exact checks and skipped ones spend nothing.
+
+    Checks whose ``applies(sut)`` is false are left out (the per-request seed checks of a sampler
+    that declares no seeds), unless ``checks`` holds nothing else: then they skip with the reason.
+    """
+    checks = [c for c in checks if c.applies(sut)] or checks
+    reasons = {c.id: skip_reason(c, sut) for c in checks}
+    decisions = sum(c.decisions for c in checks if c.statistical and reasons[c.id] is None)
+    share = alpha / max(1, decisions)
+    return [PlannedCheck(c, reasons[c.id], share if c.statistical else 0.0) for c in checks]
+
+
+def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[PlannedCheck]:
+    """The checks of ``sut``'s battery to run, each with its Bonferroni share of ``budget.alpha``.
+
+    ``select`` holds glob patterns on check ids or family names (``fit.*``, ``contract``); one that
+    matches no check is a :class:`~specverify.UsageError`.
+    """
+    patterns = list(select or [])
+    checks = selected(battery_for(sut), patterns)
+    if not checks:
+        raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
+    return plan_checks(checks, sut, budget.alpha)
+
+
+def check_selection(select: Iterable[str] | None) -> str | None:
+    """Why a selection of checks is unusable (a pattern matches no check of any battery), or ``None``."""
+    if not select:
+        return None
+    checks = [*battery(), *tree_battery()]
+    missing = [p for p in select if not any(selects(p, c) for c in checks)]
+    return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
