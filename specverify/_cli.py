@@ -105,8 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
             "through the battery, print which family caught each and at what cost, count false alarms, and write "
-            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json. Exits 1 on a false alarm, or on a "
-            "bug missed at a budget it is declared catchable at."
+            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json, after every run (marked partial until "
+            "the last one ends). Exits 1 on a false alarm, or on a bug missed at a budget it is declared catchable at; "
+            "130 on Ctrl-C, with the partial matrix of the runs that finished."
         ),
     )
     zoo.add_argument("--budget", choices=list(BUDGETS), default="standard")

@@ -42,6 +42,7 @@ __all__ = [
     "as_chain_sampler",
     "audit_tree_output",
     "chain_output",
+    "rows_of",
 ]
 
 #: The lossless verification algorithms with an exact law here (see ``specverify._tree_exact``).
@@ -282,6 +283,14 @@ def _describe(value: Any) -> str:
 
 
 # --- the exact audit of an output ------------------------------------------------------------
+
+
+def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:
+    """Rows ``rows`` of a batch, trailing all-padding columns kept (the width is the batch's)."""
+    if rows.start in (0, None) and (rows.stop is None or rows.stop >= tree.batch):
+        return tree
+    draft = None if tree.draft_probs is None else tree.draft_probs[rows]
+    return TreeBatch(tree.parents[rows], tree.tokens[rows], tree.target_probs[rows], draft)
 
 
 def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False) -> list[Violation]:

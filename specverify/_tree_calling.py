@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 
-from ._calling import CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
 from ._reach import ReachRecorder
-from ._tree import ALGORITHMS, TreeBatch, audit_tree_output
+from ._tree import ALGORITHMS, TreeBatch, audit_tree_output, rows_of
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 
 __all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
@@ -60,14 +60,6 @@ def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | No
         return f
 
     return declare(fn) if fn is not None else declare
-
-
-def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:
-    """Rows ``rows`` of a batch, trailing all-padding columns kept (the width is the batch's)."""
-    if rows.start in (0, None) and (rows.stop is None or rows.stop >= tree.batch):
-        return tree
-    draft = None if tree.draft_probs is None else tree.draft_probs[rows]
-    return TreeBatch(tree.parents[rows], tree.tokens[rows], tree.target_probs[rows], draft)
 
 
 class TreeSamplerUnderTest(Supervised):
@@ -156,29 +148,59 @@ class TreeSamplerUnderTest(Supervised):
         paths padded to the batch's depth."""
         caps = self.capabilities
         per_row = not caps.batched
-        chunk = 1 if per_row else caps.max_batch or max(1, MAX_CALL_ELEMENTS // (2 * tree.width * tree.vocab))
+        # an unbatched sampler isolated: its worker makes one call per row, a chunk of rows a round trip
+        rows_in_worker = per_row and self._process is not None
+        chunk = UNBATCHED_AUDIT_ROWS if rows_in_worker else 1 if per_row else caps.max_batch or max(1, MAX_CALL_ELEMENTS // (2 * tree.width * tree.vocab))
         paths, tokens = [], []
         for start in range(0, tree.batch, chunk):  # loops over chunks of rows, not rows
             rows = slice(start, start + chunk)
             part = rows_of(tree, rows)
             given = self._placed(part)
             u = None if uniforms is None else uniforms[rows].to(device=given.parents.device, dtype=torch.float64).contiguous()
-            self.reach.record(batch=part.batch, k=part.width - 1, vocab=part.vocab, dtype=str(self.dtype).removeprefix("torch."))
-            output, changed = self._call(given, generator, u)
+            self.reach.record(batch=1 if per_row else part.batch, rows=part.batch, k=part.width - 1, vocab=part.vocab, dtype=str(self.dtype).removeprefix("torch."))
+            output, changed = self._call(given, generator, u, per_row=rows_in_worker)
             if changed:
                 label = ("parents", "tokens", "target_probs")[changed[0]]
                 raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {label} in place"))
-            violations = audit_tree_output(given, output, first_only=True)
-            if violations:
-                v = violations[0]
-                details: dict[str, Any] = {"last_output": _shown(output)}
-                if v.row is not None:  # the failing row's output, for the report's drawing of its tree
-                    details.update(failing_row=v.row + start, failing_path=output[0][v.row].tolist(), failing_token=int(output[1][v.row]))
-                raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start), details)
+            if rows_in_worker:
+                self._audit_rows(given, output, start)
+            else:
+                self._audit(given, output, start)
             path, token = (x.to("cpu") for x in output)
             paths.append(torch.nn.functional.pad(path, (0, tree.depth + 1 - path.shape[1]), value=-1))
             tokens.append(token)
         return torch.cat(paths), torch.cat(tokens)
+
+    def _audit(self, given: TreeBatch, output: Any, start: int) -> None:
+        """Raise the fault of the first contract rule the output of rows ``start`` on breaks."""
+        violations = audit_tree_output(given, output, first_only=True)
+        if violations:
+            v = violations[0]
+            details: dict[str, Any] = {"last_output": _shown(output)}
+            if v.row is not None:  # the failing row's output, for the report's drawing of its tree
+                details.update(failing_row=v.row + start, failing_path=output[0][v.row].tolist(), failing_token=int(output[1][v.row]))
+            raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start), details)
+
+    def _audit_rows(self, given: TreeBatch, output: Any, start: int) -> None:
+        """The audit of calls made one per row in the worker, with the finding the same calls made
+        one round trip each would have had: the first row that breaks a rule, audited as its own tree
+        (its output as returned, when it was not a well-formed pair)."""
+        if isinstance(output, tuple) and output[:1] == ("row",):  # row i's output was not a pair of its shapes
+            _, first_bad, returned, placed = output
+            rows = [(i, placed[0][i : i + 1], placed[1][i : i + 1]) for i in range(first_bad)]
+        else:
+            first_bad, returned, rows = None, None, []
+            violations = audit_tree_output(given, output)  # one pass over the chunk: every rule's first row
+            if not violations:
+                return
+            first = min(v.row for v in violations if v.row is not None) if any(v.row is not None for v in violations) else 0
+            rows = [(first, output[0][first : first + 1], output[1][first : first + 1])]
+        for i, path, token in rows:  # rows before a malformed one: the first that breaks a rule, if any
+            row = rows_of(given, slice(i, i + 1))
+            self._audit(row, (path[:, : row.depth + 1].contiguous(), token), i + start)  # its path as returned, unpadded
+        if first_bad is not None:
+            self._audit(rows_of(given, slice(first_bad, first_bad + 1)), returned, first_bad + start)
+            raise self._fault(Violation("shape-dtype", f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}"))
 
     def _placed(self, tree: TreeBatch) -> TreeBatch:
         place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
@@ -193,18 +215,21 @@ class TreeSamplerUnderTest(Supervised):
             draft,
         )
 
-    def _call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None) -> tuple[Any, list[int]]:
-        """One time-limited call: its output and which of parents, tokens, target_probs it wrote to."""
-        elements = 2 * tree.batch * tree.width * tree.vocab
+    def _call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, *, per_row: bool = False) -> tuple[Any, list[int]]:
+        """A time-limited call (with ``per_row``, isolated only: one per row, each time-limited):
+        its output and which of parents, tokens, target_probs it wrote to."""
+        elements = 2 * (1 if per_row else tree.batch) * tree.width * tree.vocab
         if self._process is not None:
-            output, seconds, changed = self._process_call(tree, generator, uniforms, elements)
+            output, seconds, changed = self._process_call(tree, generator, uniforms, elements, per_row)
         else:
-            output, seconds, changed = self._direct_call(tree, generator, uniforms, elements)
-        self.limit.observe(elements, seconds, warm=self._warm)
-        self._warm = True
-        self.seconds += seconds
-        self.calls += 1
-        self.rows += tree.batch
+            output, one, changed = self._direct_call(tree, generator, uniforms, elements)
+            seconds = [one]
+        for index, spent in enumerate(seconds):
+            self.limit.observe(elements, spent, warm=self._warm or index > 0)
+        self._warm = self._warm or bool(seconds)
+        self.seconds += sum(seconds)
+        self.calls += len(seconds)
+        self.rows += len(seconds) if per_row else tree.batch
         return output, changed
 
     def _direct_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
@@ -238,9 +263,9 @@ class TreeSamplerUnderTest(Supervised):
         changed = [i for i, (before, after) in enumerate(zip(kept, (tree.parents, tree.tokens, tree.target_probs))) if not torch.equal(before, after)]
         return output, seconds, changed
 
-    def _process_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
+    def _process_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int, per_row: bool) -> tuple[Any, list[float], list[int]]:
         assert self._process is not None
-        where = f"a batch of {tree.batch} trees of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
+        where = f"{'one tree' if per_row else f'a batch of {tree.batch} trees'} of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             self._warm = False
             self.worker_starts += 1
@@ -251,18 +276,18 @@ class TreeSamplerUnderTest(Supervised):
         inputs = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, uniforms]
         try:
             output, seconds, _, changed = self._process.call_tree(
-                inputs, dtype=self.dtype, path_width=tree.depth + 1, generator=generator, limit=self.limit(elements)
+                inputs, dtype=self.dtype, path_width=tree.depth + 1, generator=generator, limit=self.limit(elements), per_row=per_row
             )
         except WorkerRaised as exc:
             raise self._fault(Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)) from None
         except WorkerHung as exc:
             self.hangs += 1
             self.limit.hung = True
-            message = f"the sampler did not return within {exc.limit:g} s (call {self.calls + 1}: {where}); its process was killed"
+            message = f"the sampler did not return within {exc.limit:g} s (call {self.calls + 1 + exc.calls}: {where}); its process was killed"
             raise self._fault(Violation("hang", message), self._evidence()) from None
         except WorkerDied as exc:
             self.crashes += 1
-            raise self._fault(Violation("crashed", f"the sampler's process died in call {self.calls + 1} ({where}): {exc.how}"), self._evidence()) from None
+            raise self._fault(Violation("crashed", f"the sampler's process died in call {self.calls + 1 + exc.calls} ({where}): {exc.how}"), self._evidence()) from None
         return output, seconds, changed
 
 

@@ -268,6 +268,7 @@ class SamplerProcess:
         self._slots: dict[int, _Slot] = {}
         self._generation = 0
         self._acquired = False  # a run holds it: the harness computes on one thread meanwhile
+        self.exchanges = 0  # round trips of calls (a call message and its reply)
         #: Called with (seconds waited on the current call, its limit) while a call is slow.
         self.on_wait: Any = None
 
@@ -439,26 +440,32 @@ class SamplerProcess:
         return outputs, seconds, staged, changed
 
     def call_tree(
-        self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float
-    ) -> tuple[Any, float, list[torch.Tensor | None], list[int]]:
-        """One tree sampler call (``specverify._tree``): its output, seconds, the inputs as the
-        sampler was given them, and which of parents, tokens and target probabilities it wrote to.
+        self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float, per_row: bool = False
+    ) -> tuple[Any, list[float], list[torch.Tensor | None], list[int]]:
+        """A tree sampler call (``specverify._tree``), or with ``per_row`` one per row in the worker
+        (one round trip for an unbatched sampler's rows): its output, seconds per call, the inputs as
+        the sampler was given them, and which of parents, tokens and target probabilities it wrote to.
 
         ``inputs`` are a :class:`~specverify._tree.TreeBatch`'s parents, tokens, target and draft
         probabilities (given in ``dtype``; draft ``None`` where the tree has none), and uniforms
         or ``None``.  A ``(path [B, path_width], token [B])`` int64 output comes back through the
-        arena; anything else pickled, as it is, for the parent's audit.
+        arena (a row's path padded with -1 beyond its own tree's depth); anything else pickled, as
+        it is, for the parent's audit: per row, ``("row", i, that output, (paths, tokens) of the rows
+        before i)``.
         """
         rows = inputs[0].shape[0]
         request, staged, (path_at, token_at) = self._stage(inputs, [torch.int64, torch.int64, dtype, dtype, torch.float64], [(rows, path_width), (rows,)])
-        request.update(path_width=path_width, generator=None if generator is None else _state_of(generator))
+        request.update(path_width=path_width, per_row=per_row, generator=None if generator is None else _state_of(generator))
         (_, output, state, seconds, _), changed = self._exchange("tree", request, staged, limit)
         if generator is not None and state is not None:
             _set_state(generator, state)
-        if output == "placed":
+        placed = rows if output == "placed" else output[1] if per_row and isinstance(output, tuple) and output[:1] == ("row",) else 0
+        if placed:
             arena = self._arena
             assert arena is not None
-            output = (arena.view(path_at, (rows, path_width), torch.int64).clone(), arena.view(token_at, (rows,), torch.int64).clone())
+            paths = arena.view(path_at, (rows, path_width), torch.int64)[:placed].clone()
+            tokens = arena.view(token_at, (rows,), torch.int64)[:placed].clone()
+            output = (paths, tokens) if output == "placed" else (*output, (paths, tokens))
         return output, seconds, staged, changed
 
     def _stage(
@@ -508,6 +515,7 @@ class SamplerProcess:
         """Send a call, wait for its reply: the reply and the inputs the sampler changed, or the
         exception that says how it ended (:class:`WorkerRaised`, :class:`WorkerDied`, :class:`WorkerHung`)."""
         started = self._beat_count()  # read before sending: a fast worker beats at once
+        self.exchanges += 1
         self._send((kind, request))
         try:
             reply = self._wait(limit, calls_before=started)
@@ -801,9 +809,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             arena = _WorkerArena(body["arena"], body["size"], watch)
         assert arena is not None
         if kind == "tree":
-            calls += 1
-            beat[:8] = calls.to_bytes(8, "little")
-            send(_serve_tree(sampler, body, arena, device, first_line, last_frames))
+            answer, calls = _serve_tree(sampler, body, arena, device, beat, calls, first_line, last_frames)
+            send(answer)
             continue
         # kind == "call"
         staged = [None if spec is None else arena.view(*spec) for spec in body["inputs"]]
@@ -884,9 +891,12 @@ def _serve_loop(sampler: Any, body: dict[str, Any], beat: mmap.mmap, calls: int,
     return count[0]
 
 
-def _serve_tree(sampler: Any, body: dict[str, Any], arena: _WorkerArena, device: torch.device, first_line: Any, last_frames: Any) -> tuple[Any, ...]:  # pragma: no cover - runs in the worker process (covered by tests/trees/test_tree_isolation.py)
-    """One tree sampler call on a :class:`~specverify._tree.TreeBatch` viewed in the arena: the reply."""
-    from ._tree import TreeBatch
+def _serve_tree(
+    sampler: Any, body: dict[str, Any], arena: _WorkerArena, device: torch.device, beat: mmap.mmap, calls: int, first_line: Any, last_frames: Any
+) -> tuple[tuple[Any, ...], int]:  # pragma: no cover - runs in the worker process (covered by tests/trees/test_tree_isolation.py)
+    """A tree sampler call on a :class:`~specverify._tree.TreeBatch` viewed in the arena, or (``per_row``,
+    for an unbatched sampler) one call per row, each beating: the reply, and the calls made so far."""
+    from ._tree import TreeBatch, rows_of
 
     specs = body["inputs"]
     staged = [None if spec is None else arena.view(*spec) for spec in specs]
@@ -912,30 +922,41 @@ def _serve_tree(sampler: Any, body: dict[str, Any], arena: _WorkerArena, device:
     if body["generator"] is not None:
         generator = torch.Generator(device=device)
         _set_state(generator, body["generator"])
+    path_at, token_at = body["outputs"]
+    rows, width = tree.batch, body["path_width"]
+    per_row = body.get("per_row", False)
+    parts = [(slice(i, i + 1), 1) for i in range(rows)] if per_row else [(slice(0, rows), rows)]
+    paths_out, tokens_out = arena.output(path_at, (rows, width)), arena.output(token_at, (rows,))
+    seconds: list[float] = []
+    output: Any = "placed"
     try:
         try:
-            start = time.perf_counter()
-            output = sampler(tree, generator, **({} if uniforms is None else {"uniforms": uniforms}))
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds = time.perf_counter() - start
+            for part, n in parts:
+                calls += 1
+                beat[:8] = calls.to_bytes(8, "little")
+                given_tree = rows_of(tree, part) if per_row else tree
+                row_uniforms = None if uniforms is None else uniforms[part]
+                start = time.perf_counter()
+                result = sampler(given_tree, generator, **({} if row_uniforms is None else {"uniforms": row_uniforms}))
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                seconds.append(time.perf_counter() - start)
+                depth = given_tree.depth if per_row else width - 1  # a row's path is as long as its own tree is deep
+                if not _well_formed(result, n, depth, device):
+                    output = ("row", part.start, _encode(result, device)) if per_row else _encode(result, device)
+                    break  # the parent audits this call's output; no later row is called
+                paths_out[part, : depth + 1].copy_(result[0])
+                paths_out[part, depth + 1 :] = -1
+                tokens_out[part].copy_(result[1])
         finally:
             written = arena.written(specs[:3], staged[:3], given[:3])
             if written:
                 arena.tree = None
     except SystemExit as exc:
-        return ("raised", "SystemExit", f"sys.exit({exc.code!r}) in the sampler", last_frames(exc), written)
+        return ("raised", "SystemExit", f"sys.exit({exc.code!r}) in the sampler", last_frames(exc), written), calls
     except BaseException as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-        return ("raised", type(exc).__name__, first_line(exc), last_frames(exc), written)
-    path_at, token_at = body["outputs"]
-    rows, width = tree.batch, body["path_width"]
-    if _well_formed(output, rows, width - 1, device):
-        arena.output(path_at, (rows, width)).copy_(output[0])
-        arena.output(token_at, (rows,)).copy_(output[1])
-        output = "placed"
-    else:
-        output = _encode(output, device)
-    return ("tree-done", output, None if generator is None else _state_of(generator), seconds, written)
+        return ("raised", type(exc).__name__, first_line(exc), last_frames(exc), written), calls
+    return ("tree-done", output, None if generator is None else _state_of(generator), seconds, written), calls
 
 
 class _WorkerArena:

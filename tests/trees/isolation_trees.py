@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import torch
+
 from specverify._tree_calling import tree_sampler
 from specverify.samplers import tree_reference
 
@@ -46,7 +48,26 @@ hangs = _misbehaving(lambda tree: time.sleep(600), "hangs")
 writes_inputs = _misbehaving(_write, "writes-inputs")
 
 
+BUILDS = [0]
+
+
 def counted_factory():
-    """A zero-argument factory that says each time it builds (``load_sut`` must build once)."""
-    print("building the tree sampler", flush=True)
-    return tree_reference
+    """A zero-argument factory whose sampler's name counts the builds made in this process so far
+    (``load_sut`` must build once)."""
+    BUILDS[0] += 1
+
+    def sampler(tree, generator=None, *, uniforms=None):
+        return tree_reference(tree, generator, uniforms=uniforms)
+
+    return tree_sampler(sampler, algorithm="specinfer", name=f"counted-{BUILDS[0]}", uniforms=True)
+
+
+@tree_sampler(algorithm="specinfer", name="one-tree-per-call", uniforms=True, batched=False)
+def one_tree_per_call(tree, generator=None, *, uniforms=None):
+    """An unbatched tree sampler (one tree a call); a tree whose first candidate is token 4 gets a
+    path one column too wide."""
+    assert tree.batch == 1
+    path, token = tree_reference(tree, generator, uniforms=uniforms)
+    if int(tree.tokens[0, 1]) == 4:
+        path = torch.cat([path, torch.full_like(path[:, :1], -1)], dim=1)
+    return path, token

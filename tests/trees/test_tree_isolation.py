@@ -78,14 +78,70 @@ def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
 
 
 @pytest.mark.parametrize("isolation", ["process", "in-process"])
-def test_a_tree_sampler_is_imported_and_built_once(isolation, capsys):
+def test_a_tree_sampler_is_imported_and_built_once(isolation):
     from specverify._runner import load_sut
     from specverify._tree_calling import TreeSamplerUnderTest
 
-    sut = load_sut("isolation_trees:counted_factory", isolation=isolation)
-    try:
-        assert isinstance(sut, TreeSamplerUnderTest) and sut.algorithm == "specinfer"
-        said = sut._process.output() if isolation == "process" else capsys.readouterr().out
-        assert said.count("building the tree sampler") == 1
-    finally:
-        sut.close()
+    builds = []
+    for _ in range(2):  # the second load reuses the first's process (or this one): the count goes on
+        sut = load_sut("isolation_trees:counted_factory", isolation=isolation)
+        try:
+            assert isinstance(sut, TreeSamplerUnderTest) and sut.algorithm == "specinfer"
+            builds.append(int(sut.name.rsplit("-", 1)[1]))
+        finally:
+            sut.close()
+    assert builds[1] - builds[0] == 1
+
+
+def _mixed_trees(rows: int, marked_row: int | None = None):
+    """Chains of depth 3 and stars of depth 1 in turn (so rows' paths differ in length), V = 5;
+    ``marked_row``'s first candidate is token 4 (``one_tree_per_call`` then misbehaves on it)."""
+    import torch
+
+    from specverify._tree import TreeBatch
+
+    g = torch.Generator().manual_seed(3)
+    parents = torch.tensor([[-1, 0, 1, 2], [-1, 0, 0, 0]]).repeat(rows // 2, 1)
+    tokens = torch.tensor([[-1, 1, 2, 3], [-1, 2, 1, 3]]).repeat(rows // 2, 1)
+    if marked_row is not None:
+        tokens[marked_row, 1] = 4
+    target, draft = (torch.rand(rows, 4, 5, generator=g, dtype=torch.float64) + 0.05 for _ in range(2))
+    return TreeBatch(parents, tokens, target / target.sum(-1, keepdim=True), draft / draft.sum(-1, keepdim=True))
+
+
+def test_an_unbatched_tree_sampler_isolated_has_its_rows_called_in_one_round_trip_with_the_same_outputs():
+    import torch
+
+    from specverify._runner import load_sut
+
+    tree, outputs = _mixed_trees(64), {}
+    for isolation in ("in-process", "process"):
+        sut = load_sut("isolation_trees:one_tree_per_call", isolation=isolation)
+        try:
+            before = sut._process.exchanges if isolation == "process" else 0
+            outputs[isolation] = sut.step(tree, generator=torch.Generator().manual_seed(7))
+            assert sut.calls == 64 and sut.rows == 64
+            if isolation == "process":
+                assert sut._process.exchanges - before == 1  # one round trip for the 64 calls
+        finally:
+            sut.close()
+    (path, token), (path_iso, token_iso) = outputs["in-process"], outputs["process"]
+    assert torch.equal(path, path_iso) and torch.equal(token, token_iso)
+    assert path.shape == (64, 4) and (path[1::2, 2:] == -1).all()  # the stars' paths padded beyond their depth, 1
+
+
+def test_an_unbatched_tree_samplers_malformed_row_is_found_as_if_called_one_round_trip_a_row():
+    import torch
+
+    from specverify._runner import load_sut
+
+    tree, faults = _mixed_trees(8, marked_row=2), {}
+    for isolation in ("in-process", "process"):
+        sut = load_sut("isolation_trees:one_tree_per_call", isolation=isolation)
+        try:
+            with pytest.raises(specverify.SamplerFault) as caught:
+                sut.step(tree, generator=torch.Generator().manual_seed(7))
+            faults[isolation] = caught.value.violation
+        finally:
+            sut.close()
+    assert faults["process"] == faults["in-process"] and faults["process"].rule == "shape-dtype"
