@@ -73,6 +73,17 @@ class Verdict(_Word):
         return _EXIT_CODE[self]
 
     @property
+    def lossless(self) -> bool:
+        """Whether it says the sampler preserves the target's law (exit 0)."""
+        return self in (Verdict.CONFORMANT, Verdict.LOSSLESS_SUBOPTIMAL)
+
+    @property
+    def severity(self) -> int:
+        """How bad it says the sampler is, 0 (conformant) to 3 (non-conformant; an error ranks with
+        it): a run that ranks a sampler worse than it is declared is a false alarm, better a miss."""
+        return _VERDICT_SEVERITY[self]
+
+    @property
     def text(self) -> str:
         """The verdict in a sentence, as the report leads with it."""
         return _VERDICT_TEXT[self]
@@ -100,6 +111,14 @@ _EXIT_CODE = {
     Verdict.NON_CONFORMANT: 1,
     Verdict.ERROR: 2,
     Verdict.INCONCLUSIVE: 3,
+}
+_VERDICT_SEVERITY = {
+    Verdict.CONFORMANT: 0,
+    Verdict.LOSSLESS_SUBOPTIMAL: 1,
+    Verdict.INCONCLUSIVE: 1,
+    Verdict.LOSSY: 2,
+    Verdict.NON_CONFORMANT: 3,
+    Verdict.ERROR: 3,
 }
 _VERDICT_TEXT = {
     Verdict.CONFORMANT: "Lossless and optimal: no check found a deviation from the canonical algorithm.",

@@ -73,3 +73,20 @@ def test_reach_records_what_the_sampler_was_given_and_survives_json():
     other = CheckResult(id="fit.y", family="fit", status="pass", min_detectable_tv=0.01, reach=merge([reach]))
     line = guarantee([result, other], power=0.99, alpha=1e-4)
     assert "TV >= 0.02" in line and "V in [8, 4,096], K in [2, 4]" in line
+
+
+def test_verdicts_rank_for_false_alarms_and_misses():
+    from specverify._vocabulary import Verdict
+
+    assert [v for v in Verdict if v.lossless] == [Verdict.CONFORMANT, Verdict.LOSSLESS_SUBOPTIMAL]
+    assert Verdict.CONFORMANT.severity < Verdict.LOSSLESS_SUBOPTIMAL.severity < Verdict.LOSSY.severity < Verdict.NON_CONFORMANT.severity
+    assert Verdict.ERROR.severity == Verdict.NON_CONFORMANT.severity and Verdict.INCONCLUSIVE.severity == Verdict.LOSSLESS_SUBOPTIMAL.severity
+
+
+@pytest.mark.parametrize("field", ["verdict", "budget", "caught_by"])
+def test_a_misspelt_zoo_declaration_fails_at_once(field):
+    from specverify.zoo import ZooSampler
+
+    declared = {"verdict": "lossy", "budget": "quick", "caught_by": ("fit",)} | {field: {"verdict": "lossey", "budget": "quik", "caught_by": ("fitt",)}[field]}
+    with pytest.raises(ValueError):
+        ZooSampler("misspelt", lambda *a: None, declared["verdict"], declared["caught_by"], declared["budget"], "a story")

@@ -13,7 +13,10 @@ from typing import Any
 
 import torch
 
+from .._budgets import BUDGETS
 from .._contract import Capabilities
+from .._families import FAMILIES
+from .._vocabulary import Verdict
 from .._oracle import assemble, inverse_cdf, normalise, residual_distribution
 
 __all__ = [
@@ -43,11 +46,19 @@ class ZooSampler:
 
     name: str
     fn: Callable[..., Any]
-    verdict: str
+    verdict: Verdict
     caught_by: tuple[str, ...]
     budget: str
     story: str
     capabilities: Capabilities = Capabilities()
+
+    def __post_init__(self) -> None:  # a misspelt declaration fails at import, not as a silent mismatch
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.budget not in BUDGETS:
+            raise ValueError(f"zoo member {self.name}: unknown budget {self.budget!r}; known: {tuple(BUDGETS)}")
+        unknown = [f for f in self.caught_by if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"zoo member {self.name}: caught_by names no family: {unknown}; families: {FAMILIES}")
 
     def __call__(self, *args, **kwargs):  # the contract's arguments (a logits member's params too)
         return self.fn(*args, **kwargs)

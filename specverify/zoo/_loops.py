@@ -10,6 +10,7 @@ import dataclasses
 
 import torch
 
+from .._vocabulary import Verdict
 from .._warp import SamplingParams
 from ..samplers._loop_reference import LoopReference
 
@@ -22,9 +23,12 @@ class LoopMember:
 
     name: str
     loop: LoopReference
-    verdict: str
+    verdict: Verdict
     caught_by: tuple[str, ...]
     story: str
+
+    def __post_init__(self) -> None:  # a misspelt declaration fails at import
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
 
 
 class _SharedCoins(LoopReference):
@@ -99,7 +103,7 @@ def _members() -> dict[str, LoopMember]:
     members = {}
     for name, loop, verdict, caught, story in entries:
         loop.name = f"zoo.{name}"
-        members[name] = LoopMember(name, loop, verdict, caught, story)
+        members[name] = LoopMember(name, loop, Verdict(verdict), caught, story)
     return members
 
 

@@ -21,10 +21,9 @@ from typing import Any
 
 from .._budgets import Budget, get_budget
 from .._families import FAMILIES, LOOP_FAMILY
+from .._vocabulary import Verdict
 
 __all__ = ["MatrixRow", "in_work_order", "kill_matrix", "matrix_work", "render_markdown", "write_matrix"]
-
-_SEVERITY = {"conformant": 0, "lossless-suboptimal": 1, "inconclusive": 1, "lossy": 2, "non-conformant": 3, "error": 3}
 
 
 @dataclasses.dataclass
@@ -49,11 +48,11 @@ class MatrixRow:
 
     @property
     def false_alarm(self) -> bool:
-        return _SEVERITY[self.verdict] > _SEVERITY[self.declared] and self.verdict != "inconclusive"
+        return Verdict(self.verdict).severity > Verdict(self.declared).severity and self.verdict != Verdict.INCONCLUSIVE
 
     @property
     def miss(self) -> bool:
-        return _SEVERITY[self.verdict] < _SEVERITY[self.declared]
+        return Verdict(self.verdict).severity < Verdict(self.declared).severity
 
     def due(self, budget: str) -> bool:
         """Declared catchable at ``budget`` (or a smaller one)."""
@@ -201,8 +200,8 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
             + (f"{r.first_failure_seconds:.1f}" if r.first_failure_seconds is not None else "")
             + f" | {r.samples:,} | {r.seconds:.1f} |"
         )
-    correct = [r for r in rows if r.declared in ("conformant", "lossless-suboptimal")]
-    buggy = [r for r in rows if r.declared not in ("conformant", "lossless-suboptimal")]
+    correct = [r for r in rows if Verdict(r.declared).lossless]
+    buggy = [r for r in rows if not Verdict(r.declared).lossless]
     due = [r for r in buggy if r.due(budget)]
     lines += [
         "",

@@ -17,6 +17,7 @@ from .._contract import Capabilities
 from .._oracle import inverse_cdf, normalise
 from .._tree import TreeBatch
 from .._tree_exact import drafts_normalised
+from .._vocabulary import Verdict
 from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
 
@@ -101,7 +102,7 @@ class _TokenWiseResidual(BlockVerificationSampler):
 
 
 def _member(name: str, fn: Any, algorithm: str, verdict: str, budget: str, story: str) -> TreeZooSampler:
-    return TreeZooSampler(name, fn, verdict, ("trees",), budget, story, _CAPS, algorithm)
+    return TreeZooSampler(name, fn, Verdict(verdict), ("trees",), budget, story, _CAPS, algorithm)
 
 
 #: name -> tree member, in declaration order.
