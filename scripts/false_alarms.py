@@ -81,12 +81,19 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/false_alarms.py " + " ".join(sys.argv[1:] if argv is None else argv)
     work = [(spec, seed) for spec in args.specs for seed in range(args.seeds)]
     runs: dict[str, list[dict[str, Any]]] = {spec: [] for spec in args.specs}
-    with tempfile.TemporaryDirectory(prefix="specverify-false-alarms-") as scratch, concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+    with tempfile.TemporaryDirectory(prefix="specverify-false-alarms-") as scratch:
+        pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
         futures = {pool.submit(_run, spec, seed, args.budget, args.loop, Path(scratch)): spec for spec, seed in work}
-        for future in concurrent.futures.as_completed(futures):
-            spec, run = futures[future], future.result()
-            runs[spec].append(run)
-            print(f"{spec} seed {run['seed']}: {run['verdict']} (exit {run['exit_code']}) in {run['seconds']} s", flush=True)
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                spec, run = futures[future], future.result()
+                runs[spec].append(run)
+                print(f"{spec} seed {run['seed']}: {run['verdict']} (exit {run['exit_code']}) in {run['seconds']} s", flush=True)
+        except KeyboardInterrupt:  # the runs under way had the terminal's SIGINT too; start no more
+            pool.shutdown(wait=True, cancel_futures=True)
+            print(f"interrupted: {sum(map(len, runs.values()))} of {len(work)} runs finished; nothing written", flush=True)
+            return 130
+        pool.shutdown()
     bad = 0
     for spec, rows in runs.items():
         rows.sort(key=lambda r: r["seed"])
