@@ -7,6 +7,10 @@ catches what mypy cannot see (modules it does not check yet, JSON read back).
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+import specverify
 from specverify._evidence import Evidence, unknown_keys
 
 from .test_report_imports import imported_after
@@ -42,3 +46,21 @@ def test_a_misspelt_key_or_a_broken_nested_record_is_named():
 
 def test_the_schema_imports_no_torch_and_no_hypothesis():
     assert imported_after("import specverify._evidence") == []
+
+
+#: ``evidence.get("key")``, ``evidence["key"]``, ``"key" in evidence`` (of any name ending in evidence)
+_READ = re.compile(r'evidence(?:\.get\(|\[)\s*"(\w+)"|"(\w+)" (?:not )?in (?:\w+\.)?evidence\b')
+
+
+def test_every_key_the_package_reads_or_writes_by_name_is_in_the_schema():
+    """mypy types ``evidence.get("typo")`` as ``object`` without an error; this names such a key."""
+    package = Path(specverify.__file__).parent
+    named = {
+        (path.relative_to(package).as_posix(), key)
+        for path in package.rglob("*.py")
+        for match in _READ.finditer(path.read_text())
+        for key in match.groups()
+        if key
+    }
+    assert len(named) > 40  # the report, the plugin, the CLI, the runner and the checks all name keys
+    assert sorted((where, key) for where, key in named if key not in Evidence.__annotations__) == []
