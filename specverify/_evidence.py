@@ -235,7 +235,7 @@ class Evidence(TypedDict, total=False):
     unconfirmed_alarms: list[UnconfirmedAlarm]  # screen alarms fresh samples did not confirm
 
     # --- a goodness-of-fit test ----------------------------------------------------------------
-    test: str  # the method, e.g. "g-test", "pearson", "monte-carlo", "exact", "adk-chi-square"
+    test: str  # the method, e.g. "g-test", "pearson", "monte-carlo", "exact", "adk-chi-square", "impossible"
     df: int  # degrees of freedom
     statistic: float  # the test statistic
     observed: list[Any]  # counts: [cells], or [groups, cells] (one row per case, position or group)
@@ -289,7 +289,7 @@ class Evidence(TypedDict, total=False):
     expected_by_algorithm: dict[str, float]  # trees: each reference algorithm's mean on the same candidates
 
     # --- a shape of the shapes family ----------------------------------------------------------
-    V: int  # vocabulary size
+    V: int  # vocabulary size of the shape (robustness: of the failing vocabulary)
     K: int  # drafts per step
     case: str  # shapes.edge: the edge case kind
     precision: str  # shapes.edge: dtype the rows were passed in
