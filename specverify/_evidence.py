@@ -203,7 +203,9 @@ class TreeCase(TypedDict, total=False):
 
 class Evidence(TypedDict, total=False):
     """What a person needs to believe a result: every key any check, the runner or the calling
-    layer writes (a check writes those that apply to it; shapes in brackets)."""
+    layer writes (a check writes those that apply to it; shapes in brackets).  In the JSON a float
+    that is not finite (an impossible outcome's statistic, a ratio to zero, an undetectable drop)
+    is ``null``."""
 
     # --- a fault: the sampler raised, hung, crashed or broke its contract ----------------------
     violation: str  # the contract rule broken ("output", "raised", "hang", "crashed", a rule name)
@@ -280,7 +282,7 @@ class Evidence(TypedDict, total=False):
     ratio: float  # observed_accepted / expected_accepted
     expected_law: list[float]  # [K+1] the canonical law of the accepted count
     observed_counts: list[int]  # [K+1] calls that accepted 0..K drafts
-    min_detectable_drop: float  # smallest drop in the mean detected with probability ``power``
+    min_detectable_drop: float | None  # smallest drop in the mean detected with probability ``power`` (None: no level given)
     min_detectable_deficit: float | None  # that drop as a fraction of expected_accepted (None: expected 0)
     power: float  # the budget's power
     pvalue_low: float  # one-sided p-value: fewer accepted than expected
