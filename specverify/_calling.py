@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of, step_sampler
+from ._evidence import Evidence
 from ._reach import ReachRecorder
 from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 
@@ -56,10 +57,10 @@ class SamplerFault(Exception):
     attached to the failing result's evidence by the runner.
     """
 
-    def __init__(self, violation: Violation, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, violation: Violation, details: Evidence | None = None) -> None:
         super().__init__(violation.message)
         self.violation = violation
-        self.details = details or {}
+        self.details: Evidence = details or {}
 
 
 def check_device(device: str | None) -> None:
@@ -206,17 +207,17 @@ class Supervised:
         """A generator on the sampler's device, seeded."""
         return torch.Generator(device=self.device).manual_seed(seed)
 
-    def _fault(self, violation: Violation, details: dict[str, Any] | None = None) -> SamplerFault:
+    def _fault(self, violation: Violation, details: Evidence | None = None) -> SamplerFault:
         self.last_fault = SamplerFault(violation, details)
         return self.last_fault
 
-    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
+    def _evidence(self, trace: str | None = None) -> Evidence:
         return process_evidence(self._process, trace)
 
 
-def process_evidence(process: SamplerProcess | None, trace: str | None = None) -> dict[str, Any]:
+def process_evidence(process: SamplerProcess | None, trace: str | None = None) -> Evidence:
     """What a fault keeps to debug it: the traceback, and the last 16 KiB the sampler printed."""
-    evidence: dict[str, Any] = {"traceback": trace} if trace else {}
+    evidence: Evidence = {"traceback": trace} if trace else {}
     output = process.output() if process is not None else ""
     if output:
         evidence["sampler_output"] = output[-16_384:]

@@ -16,6 +16,7 @@ import hashlib
 
 import torch
 
+from ._evidence import CaseRecord
 from ._exact import step_law
 from ._models import ChainModel, Model, TableModel
 
@@ -94,7 +95,7 @@ class StepCase:
             f"draft_tokens = {tensor_code(self.draft_tokens)}  # [K]"
         )
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> CaseRecord:
         return {
             "kind": "step",
             "label": self.label,
@@ -157,9 +158,9 @@ class ModelCase:
             )
         return f"model = ...  # a {type(model).__name__}, not printable\nk = {self.k}"
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> CaseRecord:
         model = self.model
-        out: dict[str, object] = {
+        out: CaseRecord = {
             "kind": "model",
             "label": self.label,
             "precision": self.precision,
@@ -168,12 +169,12 @@ class ModelCase:
             "model": type(model).__name__,
         }
         if isinstance(model, ChainModel):
-            out.update(target_table=model.target_table.tolist(), draft_table=model.draft_table.tolist(), context=list(model.context))
+            out["target_table"] = model.target_table.tolist()
+            out["draft_table"] = model.draft_table.tolist()
+            out["context"] = list(model.context)
         elif isinstance(model, TableModel):
-            out.update(
-                target_tables=[t.tolist() for t in model.target_tables],
-                draft_tables=[t.tolist() for t in model.draft_tables],
-            )
+            out["target_tables"] = [t.tolist() for t in model.target_tables]
+            out["draft_tables"] = [t.tolist() for t in model.draft_tables]
         return out
 
 

@@ -12,10 +12,13 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._budgets import BUDGETS
 from ._vocabulary import Status, Verdict
+
+if TYPE_CHECKING:
+    from ._result import CheckResult
 
 __all__ = ["main"]
 
@@ -273,6 +276,11 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
         err.print(f"specverify: error: {message}", markup=False, highlight=False)
         return 2
 
+    def on_result(result: CheckResult) -> None:
+        display.finished(result)
+        if printer:
+            printer(result)
+
     try:
         with display:
             result = check(
@@ -284,7 +292,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 select=args.only,
                 spec=args.spec,
                 json_path=args.json,
-                on_result=lambda r: (display.finished(r), printer(r) if printer else None),
+                on_result=on_result,
                 progress=display.advance,
                 isolation="in-process" if args.in_process else "process",
                 timeout=args.timeout,
@@ -427,18 +435,17 @@ _STATUS_STYLE = {s.value: s.style for s in Status}
 _VERDICT_STYLE = {v.value: v.style for v in Verdict}
 
 
-def _result_printer(console):
+def _result_printer(console: Any) -> Callable[[CheckResult], None]:
     from rich.markup import escape
 
-    def show(result) -> None:
+    def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
         tv = f" TV>={result.min_detectable_tv:.3g}" if result.min_detectable_tv is not None else ""
         console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{tv}  [dim]{escape(result.message or '')}[/]")
         if result.status in ("fail", "error"):
-            for key in ("traceback", "sampler_output"):
-                lines = str(result.evidence.get(key) or "").strip().splitlines()[-4:]
+            for label, text in (("traceback", result.evidence.get("traceback")), ("sampler output", result.evidence.get("sampler_output"))):
+                lines = str(text or "").strip().splitlines()[-4:]
                 if lines:
-                    label = "traceback" if key == "traceback" else "sampler output"
                     console.print(f"{'':>12}   [dim]{label} (last lines; all in the JSON):[/]")
                     for line in lines:
                         console.print(f"{'':>12}     [dim]{escape(line[:200])}[/]")

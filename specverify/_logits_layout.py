@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ._evidence import Warps
 from ._warp import SamplingParams
 
 __all__ = ["LogitsLayout", "pose", "warps_evidence"]
@@ -139,7 +140,7 @@ EVIDENCE_MAX_VOCAB = 64
 _EMITTED = re.compile(r"emitted token (\d+) at position (\d+)")
 
 
-def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "") -> dict[str, Any] | None:
+def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "") -> Warps | None:
     """The failing case as the sampler saw it, for the report: the row's parameters and, at each
     position, the law it had to preserve (the warped target) beside the raw target's law (softmax
     of the same logits at temperature 1, no cuts), and the token it emitted where the failure

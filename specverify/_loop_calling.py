@@ -18,6 +18,7 @@ import torch
 
 from ._calling import importable_source, process_evidence
 from ._contract import SamplerSpecError, load_sampler
+from ._evidence import Evidence
 from ._loop import MarkovLM
 from ._warp import SamplingParams
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
@@ -35,9 +36,10 @@ class LoopFault(Exception):
     holds the traceback and the loop's last output where there are any.
     """
 
-    def __init__(self, message: str, violation: str = "output", evidence: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, violation: str = "output", evidence: Evidence | None = None) -> None:
         super().__init__(message)
-        self.violation, self.evidence = violation, dict(evidence or {})
+        self.violation = violation
+        self.evidence: Evidence = evidence.copy() if evidence else {}
 
 
 class LoopUnderTest:
@@ -128,7 +130,7 @@ class LoopUnderTest:
             raise LoopFault(f"the loop's process died (after {exc.calls} model calls): {exc.how}", "crashed", self._evidence()) from None
         return output
 
-    def _evidence(self, trace: str | None = None) -> dict[str, Any]:
+    def _evidence(self, trace: str | None = None) -> Evidence:
         return process_evidence(self._process, trace)
 
     def info(self) -> dict[str, Any]:

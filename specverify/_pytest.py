@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +26,9 @@ from ._result import CheckResult, RunResult
 from ._runner import load_sut, run_check, run_info, write_json
 from .checks._plan import PlannedCheck, left_out_of, plan, selects
 from .checks._search import p_text
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
 
 __all__ = [
     "CheckFailed",
@@ -105,7 +108,7 @@ class SpecverifyItem(pytest.Item):
         if any(r.status in ("fail", "error", "inconclusive") for r in results):
             raise CheckFailed(results)
 
-    def repr_failure(self, excinfo: Any, style: Any = None) -> str:
+    def repr_failure(self, excinfo: Any, style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, CheckFailed):
             return describe_failure(excinfo.value.results)
         return super().repr_failure(excinfo)
@@ -153,7 +156,7 @@ class SpecverifyCollector(pytest.Collector):
         self.plugin = plugin
 
     def collect(self) -> list[pytest.Item]:
-        items = []
+        items: list[pytest.Item] = []
         for planned in self.plugin.planned:
             item = SpecverifyItem.from_parent(self, name=planned.id, planned=planned, plugin=self.plugin)
             for pattern, reason in self.plugin.expected_failures.items():

@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._evidence import Evidence
 from ._reach import Reach
 from ._vocabulary import Finding, Status, Verdict
 
@@ -55,7 +56,8 @@ class CheckResult:
     checks have no p-value); a ``p_value`` is always compared with the ``alpha`` beside it.
     ``finding`` says what a failure proves; ``proves`` says what this check's failure *would* prove
     (set on passes too, so a verdict can tell which laws were tested).  ``evidence`` holds what a
-    person needs to believe the result: counts, the TV estimate, the minimal example and a repro.
+    person needs to believe the result: counts, the TV estimate, the minimal example and a repro
+    (its keys: :class:`~specverify._evidence.Evidence`).
     ``reach`` is what the sampler was given while the check ran (shapes, dtypes, kinds): the claim
     holds there and nowhere else.
     """
@@ -70,7 +72,7 @@ class CheckResult:
     samples: int | None = None
     min_detectable_tv: float | None = None
     message: str | None = None
-    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    evidence: Evidence = dataclasses.field(default_factory=Evidence)
     duration_s: float = 0.0
     proves: str | None = None
     reach: Reach | None = None

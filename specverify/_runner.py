@@ -42,7 +42,7 @@ def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnde
 
 def run_check(
     planned: PlannedCheck,
-    sut: SamplerUnderTest,
+    sut: SamplerUnderTest | TreeSamplerUnderTest,
     budget: Budget,
     seed: int,
     *,
@@ -106,7 +106,7 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
     return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
-def run_info(sut: SamplerUnderTest, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+def run_info(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
     """What a run was: sampler, budget, seed, where the sampler ran and the software it ran on."""
     info = _run_info({"name": sut.name, "capabilities": sut.capabilities.to_json()}, budget, seed, spec)
     info.update(device=str(sut.device), dtype=str(sut.dtype).removeprefix("torch."))

@@ -26,6 +26,7 @@ import torch
 
 from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
+from ._evidence import Evidence
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, audit_tree_output, rows_of
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
@@ -176,9 +177,11 @@ class TreeSamplerUnderTest(Supervised):
         violations = audit_tree_output(given, output, first_only=True)
         if violations:
             v = violations[0]
-            details: dict[str, Any] = {"last_output": _shown(output)}
+            details: Evidence = {"last_output": _shown(output)}
             if v.row is not None:  # the failing row's output, for the report's drawing of its tree
-                details.update(failing_row=v.row + start, failing_path=output[0][v.row].tolist(), failing_token=int(output[1][v.row]))
+                details["failing_row"] = v.row + start
+                details["failing_path"] = output[0][v.row].tolist()
+                details["failing_token"] = int(output[1][v.row])
             raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start), details)
 
     def _audit_rows(self, given: TreeBatch, output: Any, start: int) -> None:

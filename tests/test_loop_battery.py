@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from specverify._budgets import get_budget
+from specverify._evidence import unknown_keys
 from specverify.checks._loop import LoopCheck, LoopContext, check_loop, loop_battery
 from specverify.samplers._loop_reference import LoopReference
 from specverify.zoo._loops import LOOP_MEMBERS
@@ -20,6 +21,7 @@ def test_the_reference_loop_is_conformant_with_every_check_run():
     assert {c.id for c in result.checks if c.status == "pass"} == {c.id for c in loop_battery()}
     law = [c for c in result.checks if c.id.startswith("loop.law") or c.id == "loop.positions"]
     assert all(c.min_detectable_tv <= 0.2 and c.alpha > 0 and c.samples > 0 for c in law)
+    assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # the loop family's evidence is in the schema
 
 
 @pytest.mark.parametrize("name", [n for n, m in LOOP_MEMBERS.items() if m.caught_by])
@@ -29,6 +31,7 @@ def test_each_loop_bug_is_caught_by_its_declared_check(name):
     failed = [c for c in result.checks if c.status == "fail"]
     assert failed, [(c.id, c.status, c.message) for c in result.checks]
     assert result.verdict == member.verdict
+    assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in failed)
 
 
 class _Broken:
@@ -92,3 +95,4 @@ def test_the_family_name_selects_every_check_and_on_result_sees_skips_too():
     result = check_loop(_Broken(RuntimeError("no")), budget="quick", select=["loop"], on_result=seen.append)
     assert [c.id for c in result.checks] == [c.id for c in loop_battery()] and result.run["left_out"] == []
     assert seen == result.checks and {c.status for c in result.checks} == {"fail", "skip"}
+    assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # a raising loop's fault

@@ -14,6 +14,7 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling import SamplerUnderTest
 from specverify._contract import Capabilities
+from specverify._evidence import unknown_keys
 from specverify._exact import step_law_scalar
 from specverify._reach import Reach, guarantee
 from specverify._result import CheckResult
@@ -137,7 +138,9 @@ def test_target_law_at_shapes_finds_loss_and_passes_the_reference():
     from specverify.checks._shapes import ShapeTargetLawCheck
 
     check = ShapeTargetLawCheck(shapes=(Shape(40, 2, actives=3),))
-    assert [r.status for r in _run(check, specverify.reference)] == ["pass", "pass", "pass"]
+    passed = _run(check, specverify.reference)
+    assert [r.status for r in passed] == ["pass", "pass", "pass"]
+    assert all(unknown_keys(r.to_json()["evidence"]) == [] for r in passed)  # the per-shape records too
     first, _, _ = _run(check, ZOO["wrong-from-nine-tokens"])
     assert first.status == "fail" and first.finding == "loss"
     *_, acceptance = _run(check, ZOO["sample-and-compare"])

@@ -21,6 +21,7 @@ import torch
 from .._budgets import Budget
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
+from .._evidence import Evidence
 from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
@@ -177,7 +178,7 @@ def registered(checks: list[C], families: Sequence[str] = FAMILIES) -> list[C]:
     return checks
 
 
-def fault_result(check: Check | Decision, fault: SamplerFault, *, evidence: dict[str, Any] | None = None) -> CheckResult:
+def fault_result(check: Check | Decision, fault: SamplerFault, *, evidence: Evidence | None = None) -> CheckResult:
     """A failing result for a sampler that raised, hung or broke its contract during a check."""
     v = fault.violation
     return CheckResult(

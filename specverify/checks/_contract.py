@@ -41,6 +41,7 @@ from scipy import stats
 
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase, tensor_code
+from .._evidence import Evidence
 from .._result import CheckResult
 from ..stats import homogeneity_test, independence_test
 from ._base import Check, Context, check_id, fault_result
@@ -293,7 +294,7 @@ class CallIndependenceCheck(_ContractCheck):
             )
         test = independence_test(outcomes_arr[:-1].reshape(-1), outcomes_arr[1:].reshape(-1))
         claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
-        evidence = {"statistic": test.statistic, "df": test.df, "cramers_v": test.cramers_v, "calls": calls, "rows": rows}
+        evidence: Evidence = {"statistic": test.statistic, "df": test.df, "cramers_v": test.cramers_v, "calls": calls, "rows": rows}
         if test.pvalue <= ctx.alpha:
             return _result(
                 self,
@@ -359,7 +360,7 @@ class RowIndependenceCheck(_ContractCheck):
                 counts.append(np.bincount(mine, minlength=law.size))
         except SamplerFault as fault:
             return fault_result(self, fault)
-        evidence: dict[str, object] = {
+        evidence: Evidence = {
             "adjacent_rows": {"pvalue": pair_test.pvalue, "cramers_v": pair_test.cramers_v, "pairs": pair_test.samples},
             "tv_of": "joint law of adjacent rows against the product of its margins; law of a row beside two neighbours",
         }

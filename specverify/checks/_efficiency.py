@@ -23,6 +23,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase
 from .._exact import emitted_law, sequence_offsets
+from .._evidence import Evidence
 from .._result import CheckResult
 from ..stats import mean_test
 from ._base import Check, Context, check_id, fault_result
@@ -72,7 +73,7 @@ class AcceptanceCheck(Check):
         values = np.repeat(np.arange(case.k + 1), tally.accepted)
         test = mean_test(values, law, alpha=ctx.alpha / 2, power=ctx.budget.power)
         detectable = test.min_detectable_drop
-        evidence = {
+        evidence: Evidence = {
             "expected_accepted": test.expected_mean,
             "observed_accepted": test.observed_mean,
             "ratio": test.ratio,

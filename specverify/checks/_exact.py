@@ -26,6 +26,7 @@ from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import all_sequences, emitted_law, sequence_of
 from .._models import step_inputs
+from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
 from ..stats import gof_test, tv_estimate
@@ -112,7 +113,7 @@ class UniformGridCheck(Check):
             induced = torch.zeros((case.k + 1) * vocab, dtype=torch.float64)
             induced.index_add_(0, got[1] * vocab + got[0].gather(1, got[1][:, None]).squeeze(1), volume)
             tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
-            evidence: dict[str, Any] = {"points": int(uniforms.shape[0]), "induced_tv": tv, "tie_volume": skipped}
+            evidence: Evidence = {"points": int(uniforms.shape[0]), "induced_tv": tv, "tie_volume": skipped}
             if wrong.any():
                 r = int(wrong.nonzero()[0, 0])
                 evidence["first_mismatch"] = {
@@ -121,7 +122,7 @@ class UniformGridCheck(Check):
                     "got": {"tokens": got[0][r].tolist(), "num_accepted": int(got[1][r])},
                     "mismatched_volume": float(volume[wrong].sum()),
                 }
-            return Outcome({}, int(uniforms.shape[0]), {}, evidence, mismatch=bool(wrong.any()))
+            return Outcome({}, int(uniforms.shape[0]), {}, {self.id: evidence}, mismatch=bool(wrong.any()))
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint(), examples=ctx.budget.validity_examples, statistical=False)
         if found.confirmed is None:
@@ -135,7 +136,7 @@ class UniformGridCheck(Check):
             result = fault_result(self, outcome.fault, evidence={"minimal_example": case.describe()})
             result.message = f"on the smallest failing case: {result.message}"
             return result
-        ev = outcome.evidence
+        ev = outcome.evidence[self.id]
         m = ev["first_mismatch"]
         repro = ctx.repro(
             f"{case.to_code()}\nuniforms = torch.tensor([{m['uniforms']!r}], dtype=torch.float64)\n"
@@ -206,7 +207,7 @@ class ConditionalEnumerationCheck(Check):
         gof = gof_test(observed, laws_all, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "mc"))
         claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = laws_all * observed.sum(1, keepdims=True)
-        evidence = {
+        evidence: Evidence = {
             "test": gof.method, "df": gof.df, "statistic": gof.statistic, "draft_sequences": len(labels),
             "where": largest_deviation(
                 observed, expected, lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})"
@@ -214,7 +215,7 @@ class ConditionalEnumerationCheck(Check):
         }
         common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=gof.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
-            evidence["tv"] = dataclasses.asdict(tv_estimate(observed, laws_all, random_state=0))
+            evidence["tv"] = tv_record(tv_estimate(observed, laws_all, random_state=0))
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
         return CheckResult(**common, status=status, message=f"{len(labels)} draft sequences of {len(plans)} models enumerated; law given the drafts exact", evidence=evidence)
@@ -253,7 +254,7 @@ class EmittedLawCheck(Check):
         gof = gof_test(tally.emitted, law, alpha=ctx.alpha, random_state=ctx.seed_for(self.id, "mc"))
         claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = law * tally.samples
-        evidence: dict[str, Any] = {
+        evidence: Evidence = {
             "test": gof.method,
             "df": gof.df,
             "statistic": gof.statistic,
@@ -264,7 +265,7 @@ class EmittedLawCheck(Check):
         }
         common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
-            evidence["tv"] = dataclasses.asdict(tv_estimate(tally.emitted, law, random_state=0))
+            evidence["tv"] = tv_record(tv_estimate(tally.emitted, law, random_state=0))
             evidence["where"] = largest_deviation(
                 tally.emitted, expected, lambda g, c: f"emitted sequence {sequence_of(c, case.vocab_size, case.k)}"
             )

@@ -27,6 +27,7 @@ from .. import strategies as sv
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
+from .._evidence import CaseRecord, Evidence, tv_record
 from .._result import CheckResult
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
@@ -97,7 +98,7 @@ class StepLawCheck(Check):
                 claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_share, power))
             vocab_size = cases[0].vocab_size
             expected = laws * rows
-            evidence: dict[str, Any] = {
+            evidence: Evidence = {
                 "test": tests[worst].method,
                 "df": tests[worst].df,
                 "statistic": tests[worst].statistic,
@@ -110,7 +111,7 @@ class StepLawCheck(Check):
                 ),
             }
             if sequential:
-                evidence["tv"] = dataclasses.asdict(tv_estimate(counts[worst], laws[worst], random_state=seed))
+                evidence["tv"] = tv_record(tv_estimate(counts[worst], laws[worst], random_state=seed))
                 evidence["log_e_value"] = log_e[0]
                 evidence["stopped_early"] = bool(counts.sum() < rows * len(cases))
             return Outcome({self.id: pvalue}, int(counts.sum()), {self.id: claim}, {self.id: evidence})
@@ -135,7 +136,7 @@ def _fingerprint_cases(cases: list[StepCase]) -> str:
     return ":".join(c.fingerprint() for c in cases)
 
 
-def _describe_cases(cases: list[StepCase]) -> dict[str, Any]:
+def _describe_cases(cases: list[StepCase]) -> CaseRecord:
     return {"cases": [c.describe() for c in cases]}
 
 
@@ -193,7 +194,9 @@ class ModelFitCheck(Check):
                 law_i = law_grid.sum(axis=others)
                 position_results.append((gof_test(obs_i, law_i, alpha=share / k_case, random_state=seed + i), obs_i, law_i, i))
             worst = min(position_results, key=lambda r: r[0].pvalue)
-            pvalues, claims, evidence = {}, {}, {}
+            pvalues: dict[str, float] = {}
+            claims: dict[str, float] = {}
+            evidence: dict[str, Evidence] = {}
             for key, (gof, obs, law, _) in tests.items():
                 pvalues[key] = gof.pvalue
                 claims[key] = gof.min_detectable_tv(share, power)
@@ -209,7 +212,7 @@ class ModelFitCheck(Check):
                 law2, obs2 = np.atleast_2d(law), np.atleast_2d(obs)
                 mass = law2.sum(axis=-1, keepdims=True)
                 expected = np.divide(law2, mass, out=np.zeros_like(law2), where=mass > 0) * obs2.sum(axis=-1, keepdims=True)
-                entry: dict[str, Any] = {"test": gof.method, "df": gof.df, "statistic": gof.statistic}
+                entry: Evidence = {"test": gof.method, "df": gof.df, "statistic": gof.statistic}
                 if key == position_id:
                     entry["positions"] = [{"position": r[3], "pvalue": r[0].pvalue} for r in position_results]
                     entry["where"] = f"position {worst[3]} given the token before it; " + largest_deviation(
@@ -223,7 +226,7 @@ class ModelFitCheck(Check):
                     length = k_case + 1 if key == step_id else 1
                     entry["outcome_labels"] = [" ".join(map(str, _decode(c, vocab_size, length))) for c in range(expected.shape[-1])]
                 if stage == "confirm":
-                    entry["tv"] = dataclasses.asdict(tv_estimate(obs, law, random_state=seed))
+                    entry["tv"] = tv_record(tv_estimate(obs, law, random_state=seed))
                 evidence[key] = entry
             return Outcome(pvalues, tally.samples, claims, evidence)
 
@@ -315,7 +318,7 @@ class EveryShapeCheck(Check):
         where = f"K={worst['k']}, V={worst['vocab']}, position {worst['position']}; " + largest_deviation(
             worst["observed"], expected, lambda g, c: f"token {c}"
         )
-        evidence: dict[str, Any] = {
+        evidence: Evidence = {
             "test": gof.method,
             "df": gof.df,
             "statistic": gof.statistic,
@@ -328,7 +331,7 @@ class EveryShapeCheck(Check):
         }
         common = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=total, min_detectable_tv=claim)
         if pvalue <= ctx.alpha:
-            evidence["tv"] = dataclasses.asdict(tv_estimate(worst["observed"], worst["law"], random_state=0))
+            evidence["tv"] = tv_record(tv_estimate(worst["observed"], worst["law"], random_state=0))
             evidence["minimal_example"] = worst["model"].describe()
             tv = evidence["tv"]
             return CheckResult(
@@ -412,7 +415,7 @@ class RenormalisationCheck(Check):
         vocab = case.vocab_size
         expected = laws[worst] * observed[worst].sum()
         sums = [round(float(s), 4) for s in case.target_probs.sum(-1)] + [round(float(s), 4) for s in case.draft_probs.sum(-1)]
-        evidence: dict[str, Any] = {
+        evidence: Evidence = {
             "test": gof.method,
             "df": gof.df,
             "statistic": gof.statistic,
@@ -422,7 +425,7 @@ class RenormalisationCheck(Check):
         }
         common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=int(sum(o.sum() for o in observed)), min_detectable_tv=claim)
         if pvalue <= ctx.alpha:
-            evidence["tv"] = dataclasses.asdict(tv_estimate(observed[worst], laws[worst], random_state=0))
+            evidence["tv"] = tv_record(tv_estimate(observed[worst], laws[worst], random_state=0))
             evidence["minimal_example"] = case.describe()
             evidence["repro"] = ctx.repro(
                 f"{case.to_code()}\ncase = specverify.StepCase(target_probs, draft_probs, draft_tokens)\n"

@@ -31,6 +31,7 @@ import torch
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault, LoopUnderTest
+from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
@@ -255,7 +256,7 @@ class LoopCheck(Check):
         expected = laws[worst] * counts[worst].sum()
         score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
         cell = int(np.argmax(score))
-        evidence = {
+        evidence: Evidence = {
             "test": tests[worst].method,
             "group_pvalues": [t.pvalue for t in tests],
             "groups": groups,
@@ -266,7 +267,7 @@ class LoopCheck(Check):
         samples = int(counts.sum())
         if pvalue <= ctx.alpha:
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
-            evidence["tv"] = dataclasses.asdict(tv)
+            evidence["tv"] = tv_record(tv)
             message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
             return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from .._calling import SamplerFault
+from .._evidence import CaseRecord, Evidence
 from .._result import CheckResult
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
@@ -58,7 +59,8 @@ class Outcome:
         pvalues: decision id -> p-value (statistical checks).
         samples: sampler rows spent on the case.
         min_detectable_tv: decision id -> the smallest TV the test detects at the budget's power.
-        evidence: what the report shows about the case; read by no control flow.
+        evidence: decision id -> what the report shows about the case (merged into that
+            decision's result); read by no control flow.
         fault: the sampler raised, hung or broke its contract on the case (an alarm for every check).
         mismatch: an exact check found output that is not the canonical one (an alarm that needs
             no confirmation).
@@ -67,7 +69,7 @@ class Outcome:
     pvalues: dict[str, float]
     samples: int
     min_detectable_tv: dict[str, float]
-    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
+    evidence: dict[str, Evidence] = dataclasses.field(default_factory=dict)
     fault: SamplerFault | None = None
     mismatch: bool = False
 
@@ -236,7 +238,7 @@ def _isolated_search(shrink_seconds: float):
     previous_locals = getattr(providers, "_get_local_constants", None)
     cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
     if previous_limit is not None:
-        engine.MAX_SHRINKING_SECONDS = shrink_seconds
+        engine.MAX_SHRINKING_SECONDS = shrink_seconds  # type: ignore[assignment]  # Hypothesis declares it an int
     if previous_locals is not None and hasattr(providers, "Constants"):
         empty = providers.Constants()
         providers._get_local_constants = lambda: empty
@@ -270,13 +272,13 @@ def decisions_from_search(
     ctx: Context,
     decisions: list[Decision],
     found: SearchResult[Any],
-    describe: Callable[[Any], dict[str, Any]],
+    describe: Callable[[Any], CaseRecord],
     repro: Callable[[Any, Outcome], str],
 ) -> list[Any]:
     """Turn a search into one :class:`~specverify.CheckResult` per decision."""
     results = []
     screens = found.screens
-    base_evidence = {
+    base_evidence: Evidence = {
         "examples": found.examples,
         "screen_alpha": ctx.budget.screen_alpha,
         "confirm_alpha": found.confirm_alpha,
@@ -291,13 +293,13 @@ def decisions_from_search(
         pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
         claims = [o.min_detectable_tv[key] for o in screens if key in o.min_detectable_tv]
         claim = max(claims) if claims else None
-        common = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
+        common: dict[str, Any] = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
         if confirmed_ids and key not in confirmed_ids:
             results.append(_sibling_result(ctx, decision, found, base_evidence, describe, sorted(confirmed_ids)))
             continue
         if found.confirmed is not None:
             case, outcome = found.confirmed
-            evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
+            evidence: Evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
             if outcome.fault is not None:
                 result = fault_result(decision, outcome.fault, evidence=evidence)
                 result.message = f"on the smallest failing case: {result.message}"
@@ -335,7 +337,7 @@ def decisions_from_search(
         elif claim > ctx.budget.ceiling_tv:
             status = "inconclusive"
             message = f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
-        evidence = dict(base_evidence)
+        evidence = base_evidence.copy()
         if pvalues:
             evidence["smallest_screen_pvalue"] = min(pvalues)
         if found.unconfirmed:
@@ -361,8 +363,8 @@ def _sibling_result(
     ctx: Context,
     decision: Decision,
     found: SearchResult[Any],
-    base_evidence: dict[str, Any],
-    describe: Callable[[Any], dict[str, Any]],
+    base_evidence: Evidence,
+    describe: Callable[[Any], CaseRecord],
     failed: list[str],
 ) -> Any:
     """A decision of a search that another decision failed: the search stopped at that case, so
@@ -370,6 +372,7 @@ def _sibling_result(
     detects (never the screens' claim over cases it did not go on to see)."""
     from .._result import CheckResult
 
+    assert found.confirmed is not None  # a sibling of a confirmed failure
     case, outcome = found.confirmed
     key = decision.id
     p = outcome.pvalues.get(key)
@@ -385,7 +388,7 @@ def _sibling_result(
         status, message = "inconclusive", message + f"; that test detects only TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
     else:
         message += f"; that test detects TV >= {claim:.3g}"
-    evidence = {**base_evidence, "decided_on": describe(case), **outcome.evidence.get(key, {})}
+    evidence: Evidence = {**base_evidence, "decided_on": describe(case), **outcome.evidence.get(key, {})}
     return CheckResult(
         id=decision.id, family=decision.family, case=decision.case, proves=decision.finding, status=status,
         p_value=p, alpha=found.confirm_alpha, samples=outcome.samples, min_detectable_tv=claim, message=message, evidence=evidence,
@@ -399,7 +402,7 @@ def p_text(p: float | None) -> str:
     return "p < 1e-300" if p < 1e-300 else f"p = {p:.3g}"
 
 
-def _failure_message(decision: Decision, p: float, alpha: float, evidence: dict[str, Any]) -> str:
+def _failure_message(decision: Decision, p: float, alpha: float, evidence: Evidence) -> str:
     tv = evidence.get("tv")
     where = evidence.get("where")
     text = f"law differs from the exact law ({p_text(p)} <= {alpha:.3g})"

@@ -37,6 +37,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest, Violation
 from .._cases import StepCase
 from .._oracle import canonical_emit, normalise, residual_distribution
+from .._evidence import AcceptedShapeRecord, Evidence, ShapeRecord, tv_record
 from .._result import CheckResult
 from ..stats import gof_test, identity_plan, identity_test, mean_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
@@ -235,7 +236,7 @@ class ShapeConditionalCheck(Check):
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows, needed = planned_rows(ctx, shape, df, share)
-            extra: dict[str, Any] = {"V": shape.vocab, "K": shape.k, "rows_per_call": call_rows(ctx.sut, shape), "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
+            extra: Evidence = {"V": shape.vocab, "K": shape.k, "rows_per_call": call_rows(ctx.sut, shape), "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
             if reduced:
                 extra["reduced"] = reduced
             results.append(_lumped_result(
@@ -289,7 +290,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
         return result
     test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
     claim = test.min_detectable_tv(alpha, ctx.budget.power)
-    evidence = {"V": shape.vocab, "K": shape.k, "cells": cells, "test": test.method, "batches": batches, "mean_batch_size": mean_size,
+    evidence: Evidence = {"V": shape.vocab, "K": shape.k, "cells": cells, "test": test.method, "batches": batches, "mean_batch_size": mean_size,
                 "planned_batch_size": size, "rejecting_batches": test.rejecting, "statistics": list(test.statistics), "impossible": test.impossible,
                 "power_against": "the spread deviation (every cell moved by a relative factor)", "ceiling_tv": ctx.budget.shape_ceiling_tv}
     if reduced:
@@ -383,7 +384,8 @@ class ShapeTargetLawCheck(Check):
 
     def _law_result(self, ctx: Context, rid: str, positions: list[int] | None, tallies: list, share: float, note: str) -> CheckResult:
         """The completed token's law at ``positions`` (``None``: 1..K), Bonferroni over shapes and positions."""
-        worst_p, claim, evidence, failure = 1.0, 0.0, [], None
+        worst_p, claim, failure = 1.0, 0.0, None
+        evidence: list[ShapeRecord] = []
         power = ctx.budget.power
         for shape, reduced, case, cells, labels, rows, needed, (completed, _) in tallies:
             p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
@@ -396,7 +398,7 @@ class ShapeTargetLawCheck(Check):
                 detectable = gof.min_detectable_tv(level, power)
                 claim = max(claim, detectable)
                 expected = lumped[i] * obs.sum()
-                entry = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
+                entry: ShapeRecord = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
                          "pvalue": gof.pvalue, "min_detectable_tv": detectable, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
                          "where": largest_deviation(obs, expected, lambda g, c: labels[c])}
                 if reduced:
@@ -417,12 +419,13 @@ class ShapeTargetLawCheck(Check):
 
     def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
         """Mean accepted drafts against the exact expectation, both tails at ``share / 2`` per shape."""
-        worst_p, evidence, inconclusive = 1.0, [], False
+        worst_p, inconclusive = 1.0, False
+        evidence: list[AcceptedShapeRecord] = []
         for shape, _, case, _, _, rows, _, (_, accepted) in tallies:
             test = mean_test(np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power)
             ceiling = case.k * ctx.budget.shape_ceiling_tv  # a TV deviation t moves the mean by at most K t
-            evidence.append({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
-                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high})
+            evidence.append(AcceptedShapeRecord({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
+                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}))
             low = test.pvalue_low <= share / 2
             high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
             if low or high:
@@ -448,8 +451,8 @@ def _lumped_result(
     per_call: int,
     *,
     kind: str,
-    extra: dict[str, Any],
-    fault_evidence: dict[str, Any],
+    extra: Evidence,
+    fault_evidence: Evidence,
     where: str,
     law_name: str,
     claim_note: Any,
@@ -469,14 +472,14 @@ def _lumped_result(
     expected = law * counts.sum()
     n_cells = len(labels)
     deviation = largest_deviation(counts, expected, lambda g, c: f"accepted {c // n_cells}, {labels[c % n_cells]}")
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         **extra, "rows": rows, "test": gof.method, "df": gof.df, "statistic": gof.statistic, "cells": labels,
         "observed": counts.tolist(), "expected": expected.tolist(), "where": deviation, "ceiling_tv": ctx.budget.shape_ceiling_tv,
         "draft_tokens": case.draft_tokens.tolist(),
     }
     common = dict(id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
     if gof.pvalue <= alpha:
-        evidence["tv"] = dataclasses.asdict(tv_estimate(counts, law, random_state=0))
+        evidence["tv"] = tv_record(tv_estimate(counts, law, random_state=0))
         result = CheckResult(**common, status="fail", finding="non-canonical", evidence=evidence,
                              message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {deviation}")
     else:
@@ -673,7 +676,7 @@ class FullSizeGridCheck(Check):
             induced = torch.zeros((shape.k + 1) * vocab, dtype=torch.float64)
             induced.index_add_(0, accepted * vocab + tokens.gather(1, accepted[:, None])[:, 0], volume)
             tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
-            evidence: dict[str, Any] = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
+            evidence: Evidence = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
                                         "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}
             if reduced:
                 evidence["reduced"] = reduced

@@ -45,6 +45,7 @@ from .._calling import SamplerFault
 from .._exact import target_law
 from .._models import ChainModel
 from .._oracle import normalise
+from .._evidence import Evidence, TreeCase
 from .._result import CheckResult
 from .._tree import TreeBatch
 from .._tree_calling import TreeSamplerUnderTest
@@ -353,7 +354,7 @@ def _gof(check: Any, ctx: Context, counts: np.ndarray, law: np.ndarray, rows: in
 
 
 def _law_result(
-    check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: dict[str, Any], summary: str, failure: str, finding: str, large: bool
+    check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: Evidence, summary: str, failure: str, finding: str, large: bool
 ) -> CheckResult:
     """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
     detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
@@ -466,7 +467,7 @@ class TreeGeneratedOutputCheck(TreeCheck):
             case, outcome = search.confirmed
             assert outcome.fault is not None
             sut.last_fault = outcome.fault  # the smallest case's fault, not the shrinker's last
-            evidence = {"tree": f"generated {case.shape} tree", "tree_case": _case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
+            evidence: Evidence = {"tree": f"generated {case.shape} tree", "tree_case": _case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
             return fault_result(self, outcome.fault, evidence=evidence)
         coins = " and with every coin exactly 0" if zero_coins else ""
         return self.result(
@@ -542,7 +543,7 @@ class TreeConditionalCheck(TreeCheck):
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
         test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"(node {c // columns}, {label(c % columns)})")
-        evidence = {
+        evidence: Evidence = {
             "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
             "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
             "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
@@ -614,7 +615,7 @@ class TreeTargetLawCheck(TreeCheck):
             return fault_result(self, fault)
         test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"completed sequence cell {c}")
         draws = "without replacement" if algorithm == "without-replacement" else "i.i.d. from the draft"
-        evidence = {
+        evidence: Evidence = {
             "algorithm": algorithm, "candidates": draws, "test": test.method, "df": test.df, "statistic": test.statistic,
             "power": ctx.budget.power, "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
             "length": length, "lumped": self.case not in TREE_SHAPES,
@@ -669,7 +670,7 @@ class TreeAcceptanceCheck(TreeCheck):
         best = max(references, key=lambda name: tests[name].expected_mean)
         test = tests[best]
         detectable = test.min_detectable_drop or float("inf")
-        evidence = {
+        evidence: Evidence = {
             "algorithm": algorithm, "held_to": best, "observed_accepted": test.observed_mean, "expected_accepted": test.expected_mean,
             "expected_by_algorithm": {name: t.expected_mean for name, t in tests.items()}, "ratio": test.observed_mean / max(test.expected_mean, 1e-12),
             "min_detectable_drop": detectable, "power": ctx.budget.power, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high,
@@ -700,11 +701,11 @@ def _case_json(
     expected: np.ndarray | None = None,
     fault: SamplerFault | None = None,
     columns: int | None = None,
-) -> dict[str, Any]:
+) -> TreeCase:
     """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
     failing output's path and token, and how often paths ended at each node against the exact law."""
     real = int(tree.num_nodes[0])
-    out: dict[str, Any] = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
+    out: TreeCase = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
     details = (fault.details or {}) if fault is not None else {}
     if "failing_path" in details:
         out["path"], out["token"] = details["failing_path"], details["failing_token"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._evidence import Evidence
 from ._format import visible
 from ._svg import INK, inline_svg
 
@@ -51,7 +52,7 @@ class Comparison:
         return None
 
 
-def comparison(evidence: Mapping[str, Any]) -> Comparison | None:
+def comparison(evidence: Evidence) -> Comparison | None:
     """The observed and expected counts in a check's evidence, or ``None`` if it has none.
 
     Understands ``observed``/``expected`` (1-D, or 2-D: one row per case or per preceding token,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from .._evidence import TreeCase
 from ._svg import INK, inline_svg
 
 __all__ = ["tree_case_svg"]
@@ -48,9 +49,10 @@ def _layout(parents: list[int]) -> tuple[list[int], list[float]]:
     return depth, place
 
 
-def _worst_node(case: Mapping[str, Any]) -> int | None:
-    if isinstance(case.get("breaks_at"), int):
-        return int(case["breaks_at"])
+def _worst_node(case: TreeCase) -> int | None:
+    breaks_at = case.get("breaks_at")
+    if isinstance(breaks_at, int):
+        return int(breaks_at)
     observed, expected = case.get("ends_observed"), case.get("ends_expected")
     if isinstance(observed, list) and isinstance(expected, list) and observed and len(observed) == len(expected):
         score = [abs(o - e) / math.sqrt(max(e, 1.0)) + (1e9 if e == 0 and o > 0 else 0.0) for o, e in zip(observed, expected)]
@@ -63,7 +65,7 @@ def _worst_node(case: Mapping[str, Any]) -> int | None:
     return None
 
 
-def tree_case_svg(case: Mapping[str, Any], prefix: str, *, label: str) -> str | None:
+def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
     """The case as an inline, sanitised ``<svg>``; ``None`` if it is not a drawable tree."""
     parents, tokens = case.get("parents"), case.get("tokens")
     if not isinstance(parents, list) or not isinstance(tokens, list) or len(parents) != len(tokens) or not parents or parents[0] != -1:

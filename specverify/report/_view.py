@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from markupsafe import Markup
 
+from .._evidence import CallShape, CaseRecord, Evidence, FirstMismatch, PositionPValue, TVRecord, UnconfirmedAlarm
+from .._evidence import Warps as WarpsRecord
 from .._families import FAMILIES
 from .._result import FINDINGS
 from .._vocabulary import Finding, Status, Verdict
@@ -197,13 +199,14 @@ def _rank(value: Any, order: tuple[str, ...]) -> int:
 
 
 def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: bool) -> CheckView:
-    evidence = data.get("evidence") if isinstance(data.get("evidence"), Mapping) else {}
+    # JSON read back: the record's keys, its values as the file has them (each reader checks them)
+    evidence = cast(Evidence, _mapping(data.get("evidence")))
     check_id = str(data.get("id") or f"check {index}")
     name = anchor(check_id)
     while name in anchors:
         name += "-"
     anchors.add(name)
-    status = data.get("status") if data.get("status") in STATUSES else "error"
+    status = str(data.get("status")) if data.get("status") in STATUSES else "error"
     finding = data.get("finding")
     plot, note = None, None
     if plots and status in ("fail", "error"):
@@ -215,7 +218,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
     if plots and status in ("fail", "error") and isinstance(evidence.get("tree_case"), Mapping):
         drawn = tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}")
         tree = Markup(drawn) if drawn is not None else None
-    minimal = evidence.get("minimal_example")
+    minimal: CaseRecord | CallShape | None = evidence.get("minimal_example")
     example_title, placed = "Smallest failing case", _PLACED
     if minimal is None and isinstance(evidence.get("shape"), Mapping):
         minimal, example_title, placed = evidence["shape"], "Failing call", _PLACED | {"shape"}
@@ -259,7 +262,12 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _tv(value: Any) -> dict[str, Any] | None:
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one (JSON from an older or foreign writer)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _tv(value: TVRecord | None) -> dict[str, Any] | None:
     if not isinstance(value, Mapping) or "estimate" not in value:
         return None
     confidence = value.get("confidence")
@@ -272,11 +280,11 @@ def _tv(value: Any) -> dict[str, Any] | None:
     }
 
 
-def _warps(value: Any) -> Warps | None:
+def _warps(value: WarpsRecord | None) -> Warps | None:
     if not isinstance(value, Mapping) or not isinstance(value.get("warped"), list) or not isinstance(value.get("unwarped"), list):
         return None
-    params = value.get("params") if isinstance(value.get("params"), Mapping) else {}
-    emitted = value.get("emitted") if isinstance(value.get("emitted"), Mapping) else {}
+    params = _mapping(value.get("params"))
+    emitted = _mapping(value.get("emitted"))
     positions = []
     for i, (warped, unwarped) in enumerate(zip(value["warped"], value["unwarped"])):
         token = emitted.get("token") if emitted.get("position") == i else None
@@ -286,7 +294,7 @@ def _warps(value: Any) -> Warps | None:
     return Warps(row=str(value.get("row", "")), params=text, positions=positions, columns=columns, emitted=bool(emitted))
 
 
-def _first_mismatch(value: Any) -> dict[str, str] | None:
+def _first_mismatch(value: FirstMismatch | None) -> dict[str, str] | None:
     if not isinstance(value, Mapping):
         return None
     rows = {}
@@ -304,7 +312,7 @@ def _first_mismatch(value: Any) -> dict[str, str] | None:
     return rows
 
 
-def _positions(value: Any) -> list[tuple[str, str]]:
+def _positions(value: list[PositionPValue] | None) -> list[tuple[str, str]]:
     if not isinstance(value, list):
         return []
     return [
@@ -312,7 +320,7 @@ def _positions(value: Any) -> list[tuple[str, str]]:
     ]
 
 
-def _unconfirmed(value: Any) -> list[tuple[str, str]]:
+def _unconfirmed(value: list[UnconfirmedAlarm] | None) -> list[tuple[str, str]]:
     if not isinstance(value, list):
         return []
     rows = []
@@ -324,17 +332,17 @@ def _unconfirmed(value: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _efficiency(evidence: Mapping[str, Any], samples: Any = None) -> Efficiency | None:
+def _efficiency(evidence: Evidence, samples: Any = None) -> Efficiency | None:
     if "expected_accepted" not in evidence and "observed_accepted" not in evidence:
         return None
-    ratio = evidence.get("ratio")
+    ratio, deficit = evidence.get("ratio"), evidence.get("min_detectable_deficit")
     return Efficiency(
         observed=number(evidence.get("observed_accepted"), 4),
         optimum=number(evidence.get("expected_accepted"), 4),
         ratio=number(ratio, 4),
         ratio_percent=100 * ratio if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) else None,
         detectable_drop=number(evidence.get("min_detectable_drop"))
-        + (f" ({100 * evidence['min_detectable_deficit']:.2g}%)" if isinstance(evidence.get("min_detectable_deficit"), (int, float)) else ""),
+        + (f" ({100 * deficit:.2g}%)" if isinstance(deficit, (int, float)) else ""),
         samples=count(samples) if samples is not None else "",
         power=number(evidence.get("power")) if evidence.get("power") is not None else "",
     )
@@ -384,7 +392,7 @@ def _matrix(views: list[CheckView]) -> Matrix:
 
 def _environment(run: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     """Sampler, run, budget and software, each as (label, value) rows; unknown keys kept."""
-    sampler = run.get("sampler") if isinstance(run.get("sampler"), Mapping) else {}
+    sampler = _mapping(run.get("sampler"))
     sections = []
     rows = [("name", str(sampler.get("name", "")))]
     if run.get("spec"):
@@ -446,7 +454,7 @@ def _value(value: Any) -> str:
 def _run_line(run: Mapping[str, Any]) -> list[str]:
     """The few facts a reader checks first: budget, seed, device, dtype, torch, date."""
     budget = run.get("budget")
-    versions = run.get("versions") if isinstance(run.get("versions"), Mapping) else {}
+    versions = _mapping(run.get("versions"))
     parts = [
         f"budget {budget.get('name')}" if isinstance(budget, Mapping) and budget.get("name") else None,
         f"seed {run['seed']}" if "seed" in run else None,

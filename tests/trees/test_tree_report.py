@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import specverify
+from specverify._evidence import unknown_keys
 from specverify.report._tree_svg import tree_case_svg
 from specverify.report._view import run_view
 from specverify.zoo import TREE_MEMBERS
@@ -12,6 +13,7 @@ def test_a_failing_tree_case_is_drawn_with_its_path_and_the_node_the_target_forb
     result = specverify.check(TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"])
     (failure,) = result.checks
     case = failure.evidence["tree_case"]
+    assert unknown_keys(failure.to_json()["evidence"]) == []  # the fault's details and the tree case are in the schema
     assert case["path"][0] == 0 and case["breaks_at"] in case["path"]  # the accepted zero-mass node is on the path
     view = run_view(result.to_json())
     (card,) = view.failures
