@@ -187,23 +187,35 @@ class TreeSamplerUnderTest(Supervised):
     def _audit_rows(self, given: TreeBatch, output: Any, start: int) -> None:
         """The audit of calls made one per row in the worker, with the finding the same calls made
         one round trip each would have had: the first row that breaks a rule, audited as its own tree
-        (its output as returned, when it was not a well-formed pair)."""
+        (its output as returned, when it was not a pair of the row's shapes)."""
+        returned = None
         if isinstance(output, tuple) and output[:1] == ("row",):  # row i's output was not a pair of its shapes
-            _, first_bad, returned, placed = output
-            rows = [(i, placed[0][i : i + 1], placed[1][i : i + 1]) for i in range(first_bad)]
+            _, first_bad, returned, output = output
         else:
-            first_bad, returned, rows = None, None, []
-            violations = audit_tree_output(given, output)  # one pass over the chunk: every rule's first row
-            if not violations:
-                return
-            first = min(v.row for v in violations if v.row is not None) if any(v.row is not None for v in violations) else 0
-            rows = [(first, output[0][first : first + 1], output[1][first : first + 1])]
-        for i, path, token in rows:  # rows before a malformed one: the first that breaks a rule, if any
-            row = rows_of(given, slice(i, i + 1))
-            self._audit(row, (path[:, : row.depth + 1].contiguous(), token), i + start)  # its path as returned, unpadded
+            first_bad = None
+        broken = self._first_broken_row(given, output, given.batch if first_bad is None else first_bad)
+        if broken is not None:
+            row = rows_of(given, slice(broken, broken + 1))
+            self._audit(row, (output[0][broken : broken + 1, : row.depth + 1].contiguous(), output[1][broken : broken + 1]), broken + start)
         if first_bad is not None:
             self._audit(rows_of(given, slice(first_bad, first_bad + 1)), returned, first_bad + start)
             raise self._fault(Violation("shape-dtype", f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}"))
+
+    @staticmethod
+    def _first_broken_row(given: TreeBatch, output: tuple[torch.Tensor, torch.Tensor], end: int) -> int | None:
+        """The first of rows ``[0, end)`` whose output breaks a rule, as auditing them one by one
+        would find it. A batch's audit skips some rules when another row breaks an earlier one (no
+        support check on a broken path), so a row found first is confirmed by a clean audit of the
+        rows before it."""
+        found = None
+        while end > 0:
+            prefix = rows_of(given, slice(0, end))
+            violations = audit_tree_output(prefix, (output[0][:end, : prefix.depth + 1], output[1][:end]))
+            rows = [v.row for v in violations if v.row is not None]
+            if not rows:
+                break
+            found = end = min(rows)
+        return found
 
     def _placed(self, tree: TreeBatch) -> TreeBatch:
         place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory

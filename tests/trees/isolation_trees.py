@@ -64,10 +64,15 @@ def counted_factory():
 
 @tree_sampler(algorithm="specinfer", name="one-tree-per-call", uniforms=True, batched=False)
 def one_tree_per_call(tree, generator=None, *, uniforms=None):
-    """An unbatched tree sampler (one tree a call); a tree whose first candidate is token 4 gets a
-    path one column too wide."""
+    """An unbatched tree sampler (one tree a call) that misbehaves on marked trees: first candidate
+    token 4, a path one column too wide; third candidate 4, a step to a node that is not a child;
+    third candidate 0, token 0 emitted (whatever its probability)."""
     assert tree.batch == 1
     path, token = tree_reference(tree, generator, uniforms=uniforms)
     if int(tree.tokens[0, 1]) == 4:
         path = torch.cat([path, torch.full_like(path[:, :1], -1)], dim=1)
+    if int(tree.tokens[0, 3]) == 4:
+        path = torch.tensor([[0, 2] + [-1] * (path.shape[1] - 2)])
+    if int(tree.tokens[0, 3]) == 0:
+        token = torch.zeros_like(token)
     return path, token
