@@ -130,36 +130,12 @@ def test_an_unbatched_tree_sampler_isolated_has_its_rows_called_in_one_round_tri
     assert path.shape == (64, 4) and (path[1::2, 2:] == -1).all()  # the stars' paths padded beyond their depth, 1
 
 
-def test_an_unbatched_tree_samplers_malformed_row_is_found_as_if_called_one_round_trip_a_row():
+def _faults_of_one_tree_per_call(tree) -> dict:
+    """The violation ``one_tree_per_call`` gets on ``tree``, in-process and isolated."""
     import torch
 
     from specverify._runner import load_sut
 
-    tree, faults = _mixed_trees(8, marked_row=2), {}
-    for isolation in ("in-process", "process"):
-        sut = load_sut("isolation_trees:one_tree_per_call", isolation=isolation)
-        try:
-            with pytest.raises(specverify.SamplerFault) as caught:
-                sut.step(tree, generator=torch.Generator().manual_seed(7))
-            faults[isolation] = caught.value.violation
-        finally:
-            sut.close()
-    assert faults["process"] == faults["in-process"] and faults["process"].rule == "shape-dtype"
-
-
-def test_an_unbatched_tree_samplers_first_broken_row_is_the_one_a_row_by_row_audit_finds():
-    """Row 1 emits a token of target probability 0 and row 4 a broken path: auditing the rows
-    together skips the support rule (a path is broken), yet the finding is row 1's, as row by row."""
-    import torch
-
-    from specverify._runner import load_sut
-    from specverify._tree import TreeBatch
-
-    tree = _mixed_trees(8)
-    tokens, target = tree.tokens.clone(), tree.target_probs.clone()
-    tokens[1, 3], tokens[4, 3] = 0, 4
-    target[1, :, 0] = 0.0
-    tree = TreeBatch(tree.parents, tokens, target / target.sum(-1, keepdim=True), tree.draft_probs)
     faults = {}
     for isolation in ("in-process", "process"):
         sut = load_sut("isolation_trees:one_tree_per_call", isolation=isolation)
@@ -169,5 +145,23 @@ def test_an_unbatched_tree_samplers_first_broken_row_is_the_one_a_row_by_row_aud
             faults[isolation] = caught.value.violation
         finally:
             sut.close()
+    return faults
+
+
+def test_an_unbatched_tree_samplers_malformed_row_is_found_as_if_called_one_round_trip_a_row():
+    faults = _faults_of_one_tree_per_call(_mixed_trees(8, marked_row=2))
+    assert faults["process"] == faults["in-process"] and faults["process"].rule == "shape-dtype"
+
+
+def test_an_unbatched_tree_samplers_first_broken_row_is_the_one_a_row_by_row_audit_finds():
+    """Row 1 emits a token of target probability 0 and row 4 a broken path: auditing the rows
+    together skips the support rule (a path is broken), yet the finding is row 1's, as row by row."""
+    from specverify._tree import TreeBatch
+
+    tree = _mixed_trees(8)
+    tokens, target = tree.tokens.clone(), tree.target_probs.clone()
+    tokens[1, 3], tokens[4, 3] = 0, 4
+    target[1, :, 0] = 0.0
+    faults = _faults_of_one_tree_per_call(TreeBatch(tree.parents, tokens, target / target.sum(-1, keepdim=True), tree.draft_probs))
     assert faults["process"] == faults["in-process"]
     assert faults["process"].rule == "zero-target" and faults["process"].row == 1
