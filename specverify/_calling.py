@@ -10,10 +10,14 @@ exactly what happened, and the run goes on.
 By default (``isolation="process"``) the sampler runs in a supervised process of its own
 (:mod:`specverify._worker`); ``isolation="in-process"`` calls it in the caller's thread, for
 debugging with pdb: nothing then guards the harness against a crash, and no call is timed.
+Experiments that make a run of independent calls use :meth:`SamplerUnderTest.steps`: isolated,
+each call is sent before the previous output is audited and tallied, so the two processes work at
+once.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import importlib
 import inspect
@@ -22,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -30,7 +34,7 @@ import torch
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of, step_sampler
 from ._evidence import Evidence
 from ._reach import ReachRecorder
-from ._worker import ForeignTensor, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
+from ._worker import ForeignTensor, PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 
 __all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "Violation", "audit_output", "importable_source", "check_device"]
 
@@ -319,70 +323,189 @@ class SamplerUnderTest(Supervised):
         if batch == 0:
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
         dtype = dtype or self.dtype
-        place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
-        # Broadcast views stay views and dtypes stay as given: the tensors the sampler is given are laid
-        # out dense, in its dtype, once per distinct input (see _Staging), not once per call.
-        target = target_probs.to(device=place)
-        draft = draft_probs.to(device=place)
-        drafts = draft_tokens.to(device=place, dtype=torch.int64)
-        if uniforms is not None:
-            uniforms = uniforms.to(device=place, dtype=torch.float64)
-        if seeds is not None:
-            seeds = seeds.to(device=place, dtype=torch.int64)
-        if self.capabilities.batched:
-            chunk, per_row = self.capabilities.max_batch or DEFAULT_CHUNK, False
-            if chunk > 1:
-                chunk -= chunk % 2  # keep adjacent row pairs (2i, 2i+1) in one call
-        else:
-            chunk, per_row = UNBATCHED_AUDIT_ROWS, True
+        chunk, per_row = self._chunking()
         outputs = []
-        vocab = target.shape[-1]
-        for start in range(0, batch, chunk):  # loops over chunks of rows, not rows
-            rows = slice(start, start + chunk)
-            chunk_rows = min(chunk, batch - start)
-            self.reach.record(
-                batch=1 if per_row else chunk_rows, rows=chunk_rows, k=k, vocab=vocab, dtype=str(dtype).removeprefix("torch.")
-            )
-            parts = [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows], None if seeds is None else seeds[rows]]
-            calls, given, changed = self._calls(parts, dtype, generator, per_row=per_row)
-            output = calls[0] if not per_row else (torch.cat([c[0] for c in calls]), torch.cat([c[1] for c in calls]))
-            if changed:
-                name = ("target_probs", "draft_probs", "draft_tokens")[changed[0]]
-                raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
-            violations = audit_output(output, given[0], given[2], first_only=True)
-            if violations:
-                v = violations[0]
-                raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
-            outputs.append(output)
+        for rows, parts in self._chunks(target_probs, draft_probs, draft_tokens, uniforms, seeds, chunk):  # chunks of rows, not rows
+            if self._process is not None:
+                outputs.append(self._finish(self._send(parts, dtype, generator, per_row=per_row, start=rows.start)))
+            else:
+                outputs.append(self._direct(parts, dtype, generator, per_row=per_row, start=rows.start))
         if len(outputs) == 1:
             return outputs[0][0].to("cpu"), outputs[0][1].to("cpu")
         return torch.cat([o[0] for o in outputs]).to("cpu"), torch.cat([o[1] for o in outputs]).to("cpu")
 
-    def _calls(
-        self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool
-    ) -> tuple[list[Any], list[torch.Tensor], list[int]]:
-        """Make the sampler's calls on a chunk (one call, or one per row), each time-limited, each
-        output of the contract's structure; the outputs, the inputs as the sampler was given them,
-        and which of them it wrote to."""
-        rows, k = parts[2].shape
-        per_call_elements = (1 if per_row else rows) * (2 * k + 1) * parts[0].shape[-1]
-        where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={parts[0].shape[-1]}, {str(dtype).removeprefix('torch.')}"
-        first_call = self.calls + 1
-        if self._process is not None:
-            outputs, seconds, given, changed = self._process_calls(parts, dtype, generator, per_row, per_call_elements, where, first_call)
-        else:
-            outputs, seconds, given, changed = self._direct_calls(parts, dtype, generator, per_row, per_call_elements)
+    def steps(
+        self,
+        batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+        *,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`step` on each of ``batches`` (target, draft probabilities, draft tokens) in turn:
+        the same calls, generator and outputs, so the same results in either isolation.
+
+        Isolated, the next call is staged and sent before this one's output is audited and handed
+        back, so the harness's work on an output (the audit, the caller's tally, the next batch)
+        overlaps the sampler's next call on another core.  ``batches`` is therefore read one call
+        ahead of the outputs: a batch must not depend on an earlier batch's output, nor draw from a
+        generator the caller also draws from on outputs.  Leaving the loop early waits for the
+        call in flight and drops its output.
+        """
+        if self._process is None or not self.capabilities.batched:
+            for target, draft, drafts in batches:
+                yield self.step(target, draft, drafts, generator=generator, dtype=dtype)
+            return
+        dtype = dtype or self.dtype
+        chunk, _ = self._chunking()
+        flying: collections.deque[_Flight] = collections.deque()
+        done: list[tuple[torch.Tensor, torch.Tensor]] = []  # the oldest unfinished batch's outputs so far
+        try:
+            for target, draft, drafts in batches:
+                if drafts.shape[0] == 0:
+                    while flying:
+                        output = self._landed(flying, done)
+                        if output is not None:
+                            yield output
+                    yield self.step(target, draft, drafts)
+                    continue
+                for rows, parts in self._chunks(target, draft, drafts, None, None, chunk):
+                    if len(flying) == 2:
+                        output = self._landed(flying, done)
+                        if output is not None:
+                            yield output
+                    flying.append(self._send(parts, dtype, generator, per_row=False, start=rows.start, last=rows.stop >= drafts.shape[0]))
+            while flying:
+                output = self._landed(flying, done)
+                if output is not None:
+                    yield output
+        finally:
+            if flying and self._process is not None:
+                self._process.drain(self.limit(flying[0].elements))
+
+    def _landed(self, flying: collections.deque[_Flight], done: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Finish the oldest call in flight: its batch's outputs once that was the batch's last call."""
+        flight = flying.popleft()
+        done.append(self._finish(flight))
+        if not flight.last:
+            return None
+        output = done[0] if len(done) == 1 else (torch.cat([o[0] for o in done]), torch.cat([o[1] for o in done]))
+        done.clear()
+        return output
+
+    def _chunking(self) -> tuple[int, bool]:
+        """Rows per call, and whether the sampler is called one row at a time within them."""
+        if not self.capabilities.batched:
+            return UNBATCHED_AUDIT_ROWS, True
+        chunk = self.capabilities.max_batch or DEFAULT_CHUNK
+        return (chunk - chunk % 2 if chunk > 1 else chunk), False  # adjacent row pairs (2i, 2i+1) stay in one call
+
+    def _chunks(
+        self, target: torch.Tensor, draft: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None, seeds: torch.Tensor | None, chunk: int
+    ) -> Iterator[tuple[slice, list[torch.Tensor | None]]]:
+        """A batch's rows, ``chunk`` at a time, where the sampler reads them (a worker: shared CPU memory)."""
+        place = self.device if self._process is None else torch.device("cpu")
+        # Broadcast views stay views and dtypes stay as given: the tensors the sampler is given are laid
+        # out dense, in its dtype, once per distinct input (see _Staging), not once per call.
+        target, draft = target.to(device=place), draft.to(device=place)
+        drafts = drafts.to(device=place, dtype=torch.int64)
+        if uniforms is not None:
+            uniforms = uniforms.to(device=place, dtype=torch.float64)
+        if seeds is not None:
+            seeds = seeds.to(device=place, dtype=torch.int64)
+        batch = drafts.shape[0]
+        for start in range(0, batch, chunk):
+            rows = slice(start, min(start + chunk, batch))
+            yield rows, [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows], None if seeds is None else seeds[rows]]
+
+    @staticmethod
+    def _described(parts: list[torch.Tensor | None], dtype: torch.dtype, per_row: bool) -> tuple[int, str, dict[str, Any]]:
+        """A chunk's calls: the input elements of one call, where they are in words, and what the
+        check's reach records of them."""
+        drafts, target = parts[2], parts[0]
+        assert drafts is not None and target is not None
+        rows, k = drafts.shape
+        vocab = target.shape[-1]
+        name = str(dtype).removeprefix("torch.")
+        where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={vocab}, {name}"
+        return (1 if per_row else rows) * (2 * k + 1) * vocab, where, {"batch": 1 if per_row else rows, "rows": rows, "k": k, "vocab": vocab, "dtype": name}
+
+    def _direct(self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """In process: a chunk's calls (one, or one per row), each time-limited, audited."""
+        elements, _, given_shape = self._described(parts, dtype, per_row)
+        self.reach.record(**given_shape)
+        outputs, seconds, given, changed = self._direct_calls(parts, dtype, generator, per_row, elements)
+        return self._accepted(outputs, seconds, given, changed, parts, per_row=per_row, start=start, elements=elements)
+
+    def _send(
+        self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool, start: int, last: bool = True
+    ) -> _Flight:
+        """Isolated: stage a chunk's calls in the worker's arena and send them; :meth:`_finish` waits."""
+        assert self._process is not None
+        elements, where, given_shape = self._described(parts, dtype, per_row)
+        if not self._process.alive() and not self._process.in_flight:  # it died or hung in an earlier call: a fresh one
+            self._warm = False
+            self._loads += 1
+            try:
+                self._process.start()
+            except WorkerLoadError as exc:
+                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+        first_call = self.calls + 1 + self._process.in_flight  # a call in flight is a single call
+        pending = self._process.submit(parts, dtype=dtype, per_row=per_row, generator=generator)
+        return _Flight(pending, parts, per_row, start, elements, where, given_shape, first_call, last)
+
+    def _finish(self, flight: _Flight) -> tuple[torch.Tensor, torch.Tensor]:
+        """Wait for a chunk's calls sent by :meth:`_send`: their output, audited."""
+        assert self._process is not None
+        limit = self.limit(flight.elements)
+        self.reach.record(**flight.given_shape)
+        try:
+            outputs, seconds, staged, changed = self._process.collect(flight.pending, limit=limit)
+        except WorkerRaised as exc:
+            message = f"the sampler raised {exc.type_name}: {exc.text}"
+            raise self._fault(Violation("raised", message), self._evidence(trace=exc.trace)) from None
+        except WorkerHung as exc:
+            self.hangs += 1
+            self.limit.hung = True
+            raise self._fault(
+                Violation("hang", f"the sampler did not return within {exc.limit:g} s (call {flight.first_call + exc.calls}: {flight.where}); its process was killed"),
+                self._evidence(),
+            ) from None
+        except WorkerDied as exc:
+            self.crashes += 1
+            raise self._fault(
+                Violation("crashed", f"the sampler's process died in call {flight.first_call + exc.calls} ({flight.where}): {exc.how}"),
+                self._evidence(),
+            ) from None
+        given = [t for t in staged[:3] if t is not None]
+        return self._accepted(outputs, seconds, given, changed, flight.parts, per_row=flight.per_row, start=flight.start, elements=flight.elements)
+
+    def _accepted(
+        self, outputs: list[Any], seconds: list[float], given: list[torch.Tensor], changed: list[int], parts: list[torch.Tensor | None], *, per_row: bool, start: int, elements: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Account for a chunk's calls and audit their output: the chunk's (tokens, num_accepted),
+        or the :class:`SamplerFault` that says which rule it broke, at which row of the batch."""
+        drafts = parts[2]
+        assert drafts is not None
+        rows, k = drafts.shape
         for index, spent in enumerate(seconds):
-            self.limit.observe(per_call_elements, spent, warm=self._warm or index > 0)
+            self.limit.observe(elements, spent, warm=self._warm or index > 0)
         self._warm = self._warm or bool(seconds)
         self.seconds += sum(seconds)
         self.calls += len(outputs)
         for output in outputs:
             self.rows += 1 if per_row else rows
-            problems = _structure(output, 1 if per_row else rows, k, device=parts[2].device if self._process is None else self.device)
+            problems = _structure(output, 1 if per_row else rows, k, device=drafts.device if self._process is None else self.device)
             if problems:
                 raise self._fault(problems[0])
-        return outputs, given, changed
+        output = outputs[0] if not per_row else (torch.cat([c[0] for c in outputs]), torch.cat([c[1] for c in outputs]))
+        if changed:
+            name = ("target_probs", "draft_probs", "draft_tokens")[changed[0]]
+            raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
+        violations = audit_output(output, given[0], given[2], first_only=True)
+        if violations:
+            v = violations[0]
+            raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
+        return output
 
     def _direct_calls(
         self, parts: list[Any], dtype: torch.dtype, generator: torch.Generator | None, per_row: bool, elements: int
@@ -424,37 +547,21 @@ class SamplerUnderTest(Supervised):
             self._staging.forget()  # whatever it did to its inputs, the next call gets fresh copies
             raise
 
-    def _process_calls(
-        self, parts: list[Any], dtype: torch.dtype, generator: torch.Generator | None, per_row: bool, elements: int, where: str, first_call: int
-    ) -> tuple[list[Any], list[float], list[torch.Tensor], list[int]]:
-        assert self._process is not None
-        if not self._process.alive():  # it died or hung in an earlier call: a fresh one
-            self._warm = False
-            self._loads += 1
-            try:
-                self._process.start()
-            except WorkerLoadError as exc:
-                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
-        limit = self.limit(elements)
-        try:
-            outputs, seconds, staged, changed = self._process.call(parts, dtype=dtype, per_row=per_row, generator=generator, limit=limit)
-        except WorkerRaised as exc:
-            message = f"the sampler raised {exc.type_name}: {exc.text}"
-            raise self._fault(Violation("raised", message), self._evidence(trace=exc.trace)) from None
-        except WorkerHung as exc:
-            self.hangs += 1
-            self.limit.hung = True
-            raise self._fault(
-                Violation("hang", f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its process was killed"),
-                self._evidence(),
-            ) from None
-        except WorkerDied as exc:
-            self.crashes += 1
-            raise self._fault(
-                Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"),
-                self._evidence(),
-            ) from None
-        return outputs, seconds, [t for t in staged[:3] if t is not None], changed
+
+@dataclasses.dataclass
+class _Flight:
+    """A chunk's calls sent to the sampler's process, and what auditing their output needs."""
+
+    pending: PendingCall
+    parts: list[torch.Tensor | None]
+    per_row: bool
+    start: int  # the chunk's first row in its batch
+    elements: int  # input elements of one call
+    where: str
+    given_shape: dict[str, Any]  # recorded in the check's reach once the call is waited for (a dropped call is not)
+    first_call: int
+    last: bool  # the last chunk of its batch
+
 
 class _Staging:
     """In-process: the copies the sampler is given, kept while the harness passes the same tensors.

@@ -15,6 +15,11 @@ a few bytes per page, and never reaches the shared copy.  Elsewhere the parent c
 with its own copy.  Outputs of the contract's shapes come back through the arena; anything else
 comes back pickled, as it is, for the parent's audit.  The generator's state travels with each call
 and back, so the sampler draws exactly what it would have drawn in the parent's process.
+
+A second call may be sent while one runs (:meth:`SamplerProcess.submit`): it is staged in a second
+arena (a lane of its own) and goes on with the running call's generator, so the harness's work on
+one call's output overlaps the sampler's next call, and the calls and draws are those of calling
+one after the other.
 """
 
 from __future__ import annotations
@@ -171,6 +176,34 @@ class _Slot:
     pristine: torch.Tensor | None = None  # the parent's copy, where the worker cannot see writes
 
 
+@dataclasses.dataclass
+class _Lane:
+    """Room for one call in shared memory: its arena and what the arena's input slots hold.  Two
+    lanes let the next call be staged and sent while the one before it runs."""
+
+    arena: _Arena | None = None
+    slots: dict[int, _Slot] = dataclasses.field(default_factory=dict)
+
+    def drop(self) -> None:
+        if self.arena is not None:
+            self.arena.unlink()
+            self.arena = None
+        self.slots.clear()
+
+
+@dataclasses.dataclass
+class PendingCall:
+    """A chain call sent to the worker whose reply the harness has not read yet."""
+
+    lane: int
+    rows: int
+    k: int
+    outputs_at: list[int]
+    staged: list[torch.Tensor | None]
+    started: int  # the worker's beat count before the call's first sampler call
+    generator: torch.Generator | None
+
+
 def identity(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[Any, ...]:
     """What makes a tensor the same input again: its memory, layout, dtype, version, and the dtype it
     is given in (an in-place change by the harness bumps the version)."""
@@ -261,11 +294,11 @@ class SamplerProcess:
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_bytes = 0
         self._tail_lock = threading.Lock()
-        self._arena: _Arena | None = None
+        self._lanes = (_Lane(), _Lane())
+        self._in_flight: collections.deque[PendingCall] = collections.deque()
         self._beat: mmap.mmap | None = None
         self.starts = 0
         self.info: dict[str, Any] = {}
-        self._slots: dict[int, _Slot] = {}
         self._generation = 0
         self._acquired = False  # a run holds it: the harness computes on one thread meanwhile
         self.exchanges = 0  # round trips of calls (a call message and its reply)
@@ -276,12 +309,12 @@ class SamplerProcess:
     def start(self, load_limit: float = 600.0) -> dict[str, Any]:
         """Load the sampler (into a fresh process, or an idle one of this harness): its name,
         capabilities and device."""
-        if not self.alive():
+        if self.alive():
+            self.drain(load_limit)
+        else:
             self._spawn()
-        if self._arena is not None:  # the worker maps afresh for this sampler
-            self._arena.unlink()
-            self._arena = None
-        self._slots.clear()
+        for lane in self._lanes:  # the worker maps afresh for this sampler
+            lane.drop()
         self._send(("load", {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": _HARNESS_THREADS.theirs(), "page_watch": self.page_watch}))
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
@@ -330,7 +363,8 @@ class SamplerProcess:
     def release(self) -> None:
         """Keep a live process for the next sampler this harness loads (one torch import per
         harness, not per run); a process that died or was killed is not kept."""
-        self._slots.clear()  # the run's tensors are not held beyond it
+        for lane in self._lanes:  # the run's tensors are not held beyond it
+            lane.slots.clear()
         if self._acquired:
             self._acquired = False
             _HARNESS_THREADS.leave()
@@ -377,9 +411,9 @@ class SamplerProcess:
             for conn in (getattr(self, "_send_to", None), getattr(self, "_recv_from", None)):
                 if conn is not None:
                     conn.close()
-        if self._arena is not None:
-            self._arena.unlink()
-            self._arena = None
+        self._in_flight.clear()
+        for lane in self._lanes:
+            lane.drop()
 
     def output(self) -> str:
         """The last :data:`OUTPUT_TAIL` bytes the sampler wrote to stdout and stderr."""
@@ -420,24 +454,65 @@ class SamplerProcess:
         per-request seeds, or ``None``) may be broadcast views: the arena holds them dense.  A tensor passed again,
         unchanged, is not copied again.
         """
+        self.drain(limit)
+        return self.collect(self.submit(inputs, dtype=dtype, per_row=per_row, generator=generator), limit=limit)
+
+    @property
+    def in_flight(self) -> int:
+        """Calls sent whose replies have not been read."""
+        return len(self._in_flight)
+
+    def submit(self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, per_row: bool, generator: torch.Generator | None) -> PendingCall:
+        """Stage and send a call as :meth:`call` would, without waiting for it; :meth:`collect` reads
+        its reply.  With a call already in flight (at most one), this one is staged in the other lane
+        while that one runs, and the worker goes on with that call's generator, as the next call
+        after it would."""
+        if len(self._in_flight) > 1 or (self._in_flight and per_row):
+            raise RuntimeError("at most two single calls may be in flight")
+        lane = 1 - self._in_flight[-1].lane if self._in_flight else 0
         rows, k = inputs[2].shape
         inputs = [*inputs, *[None] * (len(_INPUT_DTYPES) - len(inputs))]
         dtypes = [dtype if d is None else d for d in _INPUT_DTYPES]
-        request, staged, (tokens_at, accepted_at) = self._stage(inputs, dtypes, [(rows, k + 1), (rows,)])
-        request["per_row"] = per_row
-        request["generator"] = None if generator is None else _state_of(generator)
-        (_, encoded, state, seconds, _), changed = self._exchange("call", request, staged, limit)
-        if generator is not None and state is not None:
-            _set_state(generator, state)
-        arena = self._arena
+        request, staged, outputs_at = self._stage(inputs, dtypes, [(rows, k + 1), (rows,)], lane)
+        follows = bool(self._in_flight)
+        request.update(per_row=per_row, lane=lane, generator="continue" if follows and generator is not None else None if generator is None else _state_of(generator))
+        started = self._in_flight[-1].started + 1 if follows else self._beat_count()  # read before sending: a fast worker beats at once
+        self.exchanges += 1
+        self._send(("call", request))
+        pending = PendingCall(lane, rows, k, outputs_at, staged, started, generator)
+        self._in_flight.append(pending)
+        return pending
+
+    def collect(self, pending: PendingCall, *, limit: float) -> tuple[list[Any], list[float], list[torch.Tensor | None], list[int]]:
+        """The reply to the oldest call in flight, as :meth:`call` returns it (or the exception that
+        says how it ended)."""
+        assert self._in_flight and self._in_flight[0] is pending, "replies come in the order of the calls"
+        (_, encoded, state, seconds, _), changed = self._exchange(pending.staged, limit, pending.started, pending.lane)
+        if pending.generator is not None and state is not None:
+            _set_state(pending.generator, state)
+        arena = self._lanes[pending.lane].arena
         assert arena is not None
-        tokens = arena.view(tokens_at, (rows, k + 1), torch.int64).clone()  # the arena is reused
-        accepted = arena.view(accepted_at, (rows,), torch.int64).clone()
+        rows, k = pending.rows, pending.k
+        tokens = arena.view(pending.outputs_at[0], (rows, k + 1), torch.int64).clone()  # the arena is reused
+        accepted = arena.view(pending.outputs_at[1], (rows,), torch.int64).clone()
         outputs = [
             (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
             for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
         ]
-        return outputs, seconds, staged, changed
+        return outputs, seconds, pending.staged, changed
+
+    def drain(self, limit: float) -> None:
+        """Wait for the calls in flight and drop their replies (a caller that stopped early, or
+        whose earlier call failed); a call that fails meanwhile ends the draining, its process
+        killed where it died or hung."""
+        while self._in_flight:
+            dropped = self._in_flight[0]
+            dropped.generator = None  # the caller's generator stays where its last output left it
+            try:
+                self.collect(dropped, limit=limit)
+            except (WorkerRaised, WorkerDied, WorkerHung):
+                pass
+        self._in_flight.clear()
 
     def call_tree(
         self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float, per_row: bool = False
@@ -453,15 +528,19 @@ class SamplerProcess:
         it is, for the parent's audit: per row, ``("row", i, that output, (paths, tokens) of the rows
         before i)``.
         """
+        self.drain(limit)
         rows = inputs[0].shape[0]
-        request, staged, (path_at, token_at) = self._stage(inputs, [torch.int64, torch.int64, dtype, dtype, torch.float64], [(rows, path_width), (rows,)])
-        request.update(path_width=path_width, per_row=per_row, generator=None if generator is None else _state_of(generator))
-        (_, output, state, seconds, _), changed = self._exchange("tree", request, staged, limit)
+        request, staged, (path_at, token_at) = self._stage(inputs, [torch.int64, torch.int64, dtype, dtype, torch.float64], [(rows, path_width), (rows,)], 0)
+        request.update(path_width=path_width, per_row=per_row, lane=0, generator=None if generator is None else _state_of(generator))
+        started = self._beat_count()  # read before sending: a fast worker beats at once
+        self.exchanges += 1
+        self._send(("tree", request))
+        (_, output, state, seconds, _), changed = self._exchange(staged, limit, started, 0)
         if generator is not None and state is not None:
             _set_state(generator, state)
         placed = rows if output == "placed" else output[1] if per_row and isinstance(output, tuple) and output[:1] == ("row",) else 0
         if placed:
-            arena = self._arena
+            arena = self._lanes[0].arena
             assert arena is not None
             paths = arena.view(path_at, (rows, path_width), torch.int64)[:placed].clone()
             tokens = arena.view(token_at, (rows,), torch.int64)[:placed].clone()
@@ -469,22 +548,22 @@ class SamplerProcess:
         return output, seconds, staged, changed
 
     def _stage(
-        self, inputs: list[torch.Tensor | None], dtypes: list[torch.dtype], outputs: list[tuple[int, ...]]
+        self, inputs: list[torch.Tensor | None], dtypes: list[torch.dtype], outputs: list[tuple[int, ...]], lane_index: int
     ) -> tuple[dict[str, Any], list[torch.Tensor | None], list[int]]:
-        """Lay ``inputs`` (each in its dtype; ``None`` for an absent one) out in the arena, those
+        """Lay ``inputs`` (each in its dtype; ``None`` for an absent one) out in a lane's arena, those
         passed before unchanged excepted, and room for int64 ``outputs`` after them: the request's
         arena fields, the staged inputs and the outputs' offsets.  Slots 0-2 are the inputs
         watched for writes."""
+        lane = self._lanes[lane_index]
         specs: list[tuple[tuple[int, ...], torch.dtype] | None] = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
         specs += [(shape, torch.int64) for shape in outputs]
         n = len(inputs)
         offsets, size = _layout(specs)
-        if self._arena is None or self._arena.size < size:
-            if self._arena is not None:
-                self._arena.unlink()
-            self._arena = _Arena(max(size, 2 * self._arena.size if self._arena else size, 1 << 20))
-            self._slots.clear()
-        arena = self._arena
+        if lane.arena is None or lane.arena.size < size:
+            old = lane.arena.size if lane.arena is not None else size
+            lane.drop()
+            lane.arena = _Arena(max(size, 2 * old, 1 << 20))
+        arena = lane.arena
         staged: list[torch.Tensor | None] = []
         sent: list[Any] = []
         for slot, (tensor, spec, offset) in enumerate(zip(inputs, specs[:n], offsets[:n])):
@@ -494,42 +573,44 @@ class SamplerProcess:
                 continue
             view = arena.view(offset, spec[0], spec[1])
             key = identity(tensor, spec[1])
-            held = self._slots.get(slot)
+            held = lane.slots.get(slot)
             if held is None or held.key != key or held.offset != offset or held.nbytes != view.nbytes:
                 view.copy_(tensor)  # converts, and lays a broadcast view out dense
-                self._forget(offset, view.nbytes)
+                _forget(lane.slots, offset, view.nbytes)
                 self._generation += 1
                 held = _Slot(tensor, key, offset, view.nbytes, self._generation)
                 if slot < 3 and not self.info.get("page_watch"):
                     held.pristine = view.clone()  # the worker cannot tell writes: the parent compares
-                self._slots[slot] = held
+                lane.slots[slot] = held
             staged.append(view)
             sent.append((offset, spec[0], spec[1], held.generation))
         outputs_at = offsets[n]
         assert outputs_at is not None
-        self._forget(outputs_at, size - outputs_at)  # the worker writes the outputs there
+        _forget(lane.slots, outputs_at, size - outputs_at)  # the worker writes the outputs there
         request = {"arena": arena.path if arena.linked else None, "size": arena.size, "inputs": sent, "outputs": tuple(offsets[n:])}
         return request, staged, [o for o in offsets[n:] if o is not None]
 
-    def _exchange(self, kind: str, request: dict[str, Any], staged: list[torch.Tensor | None], limit: float) -> tuple[Any, list[int]]:
-        """Send a call, wait for its reply: the reply and the inputs the sampler changed, or the
-        exception that says how it ended (:class:`WorkerRaised`, :class:`WorkerDied`, :class:`WorkerHung`)."""
-        started = self._beat_count()  # read before sending: a fast worker beats at once
-        self.exchanges += 1
-        self._send((kind, request))
+    def _exchange(self, staged: list[torch.Tensor | None], limit: float, started: int, lane_index: int) -> tuple[Any, list[int]]:
+        """Wait for the reply to the oldest call sent: the reply and the inputs the sampler changed,
+        or the exception that says how it ended (:class:`WorkerRaised`, :class:`WorkerDied`, :class:`WorkerHung`)."""
+        lane = self._lanes[lane_index]
         try:
             reply = self._wait(limit, calls_before=started)
         except (WorkerDied, WorkerHung):
-            self._slots.clear()  # a new process maps the arena afresh; the parent's copies stay valid, but start clean
+            self._in_flight.clear()  # the process is gone, with every call sent to it
+            for each in self._lanes:
+                each.slots.clear()  # a new process maps the arena afresh; the parent's copies stay valid, but start clean
             raise
-        assert self._arena is not None
-        self._arena.unlink()  # the worker has it mapped; the name is no longer needed
+        if self._in_flight:
+            self._in_flight.popleft()
+        assert lane.arena is not None
+        lane.arena.unlink()  # the worker has it mapped; the name is no longer needed
         calls_made = self._beat_count() - started
         if reply[0] == "raised":
             _, type_name, text, trace, written = reply
-            self._invalidate(written, staged)
+            _invalidate(lane.slots, written, staged)
             raise WorkerRaised(type_name, text, trace, calls_made)
-        return reply, self._invalidate(reply[-1], staged)
+        return reply, _invalidate(lane.slots, reply[-1], staged)
 
     def call_loop(self, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
         """Run a generation loop once on harness-built models: its output, and the models' calls.
@@ -539,6 +620,7 @@ class SamplerProcess:
         generator's state.  The worker beats at every model call, so ``limit`` is how long the
         loop may go without calling a model (or returning) before it is a hang.
         """
+        self.drain(limit)
         started = self._beat_count()  # read before sending: a fast worker beats at once
         self._send(("loop", request))
         try:
@@ -552,23 +634,6 @@ class SamplerProcess:
             _, type_name, text, trace = reply[:4]
             raise WorkerRaised(type_name, text, trace, calls_made)
         return reply[1], calls_made
-
-    def _forget(self, offset: int, nbytes: int) -> None:
-        """Drop the records of slots a write to ``[offset, offset + nbytes)`` overlaps."""
-        for slot, held in list(self._slots.items()):
-            if held.offset < offset + nbytes and offset < held.offset + held.nbytes:
-                del self._slots[slot]
-
-    def _invalidate(self, written: list[int], staged: list[torch.Tensor | None]) -> list[int]:
-        """The inputs the sampler changed: as the worker saw it, or by the parent's comparison."""
-        changed = sorted(set(written))
-        for slot in range(3):
-            held = self._slots.get(slot)
-            if held is not None and held.pristine is not None and staged[slot] is not None and not unchanged(staged[slot], held.pristine):
-                changed.append(slot)
-        for slot in changed:
-            self._slots.pop(slot, None)
-        return sorted(set(changed))
 
     def _beat_count(self) -> int:
         return int.from_bytes(self._beat[:8], "little") if self._beat is not None else 0
@@ -616,6 +681,25 @@ class SamplerProcess:
         self.kill()
         time.sleep(0.05)  # let the output reader take the last bytes
         return WorkerDied(how, max(0, calls - 1))
+
+
+def _forget(slots: dict[int, _Slot], offset: int, nbytes: int) -> None:
+    """Drop the records of slots a write to ``[offset, offset + nbytes)`` overlaps."""
+    for slot, held in list(slots.items()):
+        if held.offset < offset + nbytes and offset < held.offset + held.nbytes:
+            del slots[slot]
+
+
+def _invalidate(slots: dict[int, _Slot], written: list[int], staged: list[torch.Tensor | None]) -> list[int]:
+    """The inputs the sampler changed: as the worker saw it, or by the parent's comparison."""
+    changed = sorted(set(written))
+    for slot in range(3):
+        held = slots.get(slot)
+        if held is not None and held.pristine is not None and staged[slot] is not None and not unchanged(staged[slot], held.pristine):
+            changed.append(slot)
+    for slot in changed:
+        slots.pop(slot, None)
+    return sorted(set(changed))
 
 
 _LIVE: set[SamplerProcess] = set()
@@ -755,7 +839,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
 
     sampler: Any = None
     device = torch.device("cpu")
-    arena: _WorkerArena | None = None
+    arenas: dict[int, _WorkerArena] = {}  # per lane
+    generator: torch.Generator | None = None  # the last call's, which a call sent behind it goes on with
     watch: _PageWatch | None = None
     page_watch = _PageWatch.works()
     beat = mmap.mmap(int(sys.argv[1]), 8)
@@ -769,7 +854,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             return
         if kind == "load":
             sys.path[:] = body["sys_path"]
-            watch, arena = (page_watch if body["page_watch"] else None), None
+            watch, generator = (page_watch if body["page_watch"] else None), None
+            arenas.clear()
             torch.set_num_threads(body["threads"])
             try:
                 if body["source"][0] == "spec":
@@ -805,9 +891,10 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         if kind == "loop":
             calls = _serve_loop(sampler, body, beat, calls, send, first_line, last_frames)
             continue
-        if body["arena"] is not None:  # "call" and "tree": inputs in the arena
-            arena = _WorkerArena(body["arena"], body["size"], watch)
-        assert arena is not None
+        lane = body["lane"]
+        if body["arena"] is not None:  # "call" and "tree": inputs in the lane's arena
+            arenas[lane] = _WorkerArena(body["arena"], body["size"], watch)
+        arena = arenas[lane]
         if kind == "tree":
             answer, calls = _serve_tree(sampler, body, arena, device, beat, calls, first_line, last_frames)
             send(answer)
@@ -819,8 +906,9 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
             given = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(body["inputs"])]
         target, draft, drafts, uniforms, seeds = given
         rows, k = drafts.shape
-        generator = None
-        if body["generator"] is not None:
+        if body["generator"] is None:
+            generator = None
+        elif body["generator"] != "continue":
             generator = torch.Generator(device=device)
             _set_state(generator, body["generator"])
         tokens_out = arena.output(body["outputs"][0], (rows, k + 1))

@@ -109,3 +109,19 @@ def tells_its_threads(t, d, y, g):
     import torch
 
     raise RuntimeError(f"threads={torch.get_num_threads()}")
+
+
+@specverify.sampler(max_batch=6)
+def six_rows_a_call(t, d, y, g):
+    """Correct, at most 6 rows a call: a batch of 16 is three calls."""
+    return specverify.reference(t, d, y, g)
+
+
+_raises_calls: list[int] = []
+
+
+def raises_on_call_2(t, d, y, g):
+    _raises_calls.append(1)  # a counter of its own: another sampler loaded into the same process counts apart
+    if len(_raises_calls) == 2:
+        raise ValueError("the second call's tile overflowed")
+    return specverify.reference(t, d, y, g)

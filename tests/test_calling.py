@@ -220,3 +220,62 @@ def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_t
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def _batches(count, batch=16):
+    return [inputs(batch=batch, k=2, vocab=3) for _ in range(count)]
+
+
+@pytest.mark.parametrize("spec", ["specverify.samplers:reference", "isolation_samplers:six_rows_a_call"])
+def test_steps_give_what_step_gives_with_the_next_call_sent_before_an_output_is_handed_back(spec):
+    batches = [(t, d, y) for t, d, y in _batches(4)]
+    isolated = SamplerUnderTest(spec, isolation="process")
+    here = SamplerUnderTest(spec)
+    g1, g2 = isolated.generator(5), here.generator(5)
+    in_flight = []
+    for index, (a, batch) in enumerate(zip(isolated.steps(batches, generator=g1), batches)):
+        in_flight.append(isolated._process.in_flight)
+        b = here.step(*batch, generator=g2)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), index
+    assert in_flight[:3] == [1, 1, 1] and in_flight[3] == 0  # a call was running while each output but the last was handled
+    assert torch.equal(g1.get_state(), g2.get_state())
+    assert isolated.calls == here.calls == (4 if spec.endswith("reference") else 12)
+    isolated.close()
+
+
+def test_leaving_steps_early_drops_the_call_in_flight_and_the_generator_continues_from_the_last_output():
+    batches = _batches(3)
+    isolated = SamplerUnderTest("specverify.samplers:reference", isolation="process")
+    here = SamplerUnderTest(specverify.reference)
+    g1, g2 = isolated.generator(7), here.generator(7)
+    for _ in isolated.steps(batches, generator=g1):
+        break
+    here.step(*batches[0], generator=g2)
+    assert isolated._process.in_flight == 0
+    a, b = isolated.step(*batches[2], generator=g1), here.step(*batches[2], generator=g2)  # as if the dropped call never ran
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    isolated.close()
+
+
+def test_a_fault_in_a_call_with_another_behind_it_is_that_calls_and_the_next_step_is_clean():
+    batches = _batches(3)
+    sut = SamplerUnderTest("isolation_samplers:raises_on_call_2", isolation="process")
+    seen = []
+    with pytest.raises(SamplerFault, match="second call's tile overflowed"):
+        for output in sut.steps(batches, generator=torch.Generator()):
+            seen.append(output)
+    assert len(seen) == 1 and sut._process.in_flight == 0  # the third call, sent behind the second, was dropped
+    tokens, _ = sut.step(*batches[0], generator=torch.Generator())
+    assert tokens.shape == (16, 3)
+    sut.close()
+
+
+def test_a_crash_in_a_call_with_another_behind_it_names_that_call_and_a_fresh_process_takes_the_next():
+    batches = _batches(4)
+    sut = SamplerUnderTest("isolation_samplers:exits_on_call_3", isolation="process")
+    with pytest.raises(SamplerFault, match=r"died in call 3 \(a batch of 16 rows"):
+        for _ in sut.steps(batches, generator=torch.Generator()):
+            pass
+    tokens, _ = sut.step(*batches[0], generator=torch.Generator())
+    assert tokens.shape == (16, 3) and sut.worker_starts == 2
+    sut.close()

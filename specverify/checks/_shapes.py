@@ -180,13 +180,11 @@ def lumped_counts(
     dtype = ctx.dtype_for(case.precision)
     generator = ctx.sut.generator(seed)
     counts = np.zeros((case.k + 1) * n_cells, dtype=np.int64)
-    for start in range(0, rows, per_call):  # over calls, not rows
-        n = min(per_call, rows - start)
-        target, draft, drafts = case.batch(n)
-        tokens, accepted = ctx.sut.step(target, draft, drafts, generator=generator, dtype=dtype)
+    batches = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
+    for tokens, accepted in ctx.sut.steps(batches, generator=generator, dtype=dtype):
         last = tokens.gather(1, accepted[:, None])[:, 0]
         counts += np.bincount((accepted * n_cells + cells[last]).numpy(), minlength=counts.size)
-        ctx.advance(n)
+        ctx.advance(accepted.shape[0])
     return counts
 
 
@@ -277,12 +275,14 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     counts = np.zeros(batches * cells, dtype=np.int64)
     ctx.sut.reach.reset()
     try:
-        for start in range(0, rows, per_call):  # over calls, not rows
-            n = min(per_call, rows - start)
-            tokens, accepted = ctx.sut.step(*case.batch(n), generator=generator, dtype=dtype)
+        batches = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
+        start = 0
+        for tokens, accepted in ctx.sut.steps(batches, generator=generator, dtype=dtype):
+            n = accepted.shape[0]
             code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
             tally(counts, code.numpy())
             ctx.advance(n)
+            start += n
     except SamplerFault as f:
         remember_hang(ctx, rid, f)
         result = fault_result(Decision(rid, family, FULL_DOMAIN_SHAPE.label), f)
@@ -510,11 +510,17 @@ def _model_tally(
     p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
     completed = np.zeros((k + 1, n_cells), dtype=np.int64)
     accepted_counts = np.zeros(k + 1, dtype=np.int64)
-    for start in range(0, rows, per_call):  # over calls, not rows
-        n = min(per_call, rows - start)
-        drafts = torch.multinomial(q, n, replacement=True, generator=harness).T.contiguous()  # [n, K]
-        fill = torch.multinomial(p, n, replacement=True, generator=harness).T  # [n, K+1] target draws
-        tokens, accepted = ctx.sut.step(case.target_probs.expand(n, -1, -1), case.draft_probs.expand(n, -1, -1), drafts, generator=generator, dtype=dtype)
+    fills = []  # each call's target draws, drawn with its drafts (one call ahead of the outputs)
+
+    def batches():
+        for start in range(0, rows, per_call):  # over calls, not rows
+            n = min(per_call, rows - start)
+            drafts = torch.multinomial(q, n, replacement=True, generator=harness).T.contiguous()  # [n, K]
+            fills.append(torch.multinomial(p, n, replacement=True, generator=harness).T)  # [n, K+1] target draws
+            yield case.target_probs.expand(n, -1, -1), case.draft_probs.expand(n, -1, -1), drafts
+
+    for index, (tokens, accepted) in enumerate(ctx.sut.steps(batches(), generator=generator, dtype=dtype)):
+        n, fill = accepted.shape[0], fills[index]
         emitted = torch.arange(k + 1)[None, :] <= accepted[:, None]
         full = torch.where(emitted, tokens, fill)
         codes = torch.arange(k + 1)[None, :] * n_cells + cells[full]

@@ -97,13 +97,24 @@ def step_counts(
     counts = np.zeros(len(cases) * cells, dtype=np.int64)
     total = rows_per_case * len(cases)
     batches: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}  # a chunk's rows depend on its phase only
-    for start in range(0, total, CHUNK):
-        phase = (start % len(cases), min(CHUNK, total - start))
-        if phase not in batches:
-            which = torch.arange(start, start + phase[1]) % len(cases)
-            batches[phase] = (which, target[which], draft[which], drafts[which])
-        which, *batch = batches[phase]  # the same tensors again: the sampler's copy of them is reused
-        tokens, accepted = ctx.sut.step(*batch, generator=generator, dtype=dtype)
+
+    def chunks():
+        for start in range(0, total, CHUNK):
+            phase = (start % len(cases), min(CHUNK, total - start))
+            if phase not in batches:
+                which = torch.arange(start, start + phase[1]) % len(cases)
+                batches[phase] = (which, target[which], draft[which], drafts[which])
+            yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
+
+    whiches = []  # the chunks' case indices, in the order the sampler is given them (one ahead of its outputs)
+
+    def inputs():
+        for which, *batch in chunks():
+            whiches.append(which)
+            yield batch
+
+    for index, (tokens, accepted) in enumerate(ctx.sut.steps(inputs(), generator=generator, dtype=dtype)):
+        which = whiches[index]
         code = which * cells + outcome_codes(tokens, accepted, vocab)
         tally(counts, code.numpy())
         ctx.advance(which.numel())
@@ -128,7 +139,10 @@ class ModelTally:
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
     """Draw drafts from the case's draft model, run the sampler, complete with the target."""
     model, k, vocab = case.model, case.k, case.vocab_size
+    # Drafts and completions draw from streams of their own: the next chunk's drafts are drawn while
+    # the sampler works on this chunk (``steps``), before this chunk's completions.
     harness = torch.Generator().manual_seed(ctx.seed_for(seed, "harness"))
+    completion = torch.Generator().manual_seed(ctx.seed_for(seed, "completion"))
     generator = ctx.sut.generator(seed)
     dtype = ctx.dtype_for(case.precision)
     tally = ModelTally(
@@ -136,14 +150,17 @@ def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> Model
         np.zeros(vocab ** (k + 1), dtype=np.int64),
         np.zeros(k + 1, dtype=np.int64),
     )
-    for start in range(0, samples, CHUNK):
-        rows = min(CHUNK, samples - start)
-        drafts = draw_drafts(model, rows, k, harness)
-        target, draft = step_inputs(model, drafts)
-        tokens, accepted = ctx.sut.step(target, draft, drafts, generator=generator, dtype=dtype)
+
+    def inputs():
+        for start in range(0, samples, CHUNK):
+            drafts = draw_drafts(model, min(CHUNK, samples - start), k, harness)
+            yield (*step_inputs(model, drafts), drafts)
+
+    for tokens, accepted in ctx.sut.steps(inputs(), generator=generator, dtype=dtype):
+        rows = accepted.shape[0]
         tally.emitted += np.bincount(sequence_index(tokens, accepted, vocab).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
-        completed = _complete(model, tokens, accepted, harness)
+        completed = _complete(model, tokens, accepted, completion)
         code = torch.zeros(rows, dtype=torch.int64)
         for position in range(k + 1):  # over positions, vectorised over rows
             code = code * vocab + completed[:, position]
