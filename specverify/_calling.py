@@ -323,6 +323,9 @@ class SamplerUnderTest(Supervised):
         if batch == 0:
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
         dtype = dtype or self.dtype
+        if self._process is not None and self.capabilities.batched and uniforms is None and seeds is None:
+            (output,) = self.steps([(target_probs, draft_probs, draft_tokens)], generator=generator, dtype=dtype)  # its chunks overlap
+            return output
         chunk, per_row = self._chunking()
         outputs = []
         for rows, parts in self._chunks(target_probs, draft_probs, draft_tokens, uniforms, seeds, chunk):  # chunks of rows, not rows

@@ -273,8 +273,7 @@ class CallIndependenceCheck(_ContractCheck):
         generator = ctx.sut.generator(ctx.seed_for(self.id))
         outcomes = []
         try:
-            for _ in range(calls):  # consecutive calls are the point of this check
-                tokens, accepted = ctx.sut.step(target, draft, drafts, generator=generator)
+            for tokens, accepted in ctx.sut.steps([(target, draft, drafts)] * calls, generator=generator):  # consecutive calls are the point of this check
                 outcomes.append(outcome_codes(tokens, accepted, case.vocab_size).numpy())
                 ctx.advance(rows)
         except SamplerFault as fault:
