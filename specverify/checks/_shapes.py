@@ -275,9 +275,9 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     counts = np.zeros(batches * cells, dtype=np.int64)
     ctx.sut.reach.reset()
     try:
-        batches = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
+        calls = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
         start = 0
-        for tokens, accepted in ctx.sut.steps(batches, generator=generator, dtype=dtype):
+        for tokens, accepted in ctx.sut.steps(calls, generator=generator, dtype=dtype):
             n = accepted.shape[0]
             code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
             tally(counts, code.numpy())
