@@ -1,0 +1,48 @@
+"""scripts/false_alarms.py: a campaign of many runs that an interruption does not lose."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "false_alarms.py"
+
+
+@pytest.fixture()
+def script():
+    spec = importlib.util.spec_from_file_location("false_alarms", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_runs_recorded_by_an_earlier_campaign_are_reused_and_written(script, tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    for seed in range(2):
+        row = {"seed": seed, "commit": "abc1234", "verdict": "conformant", "exit_code": 0, "seconds": 1.0, "checks": 3, "passed": 3, "failed": [], "smallest_p": 0.5, "stderr": ""}
+        (runs / f"{script.slug('pkg.mod:sampler')}-quick-{seed}.run.json").write_text(json.dumps(row))
+    real = subprocess.run
+
+    def no_command(command, *args, **kwargs):
+        if "specverify" in command:
+            raise AssertionError(f"a recorded run was run again: {command}")
+        return real(command, *args, **kwargs)  # git, for the commit
+
+    monkeypatch.setattr(script.subprocess, "run", no_command)
+    assert script.main(["pkg.mod:sampler", "--budget", "quick", "--seeds", "2", "--runs", str(runs), "--output", str(out)]) == 0
+    table = (out / f"{script.slug('pkg.mod:sampler')}-quick.md").read_text()
+    assert "2 of 2 runs conformant" in table and "| 1 | conformant | 0 | 3 of 3 | 0.5 | 1.0 | abc1234 |" in table
+
+
+def test_a_false_alarm_is_listed_and_the_exit_status_says_so(script, tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    row = {"seed": 0, "commit": "abc1234", "verdict": "non-conformant", "exit_code": 1, "seconds": 1.0, "checks": 3, "passed": 2, "failed": ["fit.conditional[random]: p = 1e-9"], "smallest_p": 1e-9, "stderr": ""}
+    (runs / f"{script.slug('pkg.mod:sampler')}-quick-0.run.json").write_text(json.dumps(row))
+    assert script.main(["pkg.mod:sampler", "--budget", "quick", "--seeds", "1", "--runs", str(runs), "--output", str(out)]) == 1
+    assert "false alarms: 1 in 1 runs" in (out / f"{script.slug('pkg.mod:sampler')}-quick.md").read_text()
