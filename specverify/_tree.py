@@ -176,7 +176,7 @@ class TreeBatch:
             torch.cat([pad(t.parents, PADDING) for t in trees]),
             torch.cat([pad(t.tokens, -1) for t in trees]),
             torch.cat([pad(t.target_probs, 0.0) for t in trees]),
-            None if drafts[0] is None else torch.cat([pad(d, 0.0) for d in drafts]),  # type: ignore[arg-type]
+            None if drafts[0] is None else torch.cat([pad(d, 0.0) for d in drafts if d is not None]),  # all or none (above)
         )
 
     def path_tokens(self, path: torch.Tensor) -> torch.Tensor:
