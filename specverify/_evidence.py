@@ -256,7 +256,7 @@ class Evidence(TypedDict, total=False):
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated
     lumped: bool  # trees: the law's tail of inactive tokens is lumped into one cell
-    algorithm: str  # trees: the algorithm whose law the sampler is held to
+    algorithm: str | None  # trees: the algorithm the sampler declares, whose law it is held to (None: it declares none)
     candidates: str  # trees: how the candidates were drawn ("without replacement", "i.i.d. from the draft")
     length: int  # trees: tokens per completed sequence
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -43,9 +43,24 @@ __all__ = [
     "target_law_scalar",
 ]
 
-N = TypeVar("N")
-#: float64's machine epsilon, exactly: the unit of the residual's noise level in every number type.
-FLOAT64_EPS = Fraction(1, 2**52)
+N = TypeVar("N", bound="_Number")
+
+
+class _Number(Protocol):
+    """What the scalar code asks of a number type: arithmetic with itself and ints, and an order
+    (:class:`fractions.Fraction` and ``float`` have both)."""
+
+    def __add__(self: N, other: N | int, /) -> N: ...
+    def __sub__(self: N, other: N | int, /) -> N: ...
+    def __mul__(self: N, other: N | int, /) -> N: ...
+    def __truediv__(self: N, other: N | int, /) -> N: ...
+    def __lt__(self: N, other: N, /) -> bool: ...
+    def __gt__(self: N, other: N, /) -> bool: ...
+    def __ge__(self: N, other: N, /) -> bool: ...
+
+#: One over float64's machine epsilon, an int: the residual's noise level is ``V / FLOAT64_EPS_INVERSE``
+#: in every number type (exact in Fraction and in float alike).
+FLOAT64_EPS_INVERSE = 2**52
 LawFn = Callable[[tuple[int, ...]], Sequence[Any]]
 
 
@@ -94,7 +109,7 @@ def step_law_scalar(p: Sequence[Sequence[N]], q: Sequence[Sequence[N]], y: Seque
         mass = sum(residual, zero)
         # the harness's convention (samplers/_reference.py): a residual of float-noise mass, at most
         # V units of float64 round-off, is a rounding artefact of p = q; the token is drawn from p
-        noise = one * len(residual) * FLOAT64_EPS
+        noise = one * len(residual) / FLOAT64_EPS_INVERSE
         dist = [r / mass for r in residual] if mass > noise else list(p[j])
         law.append([reach * (one - accept) * d for d in dist])
         reach = reach * accept

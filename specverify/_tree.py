@@ -176,7 +176,7 @@ class TreeBatch:
             torch.cat([pad(t.parents, PADDING) for t in trees]),
             torch.cat([pad(t.tokens, -1) for t in trees]),
             torch.cat([pad(t.target_probs, 0.0) for t in trees]),
-            None if drafts[0] is None else torch.cat([pad(d, 0.0) for d in drafts]),  # type: ignore[arg-type]
+            None if drafts[0] is None else torch.cat([pad(d, 0.0) for d in drafts if d is not None]),  # all or none (above)
         )
 
     def path_tokens(self, path: torch.Tensor) -> torch.Tensor:
@@ -210,9 +210,16 @@ def as_chain_sampler(
         canonical = algorithm in ("specinfer", "without-replacement")
     uniforms_ok = getattr(getattr(tree_sampler, "capabilities", None), "uniforms", False)
 
-    def chain_sampler(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms=None):  # type: ignore[no-untyped-def]
+    def chain_sampler(
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        uniforms: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         tree = TreeBatch.from_chain(target_probs, draft_probs, draft_tokens)
-        kwargs = {}
+        kwargs: dict[str, torch.Tensor] = {}
         if uniforms is not None:
             kwargs["uniforms"] = torch.cat([uniforms[:, -1:], uniforms[:, :-1]], dim=1)
         path, token = tree_sampler(tree, generator, **kwargs)
@@ -235,13 +242,14 @@ def _validate(tree: TreeBatch) -> None:
     batch, width = parents.shape
     if width < 1 or tokens.shape != parents.shape:
         raise ValueError(f"TreeBatch.tokens has shape {tuple(tokens.shape)}, parents {tuple(parents.shape)}: need the same [B, N], N >= 1")
-    for name, value in (("target_probs", target), ("draft_probs", draft)):
-        if value is None and name == "draft_probs":
+    laws: tuple[tuple[str, torch.Tensor | None], ...] = (("target_probs", target), ("draft_probs", draft))
+    for name, law in laws:
+        if law is None and name == "draft_probs":
             continue
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() != 3:
-            raise ValueError(f"TreeBatch.{name} must be a float tensor [B, N, V], got {_describe(value)}")
-        if value.shape[:2] != parents.shape or value.shape[2] < 1:
-            raise ValueError(f"TreeBatch.{name} has shape {tuple(value.shape)}, expected [{batch}, {width}, V]")
+        if not isinstance(law, torch.Tensor) or not law.is_floating_point() or law.dim() != 3:
+            raise ValueError(f"TreeBatch.{name} must be a float tensor [B, N, V], got {_describe(law)}")
+        if law.shape[:2] != parents.shape or law.shape[2] < 1:
+            raise ValueError(f"TreeBatch.{name} has shape {tuple(law.shape)}, expected [{batch}, {width}, V]")
     if draft is not None and draft.shape != target.shape:
         raise ValueError(f"TreeBatch.draft_probs has shape {tuple(draft.shape)}, target_probs {tuple(target.shape)}")
     vocab = target.shape[2]

@@ -100,6 +100,14 @@ def test_conditional_shapes_catch_a_fixed_per_position_array_and_state_their_rea
     assert bug.status == "fail" and bug.finding == "non-canonical"
 
 
+def test_the_full_domain_law_runs_where_the_budget_asks_and_passes_the_reference():
+    check = ShapeConditionalCheck(shapes=(Shape(33, 2, accept_until=1, actives=2),))
+    _, full = _run(check, specverify.reference, budget=QUICK.with_(shape_full_domain=True))
+    assert full.id == "shapes.full-law[1025x2]" and full.status == "pass", full.message
+    assert full.samples > 0 and full.evidence["batches"] > 1 and full.evidence["cells"] == 3 * 1025
+    assert full.reach is not None and full.reach.vocab == (1025, 1025)
+
+
 def test_guarantee_states_each_claim_on_its_own_reach():
     def result(tv, vocab):
         reach = Reach(vocab=(2, vocab), k=(1, 4), batch=(1, 512), rows=10, dtypes=("float32",), shapes=((1, vocab),))

@@ -18,6 +18,7 @@ generation config: ``temperature`` 0 is greedy (``do_sample=False``); ``top_k`` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,9 @@ LanguageModel = Callable[[torch.Tensor], torch.Tensor]
 def _model_classes(transformers: Any) -> tuple[type, type]:
     """A config and a causal LM whose logits come from a harness language model."""
     from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    # transformers 5 names the output's cache ``cache`` (``past_key_values`` deprecated); 4.x only the latter
+    cache_field = "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
 
     class HarnessConfig(transformers.PretrainedConfig):
         model_type = "specverify-harness-lm"
@@ -63,7 +67,7 @@ def _model_classes(transformers: Any) -> tuple[type, type]:
             logits = torch.stack(
                 [self.language_model(history[:, : start + i + 1]) for i in range(new)], dim=1
             )  # over the new positions, vectorised over the batch
-            return CausalLMOutputWithPast(logits=logits.to(torch.float32), past_key_values=cache)
+            return CausalLMOutputWithPast(logits=logits.to(torch.float32), **{cache_field: cache})
 
     return HarnessConfig, HarnessLM
 

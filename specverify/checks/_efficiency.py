@@ -73,6 +73,7 @@ class AcceptanceCheck(Check):
         values = np.repeat(np.arange(case.k + 1), tally.accepted)
         test = mean_test(values, law, alpha=ctx.alpha / 2, power=ctx.budget.power)
         detectable = test.min_detectable_drop
+        assert detectable is not None  # mean_test was given alpha
         evidence: Evidence = {
             "expected_accepted": test.expected_mean,
             "observed_accepted": test.observed_mean,
@@ -85,17 +86,23 @@ class AcceptanceCheck(Check):
             "pvalue_low": test.pvalue_low,
             "pvalue_high": test.pvalue_high,
         }
-        common = dict(id=self.id, family=self.family, case=self.case, alpha=ctx.alpha / 2, samples=tally.samples, evidence=evidence)
+
+        def result(status: str, p_value: float, message: str, finding: str | None = None) -> CheckResult:
+            return CheckResult(
+                id=self.id, family=self.family, case=self.case, alpha=ctx.alpha / 2, samples=tally.samples, evidence=evidence,
+                status=status, finding=finding, p_value=p_value, message=message,
+            )
+
         summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f}), {tally.samples} calls"
         if not ctx.sut.capabilities.canonical:
             summary += " (canonical=False: measured against the canonical expectation, for comparison)"
         power = f"a drop of {detectable:.3g} accepted drafts per call ({detectable / max(test.expected_mean, 1e-12):.2%} of the canonical) is detected with probability >= {ctx.budget.power}"
         if test.pvalue_low <= ctx.alpha / 2:
-            return CheckResult(**common, status="fail", finding="suboptimal", p_value=test.pvalue_low, message=f"accepts fewer drafts than the canonical algorithm: {summary}; {power}")
+            return result("fail", test.pvalue_low, f"accepts fewer drafts than the canonical algorithm: {summary}; {power}", "suboptimal")
         if test.pvalue_high <= ctx.alpha / 2 and ctx.sut.capabilities.canonical:
-            return CheckResult(**common, status="fail", finding="non-canonical", p_value=test.pvalue_high, message=f"accepts more drafts than the canonical algorithm: {summary}")
+            return result("fail", test.pvalue_high, f"accepts more drafts than the canonical algorithm: {summary}", "non-canonical")
         # A TV deviation t of the accepted count's law moves its mean by at most K t.
         ceiling = case.k * ctx.budget.ceiling_tv
         status = "pass" if detectable <= ceiling else "inconclusive"
         note = f"; {power}" + ("" if status == "pass" else f", above the budget's {ceiling:.3g}")
-        return CheckResult(**common, status=status, p_value=min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), message=summary + note)
+        return result(status, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), summary + note)

@@ -28,6 +28,7 @@ message and evidence).  A sampler's declared limits bound every shape; what was 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 from typing import Any
 
@@ -295,14 +296,14 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
                 "power_against": "the spread deviation (every cell moved by a relative factor)", "ceiling_tv": ctx.budget.shape_ceiling_tv}
     if reduced:
         evidence["reduced"] = reduced
-    common = dict(id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
+    new_result = functools.partial(CheckResult, id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
     if test.pvalue <= alpha:
-        result = CheckResult(**common, status="fail", finding="non-canonical", message=(
+        result = new_result(status="fail", finding="non-canonical", message=(
             f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
             + (f"{test.impossible} outcomes of probability 0" if test.impossible else f"{test.rejecting} of {batches} batches reject (p = {test.pvalue:.3g})")))
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-        result = CheckResult(**common, status=status, message=(
+        result = new_result(status=status, message=(
             f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
             f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"))
     result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
@@ -407,15 +408,15 @@ class ShapeTargetLawCheck(Check):
                 if gof.pvalue <= level and failure is None:
                     failure = f"V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
                 worst_p = min(worst_p, min(1.0, gof.pvalue * len(at)))
-        common = dict(id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
+        new_result = functools.partial(CheckResult, id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
                       p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
                       evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
         what = "the first token" if positions == [0] else "each later position's completed token"
         if failure is not None:
-            return CheckResult(**common, status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}")
+            return new_result(status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}")
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
         sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
-        return CheckResult(**common, status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}")
+        return new_result(status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}")
 
     def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
         """Mean accepted drafts against the exact expectation, both tails at ``share / 2`` per shape."""
@@ -423,9 +424,11 @@ class ShapeTargetLawCheck(Check):
         evidence: list[AcceptedShapeRecord] = []
         for shape, _, case, _, _, rows, _, (_, accepted) in tallies:
             test = mean_test(np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power)
+            drop = test.min_detectable_drop
+            assert drop is not None  # mean_test was given alpha
             ceiling = case.k * ctx.budget.shape_ceiling_tv  # a TV deviation t moves the mean by at most K t
             evidence.append(AcceptedShapeRecord({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
-                             "min_detectable_drop": test.min_detectable_drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}))
+                             "min_detectable_drop": drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}))
             low = test.pvalue_low <= share / 2
             high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
             if low or high:
@@ -433,7 +436,7 @@ class ShapeTargetLawCheck(Check):
                                    p_value=test.pvalue_low if low else test.pvalue_high, alpha=ctx.alpha, samples=rows, evidence={"shapes": evidence},
                                    message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})")
             worst_p = min(worst_p, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)))
-            inconclusive |= test.min_detectable_drop > ceiling
+            inconclusive |= drop > ceiling
         return CheckResult(id=rid, family=self.family, case=None, status="inconclusive" if inconclusive else "pass", proves="suboptimal",
                            p_value=min(1.0, worst_p * len(self.shapes)), alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
                            message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note)
@@ -477,14 +480,14 @@ def _lumped_result(
         "observed": counts.tolist(), "expected": expected.tolist(), "where": deviation, "ceiling_tv": ctx.budget.shape_ceiling_tv,
         "draft_tokens": case.draft_tokens.tolist(),
     }
-    common = dict(id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
+    new_result = functools.partial(CheckResult, id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
     if gof.pvalue <= alpha:
         evidence["tv"] = tv_record(tv_estimate(counts, law, random_state=0))
-        result = CheckResult(**common, status="fail", finding="non-canonical", evidence=evidence,
+        result = new_result(status="fail", finding="non-canonical", evidence=evidence,
                              message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {deviation}")
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-        result = CheckResult(**common, status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}")
+        result = new_result(status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}")
     result.reach = ctx.sut.reach.snapshot(kinds=[kind])
     return result
 
@@ -686,17 +689,17 @@ class FullSizeGridCheck(Check):
                                         "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}
             if reduced:
                 evidence["reduced"] = reduced
-            common = dict(id=decision.id, family=self.family, case=decision.case, samples=int(uniforms.shape[0]), proves="non-canonical")
+            new_result = functools.partial(CheckResult, id=decision.id, family=self.family, case=decision.case, samples=int(uniforms.shape[0]), proves="non-canonical")
             if wrong.any():
                 r = int(wrong.nonzero()[0, 0])
                 expected = canonical_emit(*case.batch(1), uniforms[r : r + 1])
                 evidence["first_mismatch"] = {"uniforms": uniforms[r].tolist(), "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
                                               "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])}, "mismatched_volume": float(volume[wrong].sum())}
-                result = CheckResult(**common, status="fail", finding="non-canonical", min_detectable_tv=0.0, evidence=evidence,
+                result = new_result(status="fail", finding="non-canonical", min_detectable_tv=0.0, evidence=evidence,
                                      message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
                                              f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by TV {tv:.3g}")
             else:
-                result = CheckResult(**common, status="pass", evidence=evidence,
+                result = new_result(status="pass", evidence=evidence,
                                      message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})")
             result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
             results.append(result)

@@ -320,15 +320,23 @@ class TreeCheck(Check):
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
 
 
+def _sut(ctx: Context) -> TreeSamplerUnderTest:
+    """The context's sampler as the tree sampler it is (``TreeCheck.skip_reason`` lets no other run)."""
+    if not isinstance(ctx.sut, TreeSamplerUnderTest):
+        raise TypeError(f"a tree check was given a {type(ctx.sut).__name__}, not a TreeSamplerUnderTest")
+    return ctx.sut
+
+
 def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int) -> Any:
     """Yield ``(tree, path, token)`` over ``rows`` rows (``row_size`` probabilities a row), a chunk a call."""
+    sut = _sut(ctx)
     g = torch.Generator().manual_seed(seed)
-    generator = ctx.sut.generator(ctx.seed_for(seed, "sampler"))
+    generator = sut.generator(ctx.seed_for(seed, "sampler"))
     chunk = max(1, min(CHUNK_ROWS, CHUNK_ELEMENTS // row_size))
     for start in range(0, rows, chunk):
         count = min(chunk, rows - start)
-        tree = ctx.sut.passed(tree_for(count, g))
-        path, token = ctx.sut.step(tree, generator=generator)
+        tree = sut.passed(tree_for(count, g))
+        path, token = sut.step(tree, generator=generator)
         ctx.advance(count)
         yield tree, path, token
 
@@ -376,16 +384,17 @@ class TreeOutputCheck(TreeCheck):
     proves: str | None = "contract"
 
     def run(self, ctx: Context) -> CheckResult:
-        algorithm = ctx.sut.algorithm
+        sut = _sut(ctx)
+        algorithm = sut.algorithm
         kinds = [k for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY) if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None]
         rows = 64
         audited = []
         try:
             for kind in kinds:
                 tree = fixed_tree(kind, ctx.seed_for(self.id, kind), algorithm)
-                if ctx.sut.unsupported(tree.vocab):
+                if sut.unsupported(tree.vocab):
                     continue
-                path, _ = ctx.sut.step(ctx.sut.passed(_expand(tree, rows)), generator=ctx.sut.generator(ctx.seed_for(self.id, kind, "g")))
+                path, _ = sut.step(sut.passed(_expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g")))
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
@@ -403,22 +412,23 @@ class TreeSupportCheck(TreeCheck):
     proves: str | None = "support"
 
     def run(self, ctx: Context) -> CheckResult:
+        sut = _sut(ctx)
         kind = "zeros"
-        tree = fixed_tree(kind, ctx.seed_for(self.id), ctx.sut.algorithm)
+        tree = fixed_tree(kind, ctx.seed_for(self.id), sut.algorithm)
         rows = 512
-        batch = ctx.sut.passed(_expand(tree, rows))
+        batch = sut.passed(_expand(tree, rows))
         done = []
         try:
-            if ctx.sut.capabilities.uniforms:
+            if sut.capabilities.uniforms:
                 zeros = torch.zeros(batch.parents.shape, dtype=torch.float64)
-                ctx.sut.step(batch, uniforms=zeros)
+                sut.step(batch, uniforms=zeros)
                 done.append(f"{rows} rows with every coin exactly 0")
-            ctx.sut.step(batch, generator=ctx.sut.generator(ctx.seed_for(self.id, "g")))
+            sut.step(batch, generator=sut.generator(ctx.seed_for(self.id, "g")))
             done.append(f"{rows} rows with the sampler's own coins")
             ctx.advance(rows * len(done))
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault), "coins": "all 0" if not done and ctx.sut.capabilities.uniforms else "generator"})
-        note = "" if ctx.sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
+            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault), "coins": "all 0" if not done and sut.capabilities.uniforms else "generator"})
+        note = "" if sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
         return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
 
 
@@ -447,7 +457,7 @@ class TreeGeneratedOutputCheck(TreeCheck):
         from ..strategies._internal.trees import tree_cases
         from ._search import Outcome, search_and_confirm
 
-        sut = ctx.sut
+        sut = _sut(ctx)
         zero_coins = bool(sut.capabilities.uniforms)
         strategy = tree_cases(shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed", max_nodes=GENERATED_MAX_NODES)
 
@@ -510,11 +520,13 @@ class TreeConditionalCheck(TreeCheck):
         return sut.unsupported(int((self.case or "V=0")[2:]))
 
     def run(self, ctx: Context) -> CheckResult:
-        algorithm = ctx.sut.algorithm
+        sut = _sut(ctx)
+        algorithm = sut.algorithm
+        assert algorithm is not None  # needs_algorithm: skip_reason lets no sampler declaring none run
         if self.case in CONDITIONAL_KINDS:
             shape = TREE_SHAPES[CONDITIONAL_KINDS[self.case or ""]]
             for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
-                tree = ctx.sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
+                tree = sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
                 full = tree_law(tree, algorithm)[0]
                 if (full > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
                     break
@@ -525,7 +537,7 @@ class TreeConditionalCheck(TreeCheck):
             if vocab > ctx.budget.shape_max_vocab:
                 return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
-            tree = ctx.sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
+            tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
             full = tree_law(tree, algorithm)[0]
             actives = production_actives(vocab)
             classes = torch.full((vocab,), actives.numel(), dtype=torch.int64)
@@ -576,7 +588,8 @@ class TreeTargetLawCheck(TreeCheck):
         return sut.unsupported(int((self.case or "V=0")[2:]))
 
     def run(self, ctx: Context) -> CheckResult:
-        algorithm = ctx.sut.algorithm
+        sut = _sut(ctx)
+        algorithm = sut.algorithm
         seed = ctx.seed_for(self.id, "model")
         if self.case in TREE_SHAPES:
             shape = TREE_SHAPES[self.case]
@@ -646,7 +659,8 @@ class TreeAcceptanceCheck(TreeCheck):
         return self.case
 
     def run(self, ctx: Context) -> CheckResult:
-        algorithm = ctx.sut.algorithm
+        sut = _sut(ctx)
+        algorithm = sut.algorithm
         shape = TREE_SHAPES[self.case or ""]
         parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
         shape = dataclasses.replace(shape, parents=parents)
@@ -655,7 +669,8 @@ class TreeAcceptanceCheck(TreeCheck):
         alpha = ctx.alpha / 2
         rows = _rows(ctx, shape.depth, alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
         references = _lossless_for(algorithm)
-        values, laws = [], {name: [] for name in references}
+        values: list[np.ndarray] = []
+        laws: dict[str, list[np.ndarray]] = {name: [] for name in references}
         try:
             for tree, path, _ in _run_rows(ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab):
                 values.append(((path >= 0).sum(dim=1) - 1).numpy())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from ._format import compact, number
 
@@ -53,7 +53,10 @@ def example(description: Any) -> Example:
         return example(cases[0])
     if not isinstance(description, Mapping):
         return Example(summary=compact(description, 120), facts=[], tables=[], parts=[], other=[("value", compact(description, 4000))])
-    facts, tables, parts, other = [], [], [], []
+    facts: list[tuple[str, str]] = []
+    tables: list[Matrix] = []
+    parts: list[Example] = []
+    other: list[tuple[str, str]] = []
     drafts = description.get("draft_tokens")
     summary = shape_summary(description)
     for key, value in description.items():
@@ -103,7 +106,7 @@ def size_key(description: Any) -> tuple[int, int]:
     return (k if isinstance(k, int) else 1 << 30, v if isinstance(v, int) else 1 << 30)
 
 
-def _is_case_list(value: Any) -> bool:
+def _is_case_list(value: Any) -> TypeGuard[list[Mapping[str, Any]]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
 
 

@@ -167,10 +167,10 @@ def gof_test(
         impossible=0,
         pearson_statistic=float(batch.pearson[0]),
         pearson_pvalue=float(batch.pearson_pvalue[0]),
-        rare_observed=int(batch.rare_observed[0]),
+        rare_observed=0 if batch.rare_observed is None else int(batch.rare_observed[0]),
         rare_expected=batch.rare_expected,
-        rare_pvalue=float(batch.rare_pvalue[0]),
-        draws=int(batch.draws[0]),
+        rare_pvalue=1.0 if batch.rare_pvalue is None else float(batch.rare_pvalue[0]),
+        draws=0 if batch.draws is None else int(batch.draws[0]),
         forbidden_cells=forbidden,
     )
 
@@ -235,7 +235,8 @@ def _validated(observed: np.ndarray, probs: np.ndarray, method: str, *, batch: b
 
 @dataclasses.dataclass(frozen=True)
 class _Batch:
-    """One test run on ``N`` checks: per-check arrays and what the checks share."""
+    """One test run on ``N`` checks: per-check arrays (``None`` where the method has no rare cells
+    or no draws) and what the checks share."""
 
     method: str
     statistic: np.ndarray
@@ -249,12 +250,6 @@ class _Batch:
     rare_expected: float = 0.0
     rare_pvalue: np.ndarray | None = None
     draws: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        zeros = np.zeros(self.pvalue.size)
-        for name, fill in (("rare_observed", zeros), ("rare_pvalue", zeros + 1.0), ("draws", zeros)):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, fill)
 
 
 def _run(

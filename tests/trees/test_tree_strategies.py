@@ -88,3 +88,14 @@ def test_unknown_options_are_refused() -> None:
         tree_cases(max_nodes=100)
     with pytest.raises(ValueError, match="unknown sibling kind"):
         tree_cases(siblings="twins")
+    with pytest.raises(TypeError, match="vocab_size"):
+        tree_batches(vocab_size=4)  # type: ignore[call-arg]  # the one tree_cases option it does not take
+
+
+@settings(max_examples=5)
+@given(tree_batches(max_cases=3, with_draft=False, shape="star", precision="float16"))
+def test_tree_batches_pass_their_options_to_every_case(batch) -> None:  # type: ignore[no-untyped-def]
+    assert batch.draft_probs is None
+    assert (batch.parents[:, 1:] <= 0).all()  # stars: every real node hangs from the root (padding -2)
+    target = batch.target_probs
+    assert torch.equal(target, target.to(torch.float16).to(torch.float64))

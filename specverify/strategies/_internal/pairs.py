@@ -106,8 +106,8 @@ def pair_rows(draw: st.DrawFn, rows: int, vocab: int, kind: str, precision: str)
         toward = torch.where(up, torch.ones_like(p), torch.zeros_like(p))
         q = torch.where(p > 0, torch.nextafter(p, toward), p)
         return p.to(torch.float64), q.to(torch.float64)
-    p, q = _pair_float64(draw, rows, vocab, kind)
-    p, q = torch.from_numpy(p), torch.from_numpy(q)
+    p_array, q_array = _pair_float64(draw, rows, vocab, kind)
+    p, q = torch.from_numpy(p_array), torch.from_numpy(q_array)
     if kind == "low-precision":  # smooth laws rounded as a normalised engine passes them
         p, q = round_normalised(p, precision), round_normalised(q, precision)
     elif precision != "float64":

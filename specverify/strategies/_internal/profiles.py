@@ -14,6 +14,8 @@ Registered when :mod:`specverify.strategies` is imported; load one in a ``confte
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, settings
 
 __all__ = ["CI", "DEV", "PROFILES", "THOROUGH", "register_profiles"]
@@ -23,7 +25,7 @@ CI = "specverify-ci"
 THOROUGH = "specverify-thorough"
 
 #: The settings of each profile, as keyword arguments of :class:`hypothesis.settings`.
-PROFILES: dict[str, dict[str, object]] = {
+PROFILES: dict[str, dict[str, Any]] = {
     DEV: {"max_examples": 20, "deadline": None},
     CI: {
         "max_examples": 50,

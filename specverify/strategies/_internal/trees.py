@@ -264,30 +264,47 @@ def tree_cases(
     return _tree_case(shape, siblings, kind, max_nodes, max_siblings, max_vocab, vocab_size, zero_children, with_draft, precision)
 
 
-def tree_batches(*, max_cases: int = 4, max_vocab: int = 8, **options: object) -> st.SearchStrategy[TreeBatch]:
+def tree_batches(
+    *,
+    max_cases: int = 4,
+    max_vocab: int = 8,
+    shape: str = MIXED,
+    siblings: str = "any",
+    kind: str = "random",
+    max_nodes: int = 16,
+    max_siblings: int = MAX_SIBLINGS,
+    zero_children: bool | None = None,
+    with_draft: bool = True,
+    precision: str | None = None,
+) -> st.SearchStrategy[TreeBatch]:
     """Several tree cases of one ``V`` and one precision in one :class:`TreeBatch`, narrower trees
     padded (parent -2).  Takes :func:`tree_cases`' options but ``vocab_size``.  Shrinks toward one case."""
     if max_cases < 1:
         raise ValueError(f"max_cases must be at least 1, got {max_cases}")
-    shape = str(options.pop("shape", MIXED))
-    siblings = str(options.pop("siblings", "any"))
-    kind = str(options.pop("kind", "random"))
-    max_nodes = int(options.pop("max_nodes", 16))  # type: ignore[call-overload]
-    max_siblings = int(options.pop("max_siblings", MAX_SIBLINGS))  # type: ignore[call-overload]
     _check(shape, siblings, kind, max_nodes, max_siblings)
-    return _tree_batches(max_cases, max_vocab, shape, siblings, kind, max_nodes, max_siblings, options)
+    return _tree_batches(
+        max_cases, max_vocab, shape, siblings, kind, max_nodes, max_siblings, zero_children, with_draft, precision
+    )
 
 
 @st.composite
 def _tree_batches(
-    draw: st.DrawFn, max_cases: int, max_vocab: int, shape: str, siblings: str, kind: str, max_nodes: int, max_siblings: int, options: dict
+    draw: st.DrawFn,
+    max_cases: int,
+    max_vocab: int,
+    shape: str,
+    siblings: str,
+    kind: str,
+    max_nodes: int,
+    max_siblings: int,
+    zero_children: bool | None,
+    with_draft: bool,
+    precision: str | None,
 ) -> TreeBatch:
     vocab = draw(vocab_sizes(2, max_vocab))
-    precision = case_precision(draw, kind, options.get("precision"))  # type: ignore[arg-type]
-    rest = {k: v for k, v in options.items() if k != "precision"}
+    precision = case_precision(draw, kind, precision)
     case = _tree_case(
-        shape, siblings, kind, max_nodes, max_siblings, max_vocab, vocab,
-        rest.get("zero_children"), bool(rest.get("with_draft", True)), precision,
+        shape, siblings, kind, max_nodes, max_siblings, max_vocab, vocab, zero_children, with_draft, precision
     )
     cases = draw(st.lists(case, min_size=1, max_size=max_cases))
     return TreeBatch.concat([c.tree for c in cases])
