@@ -33,7 +33,7 @@ from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
-from ._vocabulary import Verdict
+from ._vocabulary import lossless
 from .checks._plan import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
 
@@ -244,7 +244,7 @@ class SpecverifyPlugin:
         """A run whose verdict is no pass fails the session, even where every item passed."""
         if hasattr(self.config, "workerinput") or not self.run.ran:
             return
-        if session.exitstatus == pytest.ExitCode.OK and not Verdict(self.run_result().verdict).lossless:
+        if session.exitstatus == pytest.ExitCode.OK and not lossless(self.run_result().verdict):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -322,7 +322,7 @@ def battery(
 def verdict_failure(run: Run) -> str | None:
     """Why ``run`` is no pass (its verdict, the reason, the checks it has no result of), or ``None``."""
     result = run.result()
-    if Verdict(result.verdict).lossless:
+    if lossless(result.verdict):
         return None
     summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n) or "no results"
     lines = [f"verdict: {result.verdict} for {run.subject.name} ({summary})"]
