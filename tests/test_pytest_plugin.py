@@ -77,6 +77,9 @@ def test_bad_spec_is_a_usage_error(pytester):
     result = pytester.runpytest("--specverify-sampler=nope_module:x", *QUICK)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no module named 'nope_module'*"])
+    nothing = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.nothing", *QUICK)
+    assert nothing.ret == pytest.ExitCode.USAGE_ERROR
+    nothing.stderr.fnmatch_lines(["*specverify: no check matches*fit.nothing*"])
 
 
 def test_one_line_helper_in_a_users_test_file(pytester):
