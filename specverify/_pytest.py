@@ -13,13 +13,13 @@ For a user's own test file, :func:`battery` is a one-line helper::
 
 It gives one test per check and a last ``verdict`` test that fails unless the Run's verdict is
 lossless.  That Run sees only the checks that ran in its own process: under pytest-xdist run it
-with ``--dist loadgroup`` (its tests share one ``xdist_group``), else the ``verdict`` test fails,
-naming the checks whose results it did not see, rather than pass on a part of the battery.
+with ``--dist loadfile`` (one worker runs a test file's tests, in order), else the ``verdict``
+test fails, naming the checks whose results it did not see, rather than pass on a part of the
+battery.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -283,7 +283,7 @@ def battery(
     which fails unless the run's verdict is lossless.  So a subset (``only``) never passes, a
     failing check fails the run (an expected failure too: it is xfail, the verdict still fails, as
     the plugin's exit status does), and a check whose result the verdict did not see (deselected,
-    or run by another pytest-xdist worker: use ``--dist loadgroup``) leaves the run unfinished.
+    or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
     chosen = get_budget(budget)
@@ -297,11 +297,8 @@ def battery(
         for check_id, item in planned.items()
         if selects(pattern, item.check)
     }
-    # under xdist's --dist loadgroup, one worker runs every test of this battery, the verdict last
-    group = f"specverify:{spec or sut.name}:{chosen.name}:{seed}:{','.join(only or [])}"
-    together = [pytest.mark.xdist_group(group)] if importlib.util.find_spec("xdist") else []
-    params = [pytest.param(check_id, id=check_id, marks=[*marks.get(check_id, ()), *together]) for check_id in planned]
-    params.append(pytest.param("verdict", id="verdict", marks=together))
+    params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
+    params.append(pytest.param("verdict", id="verdict"))  # last: under xdist, --dist loadfile keeps the order
 
     @pytest.mark.parametrize("check_id", params)
     def test_specverify_battery(check_id: str) -> None:
@@ -333,6 +330,6 @@ def verdict_failure(run: Run) -> str | None:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         lines.append(
             f"{len(missing)} of {len(run.planned)} planned checks have no result in this process ({shown}): deselected, "
-            "not run yet, or run by another pytest-xdist worker (use --dist loadgroup); a verdict needs them all"
+            "not run yet, or run by another pytest-xdist worker (use --dist loadfile); a verdict needs them all"
         )
     return "\n".join(lines)
