@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._budgets import Budget
+from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault, LoopUnderTest
-from .._evidence import Evidence, tv_record
-from .._budgets import Budget
 from .._result import CheckResult, RunResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
