@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._budgets import BUDGETS
-from ._vocabulary import Status, Verdict
+from ._vocabulary import Status, Verdict, lossless
 
 if TYPE_CHECKING:
     from ._result import CheckResult
@@ -387,7 +387,7 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
     if args.report and not _write_report(result, args.report, err):
         return 2
     _print_verdict(out, result, args)
-    if result.verdict == "conformant":
+    if result.verdict == Verdict.CONFORMANT:
         out.print(f"tested on {result.run['reach']}", markup=False, highlight=False)
     return result.exit_code
 
@@ -463,7 +463,7 @@ def _print_verdict(console, result, args) -> None:
     line = f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]  {escape(result.run['sampler']['name'])}  ({summary})"
     console.print(line)
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
-    if promise is not None and verdict in ("conformant", "lossless-suboptimal"):
+    if promise is not None and lossless(verdict):
         console.print(escape(promise))
     for path, what in ((args.json, "JSON"), (args.report, "report")):
         if path:

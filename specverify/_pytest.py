@@ -1,14 +1,21 @@
 """The pytest face of the battery: one test item per check, results aggregated into one run.
 
-Registered by the tiny ``_specverify_pytestplugin`` entry module when a sampler is named.  Items
-are the same planned checks as the CLI's (:func:`specverify.checks._plan.plan`), so each keeps its share
-of the false-positive budget whichever xdist worker runs it; workers ship their results to the
-controller in ``user_properties``, where the run is assembled, its verdict printed and its JSON
-and HTML written.
+Registered by the tiny ``_specverify_pytestplugin`` entry module when a sampler is named.  The
+plugin drives a :class:`specverify._run.Run`, as the CLI does: its items are the Run's planned
+checks, so each keeps its share of the false-positive budget whichever xdist worker runs it;
+workers ship their results (and the sampler's counters) to the controller in ``user_properties``,
+where the controller's Run records them, and its verdict is printed and its JSON and HTML written:
+the same record as the CLI's.
 
 For a user's own test file, :func:`battery` is a one-line helper::
 
     test_my_sampler = specverify.pytest_battery("mypkg.kernels:sampler", budget="quick")
+
+It gives one test per check and a last ``verdict`` test that fails unless the Run's verdict is
+lossless.  That Run sees only the checks that ran in its own process: under pytest-xdist run it
+with ``--dist loadfile`` (one worker runs a test file's tests, in order), else the ``verdict``
+test fails, naming the checks whose results it did not see, rather than pass on a part of the
+battery.
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ import pytest
 
 from ._budgets import get_budget
 from ._contract import SamplerSpecError
+from ._errors import UsageError
 from ._result import CheckResult, RunResult
-from ._runner import load_sut, run_check, run_info, write_json
-from .checks._plan import PlannedCheck, left_out_of, plan, selects
+from ._run import Run
+from ._runner import load_sut, write_json
+from ._vocabulary import lossless
+from .checks._plan import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
 
 if TYPE_CHECKING:
@@ -41,8 +51,6 @@ __all__ = [
 ]
 
 _PROPERTY = "specverify"
-#: The verdicts a run may pass with (the CLI's exit status 0).
-PASSING = ("conformant", "lossless-suboptimal")
 
 
 class CheckFailed(Exception):
@@ -100,9 +108,12 @@ class SpecverifyItem(pytest.Item):
         self.add_marker(pytest.mark.specverify)
 
     def runtest(self) -> None:
-        plugin = self.plugin
-        results = run_check(self.planned, plugin.sut, plugin.budget, plugin.seed, spec=plugin.spec)
-        self.user_properties.append((_PROPERTY, json.dumps([r.to_json() for r in results])))
+        run = self.plugin.run
+        before = run.usage()
+        results = run.execute(self.planned)
+        usage = {name: value - before[name] for name, value in run.usage().items()}
+        shipped = {"check": self.planned.id, "results": [r.to_json() for r in results], "usage": usage}
+        self.user_properties.append((_PROPERTY, json.dumps(shipped)))
         if all(r.status == "skip" for r in results):
             pytest.skip(f"{self.planned.id}: {results[0].message}")
         if any(r.status in ("fail", "error", "inconclusive") for r in results):
@@ -187,9 +198,13 @@ class SpecverifyPlugin:
             self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
-        self.planned = plan(self.sut, self.budget, config.getoption("specverify_only"))
+        try:
+            self.run = Run(self.sut, self.budget, self.seed, select=config.getoption("specverify_only"), spec=spec)
+        except UsageError as exc:
+            self.sut.close()
+            raise pytest.UsageError(f"specverify: {exc}") from None
+        self.planned = self.run.planned
         self.expected_failures = _load_expected_failures(xfail_file)
-        self.results: dict[str, list[dict[str, Any]]] = {}
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.sut.close()  # the sampler's process is kept idle for this harness, or ended at exit
@@ -200,7 +215,7 @@ class SpecverifyPlugin:
             f"specverify: sampler {self.spec} ({self.sut.name}) on {self.sut.device}, dtype {str(self.sut.dtype).removeprefix('torch.')}",
             f"specverify: budget {self.budget.name} (detects TV >= {self.budget.tv} with power {self.budget.power}), "
             f"family-wise alpha {self.budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
-            f"alpha per decision {max((p.alpha for p in self.planned), default=0):.3g}",
+            f"alpha per decision {self.run.info['alpha_per_decision']:.3g}",
             f"specverify: capabilities {caps}" + (f"; {len(self.expected_failures)} expected failures" if self.expected_failures else ""),
         ]
 
@@ -213,30 +228,27 @@ class SpecverifyPlugin:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Record the results an item shipped, where it ran in another process (an xdist worker)."""
         for name, value in getattr(report, "user_properties", ()):
             if name == _PROPERTY and report.when == "call":
-                self.results[report.nodeid] = json.loads(value)
+                shipped = json.loads(value)
+                if not self.run.recorded(shipped["check"]):
+                    self.run.record(shipped["check"], [CheckResult.from_json(r) for r in shipped["results"]], shipped["usage"])
 
     def run_result(self) -> RunResult:
-        order = {p.id: i for i, p in enumerate(self.planned)}
-        checks = [CheckResult.from_json(r) for rs in self.results.values() for r in rs]
-        checks.sort(key=lambda c: order.get(c.id, len(order)))
-        info = run_info(self.sut, self.budget, self.seed, self.spec)
-        info["planned_checks"] = len(self.planned)
-        info["select"] = self.config.getoption("specverify_only")
-        info["left_out"] = left_out_of(self.sut, info["select"])
-        return RunResult(run=info, checks=checks, finished=len(self.results) == len(self.planned))
+        """The Run's result: every check recorded here, in plan order; unfinished unless all ran."""
+        return self.run.result()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """A run whose verdict is no pass fails the session, even where every item passed."""
-        if hasattr(self.config, "workerinput") or not self.results:
+        if hasattr(self.config, "workerinput") or not self.run.ran:
             return
-        if session.exitstatus == pytest.ExitCode.OK and self.run_result().verdict not in PASSING:
+        if session.exitstatus == pytest.ExitCode.OK and not lossless(self.run_result().verdict):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if hasattr(self.config, "workerinput") or not self.results:
+        if hasattr(self.config, "workerinput") or not self.run.ran:
             return
         result = self.run_result()
         summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
@@ -267,14 +279,18 @@ def battery(
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
     ``test_mine = specverify.pytest_battery("pkg.mod:sampler", budget="quick")`` in a test file
-    gives one test per check, with readable ids.  With ``only``, one more test, ``verdict``, always
-    fails and names what was left out: a subset can fail a sampler but never pass it.
+    gives one test per check, with readable ids, and a last one, ``verdict``: the run-level verdict,
+    which fails unless the run's verdict is lossless.  So a subset (``only``) never passes, a
+    failing check fails the run (an expected failure too: it is xfail, the verdict still fails, as
+    the plugin's exit status does), and a check whose result the verdict did not see (deselected,
+    or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
     chosen = get_budget(budget)
     # A spec runs in a supervised process of its own; a callable is called in this process.
     sut = load_sut(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
-    planned = {p.id: p for p in plan(sut, chosen, only)}
+    run = Run(sut, chosen, seed, select=only, spec=spec)
+    planned = {p.id: p for p in run.planned}
     marks = {
         check_id: [pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError)]
         for pattern, reason in (expected_failures or {}).items()
@@ -282,18 +298,38 @@ def battery(
         if selects(pattern, item.check)
     }
     params = [pytest.param(check_id, id=check_id, marks=marks.get(check_id, ())) for check_id in planned]
-    note = subset_note(only, sut)
-    if note is not None:  # the run-level verdict of a subset: failures stand, a pass is never claimed
-        params.append(pytest.param("verdict", id="verdict"))
+    params.append(pytest.param("verdict", id="verdict"))  # last: under xdist, --dist loadfile keeps the order
 
     @pytest.mark.parametrize("check_id", params)
     def test_specverify_battery(check_id: str) -> None:
-        if check_id == "verdict" and note is not None:
-            raise AssertionError(note)
-        results = run_check(planned[check_id], sut, chosen, seed, spec=spec)
+        if check_id == "verdict":
+            problem = verdict_failure(run)
+            if problem is not None:
+                raise AssertionError(problem)
+            return
+        results = run.execute(planned[check_id])
         if all(r.status == "skip" for r in results):
             pytest.skip(results[0].message or "skipped")
         if any(r.status in ("fail", "error", "inconclusive") for r in results):
             raise AssertionError(describe_failure(results))
 
     return test_specverify_battery
+
+
+def verdict_failure(run: Run) -> str | None:
+    """Why ``run`` is no pass (its verdict, the reason, the checks it has no result of), or ``None``."""
+    result = run.result()
+    if lossless(result.verdict):
+        return None
+    summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n) or "no results"
+    lines = [f"verdict: {result.verdict} for {run.subject.name} ({summary})"]
+    if result.verdict_reason:
+        lines.append(f"({result.verdict_reason})")
+    missing = run.missing
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        lines.append(
+            f"{len(missing)} of {len(run.planned)} planned checks have no result in this process ({shown}): deselected, "
+            "not run yet, or run by another pytest-xdist worker (use --dist loadfile); a verdict needs them all"
+        )
+    return "\n".join(lines)

@@ -1,33 +1,30 @@
-"""Run the battery on a sampler: progress, incremental JSON, the run's record.
+"""Put a sampler through the battery: loading it, progress, Ctrl-C, incremental JSON.
 
-The CLI and the pytest plugin are two faces of this module: both plan the same checks with
-:func:`specverify.checks._plan.plan` (so a check's share of the false-positive budget does not
-depend on which face, or which xdist worker, runs it) and run each one with :func:`run_check`.
+:func:`check` is the face of :class:`specverify._run.Run` that the CLI and ``specverify.check``
+use; the pytest plugin and the loop runner drive the same Run (its plan, its record, its verdict),
+so a check's share of the false-positive budget does not depend on which face, or which xdist
+worker, runs it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import json
 import os
-import platform
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ._budgets import Budget, get_budget
-from ._calling import SamplerFault, SamplerUnderTest, importable_source
+from ._calling import SamplerUnderTest, importable_source
 from ._result import CheckResult, RunResult
+from ._run import Run, base_info, run_check, run_info
 from ._tree_calling import TreeSamplerUnderTest
-from .checks import Check, Context
-from .checks._base import fault_result
-from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
+from .checks._plan import PlannedCheck
 
-__all__ = ["Interrupted", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
+# run_check and run_info live with the Run (specverify._run); kept here, where callers found them
+__all__ = ["Interrupted", "Run", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
@@ -40,120 +37,11 @@ def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnde
     return TreeSamplerUnderTest(sut.sampler or sampler, process=sut.hand_over(), **options)
 
 
-def run_check(
-    planned: PlannedCheck,
-    sut: SamplerUnderTest | TreeSamplerUnderTest,
-    budget: Budget,
-    seed: int,
-    *,
-    spec: str | None = None,
-    advance: Callable[[int], None] = lambda rows: None,
-) -> list[CheckResult]:
-    """Run one planned check; whatever happens, return results (never raise, but for Ctrl-C)."""
-    check = planned.check
-    if planned.skip_reason is not None:
-        return _skips(check, planned.skip_reason)
-    ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
-    sut.reach.reset()
-    sut.last_fault = None
-    start = time.perf_counter()
-    try:
-        outcome = check.run(ctx)
-        results = outcome if isinstance(outcome, list) else [outcome]
-    except SamplerFault as fault:
-        results = [fault_result(check, fault)]
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # a harness bug: reported as an error, never hidden, run goes on
-        results = [
-            CheckResult(
-                id=check.id,
-                family=check.family,
-                case=check.case,
-                status="error",
-                message=f"the harness failed: {type(exc).__name__}: {exc}",
-                evidence={"traceback": traceback.format_exc(limit=8)},
-            )
-        ]
-    elapsed = time.perf_counter() - start
-    reach = sut.reach.snapshot(kinds=[check.case] if check.case else [])
-    fault, sut.last_fault = sut.last_fault, None
-    for result in results:
-        if fault is not None and fault.details and result.status == "fail" and result.evidence.get("violation") == fault.violation.rule:
-            result.evidence.update(fault.details)  # the sampler's traceback and last output
-        result.duration_s = elapsed / len(results)
-        if result.reach is None:
-            result.reach = reach
-        if result.proves is None and result.status != "error":
-            result.proves = check.proves
-        if result.status == "fail" and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
-            _add_warps(result, sut, fault)
-    return results
-
-
-def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
-    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
-    from ._logits_layout import warps_evidence
-
-    row = fault.violation.row if fault is not None else None
-    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, fault.violation.message if fault else result.message)
-    if warps is not None:
-        result.evidence["warps"] = warps
-
-
-def _skips(check: Check, reason: str) -> list[CheckResult]:
-    """One skip per result the check would have reported, counted apart from passes."""
-    return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
-
-
-def run_info(sut: SamplerUnderTest | TreeSamplerUnderTest, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """What a run was: sampler, budget, seed, where the sampler ran and the software it ran on."""
-    info = _run_info({"name": sut.name, "capabilities": sut.capabilities.to_json()}, budget, seed, spec)
-    info.update(device=str(sut.device), dtype=str(sut.dtype).removeprefix("torch."))
-    info["isolation"] = {"mode": sut.isolation, "reason": None, "timeout": sut.timeout, "first_timeout": sut.limit.first}
-    if isinstance(sut, TreeSamplerUnderTest):
-        info["contract"] = "tree"
-        info["sampler"]["algorithm"] = sut.algorithm
-    return info
-
-
-def _run_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    import hypothesis
-    import numpy
-    import scipy
-    import torch
-
-    from ._version import __version__
-
-    versions = {
-        "specverify": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "hypothesis": hypothesis.__version__,
-    }
-    return {
-        "sampler": sampler,
-        "spec": spec,
-        "seed": seed,
-        "budget": dataclasses.asdict(budget),
-        "family_wise_alpha": budget.alpha,
-        "power": budget.power,
-        "tv": budget.tv,
-        "device": None,
-        "dtype": None,
-        "platform": platform.platform(),
-        "versions": versions,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
 def load_failure(spec: str, message: str, budget: str | Budget = "standard", seed: int = 0) -> RunResult:
     """The result of a run whose sampler could not be imported or built: verdict ``error``."""
     budget = get_budget(budget) if isinstance(budget, str) else budget
     failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
-    return RunResult(run=_run_info({"name": spec, "capabilities": None}, budget, seed, spec), checks=[failure], finished=False)
+    return RunResult(run=base_info({"name": spec, "capabilities": None}, budget, seed, spec), checks=[failure], finished=False)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -225,6 +113,7 @@ def check(
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.
+        UsageError: ``select`` matches no check of the sampler's battery.
         Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
     budget = get_budget(budget) if isinstance(budget, str) else budget
@@ -240,45 +129,38 @@ def check(
         spec = sampler
     start = time.perf_counter()
     sut = load_sut(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto")
-    result = RunResult(run={}, checks=[], finished=False)
+    run: Run | None = None
+    interrupted = False
     try:
         sut.on_wait = on_wait
-        planned = plan(sut, budget, select)
-        result.run = run_info(sut, budget, seed, spec)
-        result.run["isolation"]["reason"] = reason
-        result.run["planned_checks"] = len(planned)
-        result.run["select"] = list(select) if select else None
-        result.run["left_out"] = left_out_of(sut, select)
-        result.run["alpha_per_decision"] = max((p.alpha for p in planned), default=0.0)
+        run = Run(sut, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
         if on_plan:
-            on_plan(planned)
-        for item in planned:
-            advance = (lambda rows, item=item: progress(item, rows)) if progress else (lambda rows: None)
-            for check_result in run_check(item, sut, budget, seed, spec=spec, advance=advance):
-                result.checks.append(check_result)
+            on_plan(run.planned)
+        for item in run.planned:
+            advance = _progress_of(item, progress)
+            for check_result in run.execute(item, advance=advance):
                 if on_result:
                     on_result(check_result)
             if json_path is not None:
-                write_json(result, json_path)
-        result.finished = True
+                write_json(run.result(), json_path)
     except KeyboardInterrupt:
         sut.kill()
-        result.run["interrupted"] = True
-        raise Interrupted(result) from None
+        if run is None:
+            raise
+        run.interrupted = interrupted = True
     finally:
-        total = time.perf_counter() - start
-        if result.run:
-            result.run["sampler_calls"] = sut.calls
-            result.run["sampler_rows"] = sut.rows
-            result.run["sampler_seconds"] = round(sut.seconds, 3)
-            result.run["timing"] = {
-                "total_seconds": round(total, 3),
-                "sampler_seconds": round(sut.seconds, 3),
-                "harness_seconds": round(total - sut.seconds, 3),
-                "harness_share": round((total - sut.seconds) / total, 4) if total > 0 else None,
-            }
-            result.run["isolation"].update(crashes=sut.crashes, hangs=sut.hangs, worker_starts=sut.worker_starts)
+        result = run.result() if run is not None else None
         sut.close()
-        if json_path is not None and result.run:
+        if json_path is not None and result is not None:
             write_json(result, json_path)
+    assert result is not None  # a run that could not be planned raised above
+    if interrupted:
+        raise Interrupted(result)
     return result
+
+
+def _progress_of(item: PlannedCheck, progress: Callable[[PlannedCheck, int], None] | None) -> Callable[[int], None]:
+    """The check's progress callback, given a number of sampler rows."""
+    if progress is None:
+        return lambda rows: None
+    return lambda rows: progress(item, rows)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Finding", "Status", "Verdict"]
+__all__ = ["Finding", "Status", "Verdict", "lossless"]
 
 
 class _Word(str, enum.Enum):
@@ -92,6 +92,12 @@ class Verdict(_Word):
     def style(self) -> str:
         """How the CLI shows it (rich markup)."""
         return _VERDICT_STYLE[self]
+
+
+def lossless(verdict: object) -> bool:
+    """Whether ``verdict`` (a :class:`Verdict`, or the string a JSON result holds; anything else is
+    no verdict) says the sampler preserves the target's law: what a run may pass with (exit 0)."""
+    return isinstance(verdict, str) and verdict in Verdict._value2member_map_ and Verdict(verdict).lossless
 
 
 _STATUS_SEVERITY = {Status.FAIL: 0, Status.ERROR: 1, Status.INCONCLUSIVE: 2, Status.SKIP: 3, Status.PASS: 4}

@@ -42,13 +42,23 @@ def test_expected_failures_file(pytester):
     result.assert_outcomes(xfailed=1, failed=1)
 
 
-def test_environment_variable_and_json(pytester, monkeypatch, tmp_path):
+def test_environment_variable_and_json_with_the_clis_run_record(pytester, monkeypatch, tmp_path):
+    from specverify._cli import main
+
     monkeypatch.setenv("SPECVERIFY_SAMPLER", "specverify.samplers:reference")
     out = tmp_path / "run.json"
     result = pytester.runpytest("--specverify-only=contract.one-hot", f"--specverify-json={out}", *QUICK)
     result.assert_outcomes(passed=1, failed=1)
     data = json.loads(out.read_text())
     assert [c["id"] for c in data["checks"]] == ["contract.one-hot"] and data["run"]["select"] == ["contract.one-hot"]
+    # the same Run as the CLI's: the same record, field for field, for the same sampler and selection
+    cli = tmp_path / "cli.json"
+    assert main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract.one-hot", "--json", str(cli), "--no-progress", "-q"]) == 3
+    expected = json.loads(cli.read_text())
+    assert list(data["run"]) == list(expected["run"])
+    varying = {"started", "timing", "sampler_seconds"}
+    assert {k: v for k, v in data["run"].items() if k not in varying} == {k: v for k, v in expected["run"].items() if k not in varying}
+    assert data["checks"][0]["p_value"] == expected["checks"][0]["p_value"] and data["verdict"] == expected["verdict"] == "inconclusive"
 
 
 def test_xdist_two_workers_aggregate_on_the_controller(pytester, tmp_path):
@@ -59,12 +69,17 @@ def test_xdist_two_workers_aggregate_on_the_controller(pytester, tmp_path):
     result.assert_outcomes(passed=6, failed=1)
     data = json.loads(out.read_text())
     assert len(data["checks"]) == 6 and all(c["status"] == "pass" for c in data["checks"])
+    assert data["finished"] and data["run"]["sampler_calls"] > 0  # the workers' counters, shipped with their results
+    assert data["run"]["timing"]["harness_seconds"] is None  # the sampler's time was spent in parallel, elsewhere
 
 
 def test_bad_spec_is_a_usage_error(pytester):
     result = pytester.runpytest("--specverify-sampler=nope_module:x", *QUICK)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no module named 'nope_module'*"])
+    nothing = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.nothing", *QUICK)
+    assert nothing.ret == pytest.ExitCode.USAGE_ERROR
+    nothing.stderr.fnmatch_lines(["*specverify: no check matches*fit.nothing*"])
 
 
 def test_one_line_helper_in_a_users_test_file(pytester):
@@ -77,6 +92,21 @@ def test_one_line_helper_in_a_users_test_file(pytester):
     result = pytester.runpytest("-v", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)  # test_mine[verdict]: a subset never passes
     result.stdout.fnmatch_lines(["*test_mine[[]contract.output[]] PASSED*", "*test_mine[[]verdict[]] FAILED*"])
+
+
+def test_the_helpers_verdict_judges_a_whole_battery_and_names_the_checks_it_did_not_see(pytester):
+    path = pytester.makepyfile(
+        """
+        import specverify
+        from specverify.samplers import reference
+        test_mine = specverify.pytest_battery(reference, budget="quick")
+        """
+    )
+    result = pytester.runpytest("-v", "-p", "no:cacheprovider", f"{path.name}::test_mine[contract.one-hot]", f"{path.name}::test_mine[verdict]")
+    result.assert_outcomes(passed=1, failed=1)  # a whole battery's verdict: no pass on the one check that ran
+    result.stdout.fnmatch_lines(
+        ["*test_mine[[]contract.one-hot[]] PASSED*", "*test_mine[[]verdict[]] FAILED*", "*verdict: inconclusive*", "*planned checks have no result in this process*"]
+    )
 
 
 def test_expected_failures_match_ids_with_brackets(pytester):

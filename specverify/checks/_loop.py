@@ -22,23 +22,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._budgets import Budget
+from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault, LoopUnderTest
-from .._evidence import Evidence, tv_record
-from .._result import CheckResult
+from .._result import CheckResult, RunResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
+from ._plan import PlannedCheck
 
-__all__ = ["LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
+__all__ = ["LoopCheck", "LoopContext", "check_loop", "loop_battery", "loop_info", "loop_parameters", "run_loop_check"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -236,11 +239,11 @@ class LoopCheck(Check):
         params_one = _params([group], torch.zeros(1, dtype=torch.int64), names)
         transition = warp(target.logits, params_one.select(torch.zeros(vocab, dtype=torch.int64))).numpy()
         marginal = np.eye(vocab)[1]  # the prompt is token 1; order 1: the law after it is row 1
-        laws = []
+        pairs = []
         for _ in range(length):  # exact pair laws (x_{t-1}, x_t), x_0 the prompt
-            laws.append((marginal[:, None] * transition).reshape(-1))
+            pairs.append((marginal[:, None] * transition).reshape(-1))
             marginal = marginal @ transition
-        laws = np.stack(laws[1:])  # positions 1..length-1: pairs of generated tokens
+        laws = np.stack(pairs[1:])  # positions 1..length-1: pairs of generated tokens
         share = ctx.alpha / len(laws)
         df = int(((laws > 0).sum(axis=1) - 1).max())
         rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
@@ -286,10 +289,35 @@ def loop_battery() -> list[LoopCheck]:
     ], families=(LOOP_FAMILY,))
 
 
+#: What the loop family's models and generations cover: the claim of a conformant verdict holds there.
+REACH = (
+    "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
+    f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
+)
+
+
+def loop_info(loop: LoopUnderTest) -> dict[str, Any]:
+    """What a loop run records beyond every run's record (:func:`specverify._run.run_info`)."""
+    return {"contract": "loop", "reach": REACH, "isolation": loop.info()}
+
+
+def run_loop_check(planned: PlannedCheck, loop: Any, budget: Budget, seed: int) -> list[CheckResult]:
+    """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
+    failure of the loop is the check's failing result."""
+    check = planned.check
+    assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
+    if planned.skip_reason is not None:
+        return [check._result("skip", message=planned.skip_reason)]
+    start = time.perf_counter()
+    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha))
+    result.duration_s = time.perf_counter() - start
+    return [result]
+
+
 def check_loop(
     loop: Callable[..., torch.Tensor] | str,
     *,
-    budget: Any = "standard",
+    budget: str | Budget = "standard",
     seed: int = 0,
     alpha: float | None = None,
     select: list[str] | None = None,
@@ -298,7 +326,7 @@ def check_loop(
     on_result: Callable[[CheckResult], None] | None = None,
     json_path: str | os.PathLike[str] | None = None,
     spec: str | None = None,
-) -> Any:
+) -> RunResult:
     """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
 
     ``loop`` is the loop or its ``"module:attribute"`` spec; ``budget`` a budget's name or a
@@ -310,54 +338,50 @@ def check_loop(
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
     ``on_result`` is called with each result as it finishes; ``json_path`` is written after every
     check, so a crash or Ctrl-C keeps what finished; ``spec`` is recorded as ``run["spec"]``.
+    The run is a :class:`specverify._run.Run`, so its record has every run's fields.
 
     Raises:
+        UsageError: ``select`` matches no check of the loop family (before the loop is loaded).
         SamplerSpecError: the loop cannot be loaded or is not declared a loop.
         Interrupted: Ctrl-C; the loop's process is ended, ``result`` (and the JSON) hold what
             finished, marked unfinished.
     """
     from .._budgets import get_budget
-    from .._result import RunResult
+    from .._errors import UsageError
+    from .._run import Run
     from .._runner import Interrupted, write_json
-    from ._plan import left_out_among, plan_checks, selected
+    from ._plan import no_match, selected
 
     spent = get_budget(budget) if isinstance(budget, str) else budget
-    checks = selected(loop_battery(), select)
-    if not checks:
-        raise ValueError(f"no loop check matches {select}; ids look like 'loop.law[top-k]'")
+    if alpha is not None:
+        spent = spent.with_(alpha=alpha)
+    if not selected(loop_battery(), select):
+        raise UsageError(no_match(list(select or []), loop=True))
+    start = time.perf_counter()
     under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
-    reach = (
-        "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
-        f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
-    )
-    info = {"sampler": {"name": under_test.name, "parameters": list(under_test.parameters)}, "contract": "loop", "reach": reach, "seed": seed, "isolation": under_test.info(),
-            "budget": spent.name, "select": list(select) if select else None, "planned_checks": len(checks),
-            "left_out": left_out_among(loop_battery(), select), "family_wise_alpha": alpha if alpha is not None else spent.alpha, "power": spent.power, "tv": spent.tv}
-    if spec is not None:
-        info["spec"] = spec
-    result = RunResult(run=info, checks=[], finished=False)
+    run: Run | None = None
     try:
-        for planned in plan_checks(checks, under_test, alpha if alpha is not None else spent.alpha):
-            item = planned.check
-            if planned.skip_reason is not None:
-                result.checks.append(item._result("skip", message=planned.skip_reason))
-            else:
-                ctx = LoopContext(under_test, spent.tv, spent.power, spent.max_samples, seed, planned.alpha)
-                result.checks.append(item.run(ctx))
-            if on_result:
-                on_result(result.checks[-1])
-            info["isolation"] = under_test.info()
+        run = Run(under_test, spent, seed, select=select, spec=spec, since=start)
+        for planned in run.planned:
+            for check_result in run.execute(planned):
+                if on_result:
+                    on_result(check_result)
             if json_path is not None:
-                write_json(result, json_path)
+                write_json(run.result(), json_path)
     except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
         under_test.kill()
+        if run is None:
+            raise
+        run.interrupted = True
+        result = run.result()
+        if json_path is not None:
+            write_json(result, json_path)
         raise Interrupted(result) from None
     except BaseException:
         under_test.kill()
         raise
     under_test.close()
-    result.finished = True
-    info["isolation"] = under_test.info()
+    result = run.result()
     if json_path is not None:
         write_json(result, json_path)
     return result

@@ -2,7 +2,7 @@
 
 One module for every face of the harness: the CLI and :func:`specverify._runner.check`, the pytest
 plugin and :func:`specverify.pytest_battery` (:mod:`specverify._pytest`), and the loop runner
-(:func:`specverify.checks._loop.check_loop`) plan with it, so a check's share of the false-positive
+(:func:`specverify.checks._loop.check_loop`) plan with it, through :class:`specverify._run.Run`, so a check's share of the false-positive
 budget does not depend on which face, or which xdist worker, runs it.  Planning reads only what the
 checks declare (:class:`~specverify.checks._base.Check`) and what the subject declares; it calls
 no sampler.
@@ -27,6 +27,7 @@ __all__ = [
     "check_selection",
     "left_out_among",
     "left_out_of",
+    "no_match",
     "plan",
     "plan_checks",
     "result_ids",
@@ -53,7 +54,12 @@ class PlannedCheck:
 
 
 def battery_for(sut: Any) -> list[Check]:
-    """The battery a sampler is put through: the ``trees`` family for a tree sampler, else the chain battery."""
+    """The battery a subject is put through: the ``loop`` family for a generation loop, the
+    ``trees`` family for a tree sampler, else the chain battery."""
+    if getattr(sut, "contract", None) == "loop":
+        from ._loop import loop_battery  # imported late: the loop family imports torch's models
+
+        return list(loop_battery())
     return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
 
 
@@ -119,8 +125,15 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'")
+        raise UsageError(no_match(patterns, loop=getattr(sut, "contract", None) == "loop"))
     return plan_checks(checks, sut, budget.alpha)
+
+
+def no_match(patterns: list[str], *, loop: bool = False) -> str:
+    """What to say of a selection that matches no check of the battery (the loop family's, with ``loop``)."""
+    if loop:
+        return f"no loop check matches {patterns}; ids look like 'loop.law[top-k]'"
+    return f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'"
 
 
 def check_selection(select: Iterable[str] | None) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 from .._errors import SpecverifyError
 from .._families import FAMILIES
 from .._result import RunResult
+from .._vocabulary import lossless
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
@@ -138,5 +139,5 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         summary=[(s, n) for s, n in summary if n],
         cells=cells,
         facts=[f for f in facts if f],
-        detects=number(max(claims)) if claims and run.get("verdict") in ("conformant", "lossless-suboptimal") else None,
+        detects=number(max(claims)) if claims and lossless(run.get("verdict")) else None,
     )

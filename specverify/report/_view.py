@@ -19,7 +19,7 @@ from .._evidence import CallShape, CaseRecord, Evidence, FirstMismatch, Position
 from .._evidence import Warps as WarpsRecord
 from .._families import FAMILIES
 from .._result import FINDINGS
-from .._vocabulary import Finding, Status, Verdict
+from .._vocabulary import Finding, Status, Verdict, lossless
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, number, timestamp
 from ._plots import comparison, comparison_svg
@@ -166,7 +166,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
     verdict = str(data.get("verdict") or "error")
     # For a lossless-suboptimal verdict the conditional-law and acceptance differences are the
     # expected evidence for it, shown as such, not as failures.
-    differences = [v for v in failures if verdict == "lossless-suboptimal" and v.finding in ("non-canonical", "suboptimal")]
+    differences = [v for v in failures if verdict == Verdict.LOSSLESS_SUBOPTIMAL and v.finding in ("non-canonical", "suboptimal")]
     failures = [v for v in failures if v not in differences]
     summary = [(s, len(by_status[s])) for s in STATUSES if by_status[s]]
     return RunView(
@@ -350,7 +350,7 @@ def _efficiency(evidence: Evidence, samples: Any = None) -> Efficiency | None:
 
 def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView]) -> str | None:
     alpha, power = run.get("family_wise_alpha"), run.get("power")
-    if verdict in ("conformant", "lossless-suboptimal"):
+    if lossless(verdict):
         claims = [v.min_detectable_tv for v in views if v.status == "pass" and isinstance(v.min_detectable_tv, (int, float))]
         if claims and alpha is not None and power is not None:
             return (
@@ -472,7 +472,7 @@ def _rerun(run: Mapping[str, Any]) -> str | None:
     spec = run.get("spec")
     if not spec:
         return None
-    words = ["specverify", "check", shlex.quote(str(spec))]
+    words = ["specverify", "loop" if run.get("contract") == "loop" else "check", shlex.quote(str(spec))]
     budget = run.get("budget")
     if isinstance(budget, Mapping) and budget.get("name"):
         words += ["--budget", shlex.quote(str(budget["name"]))]

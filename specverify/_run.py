@@ -1,0 +1,278 @@
+"""One run of a battery on one subject: its plan, what it recorded, and its result.
+
+Every face of the harness drives a :class:`Run`: :func:`specverify.check` and the CLI's ``check``
+(:mod:`specverify._runner`), the pytest plugin and :func:`specverify.pytest_battery`
+(:mod:`specverify._pytest`), and the loop runner (:func:`specverify.checks._loop.check_loop`).
+So the plan (each check's share of the false-positive budget), the run's record (the JSON's
+``run``) and the verdict are the same whichever face ran it, and a run that did not get results
+from every planned check is never finished, so never a pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import platform
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+from ._budgets import Budget
+from ._calling import SamplerFault, SamplerUnderTest
+from ._result import CheckResult, RunResult
+from ._tree_calling import TreeSamplerUnderTest
+from .checks import Check, Context
+from .checks._base import fault_result
+from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
+
+__all__ = ["COUNTERS", "Run", "run_check", "run_info"]
+
+#: What a sampler under test counts as it is called; a run sums them over the processes that ran its checks.
+COUNTERS = ("calls", "rows", "seconds", "crashes", "hangs", "worker_starts")
+
+
+class Run:
+    """A battery planned on a subject, and the results recorded for it, in plan order.
+
+    Args:
+        subject: the sampler under test (:func:`specverify._runner.load_sut`) or the loop under
+            test (:class:`~specverify._loop_calling.LoopUnderTest`).
+        budget: how much evidence to gather, with the run's family-wise alpha.
+        seed: the run seed every random draw derives from.
+        select: glob patterns of check ids or family names (default: the whole battery).
+        spec: the subject's ``module:attribute`` spec, for repro snippets and the record.
+        isolation_reason: why the subject runs in this process, where it does.
+        since: ``time.perf_counter()`` when the run began (default: now), so its timing counts
+            loading the subject.
+
+    Raises:
+        UsageError: ``select`` matches no check of the subject's battery.
+    """
+
+    def __init__(
+        self,
+        subject: Any,
+        budget: Budget,
+        seed: int = 0,
+        *,
+        select: Iterable[str] | None = None,
+        spec: str | None = None,
+        isolation_reason: str | None = None,
+        since: float | None = None,
+    ) -> None:
+        self.subject = subject
+        self.budget = budget
+        self.seed = seed
+        self.spec = spec
+        self.select = list(select) if select else None
+        self.planned = plan(subject, budget, self.select)
+        self.info = run_info(subject, budget, seed, spec)
+        if isolation_reason is not None:
+            self.info["isolation"]["reason"] = isolation_reason
+        self.info["planned_checks"] = len(self.planned)
+        self.info["select"] = self.select
+        self.info["left_out"] = left_out_of(subject, self.select)
+        self.info["alpha_per_decision"] = max((p.alpha for p in self.planned), default=0.0)
+        self.interrupted = False
+        self._since = time.perf_counter() if since is None else since
+        self._results: dict[str, list[CheckResult]] = {}
+        self._elsewhere = dict.fromkeys(COUNTERS, 0.0)  # counted by other processes (xdist workers)
+        self._order = {p.id: i for i, p in enumerate(self.planned)}
+
+    @property
+    def is_loop(self) -> bool:
+        return getattr(self.subject, "contract", None) == "loop"
+
+    def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
+        """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
+        if self.is_loop:
+            from .checks._loop import run_loop_check
+
+            results = run_loop_check(planned, self.subject, self.budget, self.seed)
+        else:
+            results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance)
+        self._results[planned.id] = results
+        return results
+
+    def usage(self) -> dict[str, float]:
+        """The subject's counters in this process (``COUNTERS``), to ship with results run here."""
+        return {name: getattr(self.subject, name, 0) for name in COUNTERS}
+
+    def record(self, check_id: str, results: list[CheckResult], usage: Mapping[str, float] | None = None) -> None:
+        """Record results of the planned check ``check_id`` that ran elsewhere (an xdist worker),
+        with what the subject's counters there grew by while it ran (``usage``)."""
+        if check_id not in self._order:
+            raise KeyError(f"{check_id!r} is not a planned check of this run")
+        self._results[check_id] = list(results)
+        for name, value in (usage or {}).items():
+            if name in self._elsewhere:
+                self._elsewhere[name] += value
+
+    def recorded(self, check_id: str) -> bool:
+        """Whether the planned check ``check_id`` has results, here or recorded from elsewhere."""
+        return check_id in self._results
+
+    @property
+    def ran(self) -> int:
+        """How many planned checks have results."""
+        return len(self._results)
+
+    @property
+    def missing(self) -> list[str]:
+        """The planned checks with no results yet, in plan order."""
+        return [p.id for p in self.planned if p.id not in self._results]
+
+    @property
+    def finished(self) -> bool:
+        """Whether every planned check has results."""
+        return not self.missing
+
+    def result(self) -> RunResult:
+        """The run so far: its record, every result in plan order, and whether it finished."""
+        checks = [r for p in self.planned for r in self._results.get(p.id, [])]
+        info = dict(self.info)
+        if self.interrupted:
+            info["interrupted"] = True
+        info.update(self._tally())
+        return RunResult(run=info, checks=checks, finished=self.finished)
+
+    def _tally(self) -> dict[str, Any]:
+        """What the subject was put through: its calls, and where the run's time went."""
+        total = time.perf_counter() - self._since
+        if self.is_loop:
+            return {"isolation": self.subject.info(), "timing": {"total_seconds": round(total, 3)}}
+        count = {name: getattr(self.subject, name) + self._elsewhere[name] for name in COUNTERS}
+        seconds = count["seconds"]
+        here = not any(self._elsewhere.values())  # else the sampler's time was spent in parallel, elsewhere
+        isolation = {**self.info["isolation"], "crashes": int(count["crashes"]), "hangs": int(count["hangs"]), "worker_starts": int(count["worker_starts"])}
+        return {
+            "isolation": isolation,
+            "sampler_calls": int(count["calls"]),
+            "sampler_rows": int(count["rows"]),
+            "sampler_seconds": round(seconds, 3),
+            "timing": {
+                "total_seconds": round(total, 3),
+                "sampler_seconds": round(seconds, 3),
+                "harness_seconds": round(total - seconds, 3) if here else None,
+                "harness_share": round((total - seconds) / total, 4) if here and total > 0 else None,
+            },
+        }
+
+
+def run_check(
+    planned: PlannedCheck,
+    sut: SamplerUnderTest | TreeSamplerUnderTest,
+    budget: Budget,
+    seed: int,
+    *,
+    spec: str | None = None,
+    advance: Callable[[int], None] = lambda rows: None,
+) -> list[CheckResult]:
+    """Run one planned check; whatever happens, return results (never raise, but for Ctrl-C)."""
+    check = planned.check
+    if planned.skip_reason is not None:
+        return _skips(check, planned.skip_reason)
+    # the trees family's checks are given a TreeSamplerUnderTest through the same context
+    ctx = Context(sut=cast(SamplerUnderTest, sut), budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
+    sut.reach.reset()
+    sut.last_fault = None
+    start = time.perf_counter()
+    try:
+        outcome = check.run(ctx)
+        results = outcome if isinstance(outcome, list) else [outcome]
+    except SamplerFault as raised:
+        results = [fault_result(check, raised)]
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a harness bug: reported as an error, never hidden, run goes on
+        results = [
+            CheckResult(
+                id=check.id,
+                family=check.family,
+                case=check.case,
+                status="error",
+                message=f"the harness failed: {type(exc).__name__}: {exc}",
+                evidence={"traceback": traceback.format_exc(limit=8)},
+            )
+        ]
+    elapsed = time.perf_counter() - start
+    reach = sut.reach.snapshot(kinds=[check.case] if check.case else [])
+    fault, sut.last_fault = sut.last_fault, None
+    for result in results:
+        if fault is not None and fault.details and result.status == "fail" and result.evidence.get("violation") == fault.violation.rule:
+            result.evidence.update(fault.details)  # the sampler's traceback and last output
+        result.duration_s = elapsed / len(results)
+        if result.reach is None:
+            result.reach = reach
+        if result.proves is None and result.status != "error":
+            result.proves = check.proves
+        if result.status == "fail" and isinstance(sut, SamplerUnderTest) and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
+            _add_warps(result, sut, fault)
+    return results
+
+
+def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
+    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
+    from ._logits_layout import warps_evidence
+
+    row = fault.violation.row if fault is not None else None
+    message = fault.violation.message if fault is not None else result.message or ""
+    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, message)
+    if warps is not None:
+        result.evidence["warps"] = warps
+
+
+def _skips(check: Check, reason: str) -> list[CheckResult]:
+    """One skip per result the check would have reported, counted apart from passes."""
+    return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
+
+
+def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
+    if getattr(subject, "contract", None) == "loop":
+        from .checks._loop import loop_info
+
+        info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
+        info.update(loop_info(subject))
+        return info
+    info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
+    info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
+    info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
+    if isinstance(subject, TreeSamplerUnderTest):
+        info["contract"] = "tree"
+        info["sampler"]["algorithm"] = subject.algorithm
+    return info
+
+
+def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+    """The record every run starts from, whatever its subject (a sampler that could not load included)."""
+    import hypothesis
+    import numpy
+    import scipy
+    import torch
+
+    from ._version import __version__
+
+    versions = {
+        "specverify": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "hypothesis": hypothesis.__version__,
+    }
+    return {
+        "sampler": sampler,
+        "spec": spec,
+        "seed": seed,
+        "budget": dataclasses.asdict(budget),
+        "family_wise_alpha": budget.alpha,
+        "power": budget.power,
+        "tv": budget.tv,
+        "device": None,
+        "dtype": None,
+        "platform": platform.platform(),
+        "versions": versions,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
