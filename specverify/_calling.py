@@ -381,8 +381,12 @@ class SamplerUnderTest(Supervised):
                 output = self._landed(flying, done)
                 if output is not None:
                     yield output
+        except KeyboardInterrupt:
+            if flying:
+                self._process.kill()  # Ctrl-C waits for no call: what was in flight ends with the process
+            raise
         finally:
-            if flying and self._process is not None:
+            if flying and self._process.alive():  # left early, or a call failed: the call behind it is dropped
                 self._process.drain(self.limit(flying[0].elements))
 
     def _landed(self, flying: collections.deque[_Flight], done: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor] | None:

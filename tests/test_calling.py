@@ -282,3 +282,19 @@ def test_a_crash_in_a_call_with_another_behind_it_names_that_call_and_a_fresh_pr
     tokens, _ = sut.step(*batches[0], generator=torch.Generator())
     assert tokens.shape == (16, 3) and sut.worker_starts == 2
     sut.close()
+
+
+def test_ctrl_c_with_a_call_in_flight_waits_for_no_call_and_ends_the_process():
+    sut = SamplerUnderTest("isolation_samplers:hangs", isolation="process", timeout=600.0)
+    drained = []
+    sut._process.drain = lambda limit: drained.append(limit)  # waiting on the hung call would take its 600 s
+
+    def batches():
+        yield inputs(batch=4)
+        raise KeyboardInterrupt  # the terminal's Ctrl-C while the first call runs
+
+    with pytest.raises(KeyboardInterrupt):
+        for _ in sut.steps(batches(), generator=torch.Generator()):
+            pass
+    assert not sut._process.alive() and sut._process.in_flight == 0 and drained == []
+    sut.close()
