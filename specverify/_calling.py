@@ -168,6 +168,10 @@ class Supervised:
     limit: CallLimit
     last_fault: SamplerFault | None
     device: torch.device
+    hangs: int
+    crashes: int
+    worker_starts: int  # processes the sampler was loaded into: 1 + restarts after a crash or hang
+    _warm: bool
     _process: SamplerProcess | None
 
     @property
@@ -210,6 +214,31 @@ class Supervised:
     def generator(self, seed: int) -> torch.Generator:
         """A generator on the sampler's device, seeded."""
         return torch.Generator(device=self.device).manual_seed(seed)
+
+    def _fresh_process(self) -> None:
+        """Start the sampler's process afresh where it died or hung in an earlier call (its first
+        call may compile, so it is not timed as warm)."""
+        assert self._process is not None
+        if self._process.alive() or self._process.in_flight:
+            return
+        self._warm = False
+        self.worker_starts += 1
+        try:
+            self._process.start()
+        except WorkerLoadError as exc:
+            raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+
+    def _worker_fault(self, exc: WorkerRaised | WorkerHung | WorkerDied, first_call: int, where: str) -> SamplerFault:
+        """The fault a call's end in the sampler's process is: it raised, hung (and was killed), or died."""
+        if isinstance(exc, WorkerRaised):
+            return self._fault(Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(trace=exc.trace))
+        if isinstance(exc, WorkerHung):
+            self.hangs += 1
+            self.limit.hung = True
+            message = f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its process was killed"
+            return self._fault(Violation("hang", message), self._evidence())
+        self.crashes += 1
+        return self._fault(Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"), self._evidence())
 
     def _fault(self, violation: Violation, details: Evidence | None = None) -> SamplerFault:
         self.last_fault = SamplerFault(violation, details)
@@ -275,7 +304,7 @@ class SamplerUnderTest(Supervised):
         self._staging = _Staging()
         self.timed = timed
         self._warm = False
-        self._loads = 0
+        self.worker_starts = 0
         if isolation == "process":
             source = importable_source(sampler, spec)
             if isinstance(source, str):
@@ -283,7 +312,7 @@ class SamplerUnderTest(Supervised):
             self.sampler: Callable[..., Any] | None = None
             self._process = SamplerProcess.acquire(source, device)
             info = self._load()
-            self._loads = 1
+            self.worker_starts = 1
             self.name = info["name"]
             self.capabilities: Capabilities = info["capabilities"]
             self.device = torch.device(info["device"])
@@ -296,11 +325,6 @@ class SamplerUnderTest(Supervised):
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
         self.dtype = self.capabilities.dtypes[0]
-
-    @property
-    def worker_starts(self) -> int:
-        """How many processes the sampler was loaded into (1 + restarts after a crash or hang)."""
-        return self._loads
 
     def step(
         self,
@@ -449,13 +473,7 @@ class SamplerUnderTest(Supervised):
         """Isolated: stage a chunk's calls in the worker's arena and send them; :meth:`_finish` waits."""
         assert self._process is not None
         elements, where, given_shape = self._described(parts, dtype, per_row)
-        if not self._process.alive() and not self._process.in_flight:  # it died or hung in an earlier call: a fresh one
-            self._warm = False
-            self._loads += 1
-            try:
-                self._process.start()
-            except WorkerLoadError as exc:
-                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+        self._fresh_process()
         first_call = self.calls + 1 + self._process.in_flight  # a call in flight is a single call
         pending = self._process.submit(parts, dtype=dtype, per_row=per_row, generator=generator)
         return _Flight(pending, parts, per_row, start, elements, where, given_shape, first_call, last)
@@ -467,22 +485,8 @@ class SamplerUnderTest(Supervised):
         self.reach.record(**flight.given_shape)
         try:
             outputs, seconds, staged, changed = self._process.collect(flight.pending, limit=limit)
-        except WorkerRaised as exc:
-            message = f"the sampler raised {exc.type_name}: {exc.text}"
-            raise self._fault(Violation("raised", message), self._evidence(trace=exc.trace)) from None
-        except WorkerHung as exc:
-            self.hangs += 1
-            self.limit.hung = True
-            raise self._fault(
-                Violation("hang", f"the sampler did not return within {exc.limit:g} s (call {flight.first_call + exc.calls}: {flight.where}); its process was killed"),
-                self._evidence(),
-            ) from None
-        except WorkerDied as exc:
-            self.crashes += 1
-            raise self._fault(
-                Violation("crashed", f"the sampler's process died in call {flight.first_call + exc.calls} ({flight.where}): {exc.how}"),
-                self._evidence(),
-            ) from None
+        except (WorkerRaised, WorkerHung, WorkerDied) as exc:
+            raise self._worker_fault(exc, flight.first_call, flight.where) from None
         given = [t for t in staged[:3] if t is not None]
         return self._accepted(outputs, seconds, given, changed, flight.parts, per_row=flight.per_row, start=flight.start, elements=flight.elements)
 

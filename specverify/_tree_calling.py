@@ -29,7 +29,7 @@ from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sam
 from ._evidence import Evidence
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, audit_tree_output, rows_of
-from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
+from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerRaised
 
 __all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
 
@@ -281,28 +281,14 @@ class TreeSamplerUnderTest(Supervised):
     def _process_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int, per_row: bool) -> tuple[Any, list[float], list[int]]:
         assert self._process is not None
         where = f"{'one tree' if per_row else f'a batch of {tree.batch} trees'} of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
-        if not self._process.alive():  # it died or hung in an earlier call: a fresh one
-            self._warm = False
-            self.worker_starts += 1
-            try:
-                self._process.start()
-            except WorkerLoadError as exc:
-                raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
+        self._fresh_process()
         inputs = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, uniforms]
         try:
             output, seconds, _, changed = self._process.call_tree(
                 inputs, dtype=self.dtype, path_width=tree.depth + 1, generator=generator, limit=self.limit(elements), per_row=per_row
             )
-        except WorkerRaised as exc:
-            raise self._fault(Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)) from None
-        except WorkerHung as exc:
-            self.hangs += 1
-            self.limit.hung = True
-            message = f"the sampler did not return within {exc.limit:g} s (call {self.calls + 1 + exc.calls}: {where}); its process was killed"
-            raise self._fault(Violation("hang", message), self._evidence()) from None
-        except WorkerDied as exc:
-            self.crashes += 1
-            raise self._fault(Violation("crashed", f"the sampler's process died in call {self.calls + 1 + exc.calls} ({where}): {exc.how}"), self._evidence()) from None
+        except (WorkerRaised, WorkerHung, WorkerDied) as exc:
+            raise self._worker_fault(exc, self.calls + 1, where) from None
         return output, seconds, changed
 
 
