@@ -100,12 +100,12 @@ def importable_source(sampler: Any, spec: str | None = None) -> tuple[str, ...] 
     if spec and ":" in spec:
         module, _, attr = spec.partition(":")
         candidates.append((module, attr))
-    module = getattr(sampler, "__module__", None)
+    home: str | None = getattr(sampler, "__module__", None)
     qualname = getattr(sampler, "__qualname__", None) if inspect.isfunction(sampler) or inspect.isclass(sampler) else None
-    if module and qualname:
-        candidates.append((module, qualname))
-    if module in sys.modules:
-        candidates += [(module, name) for name, value in vars(sys.modules[module]).items() if value is sampler and not name.startswith("__")]
+    if home and qualname:
+        candidates.append((home, qualname))
+    if home in sys.modules:
+        candidates += [(home, name) for name, value in vars(sys.modules[home]).items() if value is sampler and not name.startswith("__")]
     for module, attr in candidates:
         if module == "__main__" or "<locals>" in attr or "<lambda>" in attr:
             continue
@@ -521,6 +521,8 @@ class SamplerUnderTest(Supervised):
     def _direct_calls(
         self, parts: list[Any], dtype: torch.dtype, generator: torch.Generator | None, per_row: bool, elements: int
     ) -> tuple[list[Any], list[float], list[torch.Tensor], list[int]]:
+        sampler = self.sampler
+        assert sampler is not None, "direct calls are made in-process only"
         given = self._staging.given(parts[:3], dtype)  # copies: the sampler's in-place writes show
         target, draft, drafts = given
         uniforms, seeds = parts[3], parts[4]
@@ -534,7 +536,7 @@ class SamplerUnderTest(Supervised):
                 if self._thread is None:
                     self._thread = _CallThread(self.device)
                 try:
-                    outputs, seconds = self._thread.run(self.sampler, requests, self.limit(elements))
+                    outputs, seconds = self._thread.run(sampler, requests, self.limit(elements))
                 except SamplerFault as fault:
                     if fault.violation.rule == "hang":
                         self._thread = None  # abandoned with its hung call; the next call gets a fresh thread
@@ -547,7 +549,7 @@ class SamplerUnderTest(Supervised):
             for args, kwargs in requests:
                 start = time.perf_counter()
                 try:
-                    outputs.append(self.sampler(*args, **kwargs))
+                    outputs.append(sampler(*args, **kwargs))
                     if self.device.type == "cuda":
                         torch.cuda.synchronize(self.device)
                 except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import io
 import mmap
 import os
 import pickle
@@ -338,7 +339,7 @@ class SamplerProcess:
         try:
             os.ftruncate(fd, 8)
             self._beat = mmap.mmap(fd, 8)
-            self._proc = subprocess.Popen(
+            proc = self._proc = subprocess.Popen(
                 [sys.executable, "-m", "specverify._worker", str(fd)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -352,10 +353,11 @@ class SamplerProcess:
         self._owner = os.getpid()
         _LIVE.add(self)
         self.starts += 1
-        self._send_to = Connection(os.dup(self._proc.stdin.fileno()), readable=False)
-        self._recv_from = Connection(os.dup(self._proc.stdout.fileno()), writable=False)
-        self._proc.stdin.close()
-        self._proc.stdout.close()
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes
+        self._send_to = Connection(os.dup(proc.stdin.fileno()), readable=False)
+        self._recv_from = Connection(os.dup(proc.stdout.fileno()), writable=False)
+        proc.stdin.close()
+        proc.stdout.close()
         threading.Thread(target=self._drain, args=(self._proc.stderr,), name="specverify-sampler-output", daemon=True).start()
         # No wait: the first message waits in the pipe while the worker imports torch, and the
         # harness goes on with its own work (see prestart).
@@ -470,7 +472,9 @@ class SamplerProcess:
         if len(self._in_flight) > 1 or (self._in_flight and per_row):
             raise RuntimeError("at most two single calls may be in flight")
         lane = 1 - self._in_flight[-1].lane if self._in_flight else 0
-        rows, k = inputs[2].shape
+        drafts = inputs[2]
+        assert drafts is not None, "a chain call always has its draft tokens"
+        rows, k = drafts.shape
         inputs = [*inputs, *[None] * (len(_INPUT_DTYPES) - len(inputs))]
         dtypes = [dtype if d is None else d for d in _INPUT_DTYPES]
         request, staged, outputs_at = self._stage(inputs, dtypes, [(rows, k + 1), (rows,)], lane)
@@ -529,7 +533,9 @@ class SamplerProcess:
         before i)``.
         """
         self.drain(limit)
-        rows = inputs[0].shape[0]
+        parents = inputs[0]
+        assert parents is not None, "a tree call always has its parents"
+        rows = parents.shape[0]
         request, staged, (path_at, token_at) = self._stage(inputs, [torch.int64, torch.int64, dtype, dtype, torch.float64], [(rows, path_width), (rows,)], 0)
         request.update(path_width=path_width, per_row=per_row, lane=0, generator=None if generator is None else _state_of(generator))
         started = self._beat_count()  # read before sending: a fast worker beats at once
@@ -694,8 +700,8 @@ def _invalidate(slots: dict[int, _Slot], written: list[int], staged: list[torch.
     """The inputs the sampler changed: as the worker saw it, or by the parent's comparison."""
     changed = sorted(set(written))
     for slot in range(3):
-        held = slots.get(slot)
-        if held is not None and held.pristine is not None and staged[slot] is not None and not unchanged(staged[slot], held.pristine):
+        held, given = slots.get(slot), staged[slot]
+        if held is not None and held.pristine is not None and given is not None and not unchanged(given, held.pristine):
             changed.append(slot)
     for slot in changed:
         slots.pop(slot, None)
@@ -816,7 +822,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # the sampler's stdout joins its stderr in the parent's bounded capture
-    sys.stdout.reconfigure(line_buffering=True)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # it is, unless the interpreter was started oddly
+        sys.stdout.reconfigure(line_buffering=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides what Ctrl-C does
     try:  # die with the harness, even mid-hang
         import ctypes
@@ -905,6 +912,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
         if device.type != "cpu":  # the device keeps its own copies while the parent's are unchanged
             given = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(body["inputs"])]
         target, draft, drafts, uniforms, seeds = given
+        assert target is not None and draft is not None and drafts is not None, "a chain call has its three inputs"
         rows, k = drafts.shape
         if body["generator"] is None:
             generator = None
