@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
 __all__ = ["MeanTest", "mean_test"]
 
@@ -73,8 +73,11 @@ def mean_test(values: np.ndarray, laws: np.ndarray, *, alpha: float | None = Non
     variance = float(weight * ((laws @ support**2) - (laws @ support) ** 2).sum())
 
     def cumulant(t: float) -> float:
+        # log-sum-exp by hand: the bounds solve for it thousands of times a test, on a few rows of
+        # K+1 cells, where scipy.special.logsumexp's per-call overhead (~0.3 ms) is the whole cost
         terms = np.where(mask, log_laws + t * support, -np.inf)
-        return float(weight * special.logsumexp(terms, axis=1).sum())
+        top = terms.max(axis=1, keepdims=True)  # finite: every law has mass somewhere
+        return float(weight * (top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))).sum())
 
     def tail(sign: float, s: float) -> float:
         return _chernoff(cumulant, sign, s)
