@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import specverify
 from specverify._budgets import get_budget
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "my_logits_adapter.py"
 
-
-def _example_sampler():
-    spec = importlib.util.spec_from_file_location("my_logits_adapter_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.sampler
-
-
-def test_the_example_logits_engine_passes_the_contract_support_and_a_law_check():
-    sampler = _example_sampler()
+def test_the_example_logits_engine_passes_the_contract_support_and_a_law_check(load_by_path):
+    sampler = load_by_path("examples/my_logits_adapter.py").sampler
     result = specverify.check(sampler, budget=get_budget("quick"), seed=0, select=["contract", "support", "fit.conditional[[]random]"])
     statuses = {c.id: c.status for c in result.checks}
     assert set(statuses.values()) == {"pass"} and "fit.conditional[random]" in statuses, [(c.id, c.message) for c in result.checks]

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 from specverify import check_loop
 from specverify._budgets import get_budget
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "my_loop_adapter.py"
 
-
-def _example_loop():
-    spec = importlib.util.spec_from_file_location("my_loop_adapter_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.loop
-
-
-def test_the_example_engine_passes_the_exact_checks_and_a_law_check():
-    loop = _example_loop()
+def test_the_example_engine_passes_the_exact_checks_and_a_law_check(load_by_path):
+    loop = load_by_path("examples/my_loop_adapter.py").loop
     coarse = get_budget("quick").with_(tv=0.1)
     result = check_loop(loop, budget=coarse, select=["loop.output", "loop.determinism", "loop.seeds", "loop.law[plain]", "loop.law[top-k]"])
     statuses = {c.id: c.status for c in result.checks}

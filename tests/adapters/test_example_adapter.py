@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import pytest
 
 import specverify
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "my_adapter.py"
-
-
 @pytest.fixture(scope="module")
-def example():
-    spec = importlib.util.spec_from_file_location("my_adapter_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def example(load_by_path):
+    return load_by_path("examples/my_adapter.py")
 
 
 def test_example_adapter_passes_the_exact_and_contract_checks(example):

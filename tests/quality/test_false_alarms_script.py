@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "false_alarms.py"
-
 
 @pytest.fixture()
-def script():
-    spec = importlib.util.spec_from_file_location("false_alarms", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_by_path):
+    return load_by_path("scripts/false_alarms.py")
 
 
 def test_runs_recorded_by_an_earlier_campaign_are_reused_and_written(script, tmp_path, monkeypatch):

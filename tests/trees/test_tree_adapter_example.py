@@ -5,7 +5,6 @@ siblings are caught (the power of the same test)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import pathlib
 
 import numpy as np
@@ -23,11 +22,8 @@ SAMPLES = 20_000
 
 
 @pytest.fixture(scope="module")
-def example():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("sglang_tree_adapter_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def example(load_by_path):  # type: ignore[no-untyped-def]
+    return load_by_path("examples/sglang_tree_adapter.py")
 
 
 def dyadic(*weights: list[int]) -> torch.Tensor:
