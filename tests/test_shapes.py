@@ -19,7 +19,16 @@ from specverify._exact import step_law_scalar
 from specverify._reach import Reach, guarantee
 from specverify._result import CheckResult
 from specverify.checks import Context
-from specverify.checks._shapes import EdgeLawCheck, FullSizeGridCheck, Shape, ShapeConditionalCheck, lumped_law, prefix_grid
+from specverify.checks._shapes import (
+    CONDITIONAL_SHAPES,
+    TARGET_SHAPES,
+    EdgeLawCheck,
+    FullSizeGridCheck,
+    Shape,
+    ShapeConditionalCheck,
+    lumped_law,
+    prefix_grid,
+)
 from specverify.samplers._reference import canonical_emit
 from specverify.strategies._internal.shapes import active_tokens, boundary_ids, cell_map, edge_case, structured_case
 from specverify.zoo import ZOO
@@ -98,6 +107,21 @@ def test_conditional_shapes_catch_a_fixed_per_position_array_and_state_their_rea
     assert skipped_full.status == "skip"  # the full-domain test belongs to thorough
     (bug, _) = _run(check, ZOO["fixed-position-arrays"])
     assert bug.status == "fail" and bug.finding == "non-canonical"
+
+
+def test_the_bonus_case_reaches_the_bonus_row_after_long_drafts_and_catches_a_wrong_row():
+    # the first case at K = 16 takes the bonus one row in 256; the tagged one half the time
+    plain, bonus = (structured_case(33, 16, seed=3, accept_until=u, actives=2) for u in (8, 15))
+    assert plain.law()[16].sum() < 0.01 and bonus.law()[16].sum() > 0.3
+    assert [s.label for s in CONDITIONAL_SHAPES[:2]] == ["1025x16", "1025x16-bonus"]
+    assert len({(s.vocab, s.k) for s in TARGET_SHAPES}) == len(TARGET_SHAPES)  # one target-law shape per (V, K)
+    check = ShapeConditionalCheck(shapes=(Shape(33, 16, accept_until=15, actives=2, tag="bonus"),))
+    ok, _ = _run(check, specverify.reference)
+    assert ok.status == "pass" and ok.id == "shapes.conditional[33x16-bonus]"
+    (bug, _) = _run(check, ZOO["bonus-from-last-draft-row-at-long-k"])
+    assert bug.status == "fail" and bug.finding == "non-canonical"
+    (missed, _) = _run(ShapeConditionalCheck(shapes=(Shape(33, 16, accept_until=8, actives=2),)), ZOO["bonus-from-last-draft-row-at-long-k"])
+    assert missed.status == "pass"  # what the tagged case is for: the plain one does not see it
 
 
 def test_the_full_domain_law_runs_where_the_budget_asks_and_passes_the_reference():

@@ -82,27 +82,32 @@ _HANGS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[str, SamplerFault]] = 
 @dataclasses.dataclass(frozen=True)
 class Shape:
     """A production shape: ``V`` tokens, ``K`` drafts, how far drafts are surely accepted, and
-    the active tokens per position (fewer at large ``K``, so the cells stay few)."""
+    the active tokens per position (fewer at large ``K``, so the cells stay few); ``tag`` names a
+    second case at the same ``V`` and ``K`` (it is part of the label, so of the result's id)."""
 
     vocab: int
     k: int
     accept_until: int = 0
     actives: int = 4
     rows_per_call: int | None = None  # a large batch on purpose (default: what memory allows)
+    tag: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.vocab}x{self.k}"
+        return f"{self.vocab}x{self.k}" + (f"-{self.tag}" if self.tag else "")
 
     def row_elements(self) -> int:
         return (2 * self.k + 1) * self.vocab
 
 
-#: Shapes of the conditional law: K > 8 across the first tile boundary, 512-row calls, the int16
-#: range, a common size, the largest vocabulary (K small where V is large: the sampler reads
-#: (2K+1) V floats a row).
+#: Shapes of the conditional law: K > 8 across the first tile boundary (residuals drawn at positions
+#: 8 to 15; and again with the first 15 drafts surely accepted, so half the rows take the bonus token
+#: after 16 accepts, which the first case reaches one row in 256), 512-row calls, the int16 range, a
+#: common size, the largest vocabulary (K small where V is large: the sampler reads (2K+1) V floats
+#: a row).
 CONDITIONAL_SHAPES = (
     Shape(1_025, 16, accept_until=8, actives=2),
+    Shape(1_025, 16, accept_until=15, actives=2, tag="bonus"),
     Shape(4_097, 3, rows_per_call=MAX_CALL_ROWS),
     Shape(65_537, 1, actives=3),
     Shape(128_256, 1, actives=3),
@@ -117,7 +122,7 @@ EDGE_SHAPE = Shape(1_025, 2)
 #: has target-law evidence at the same shape (a lossless-type verdict needs it: specverify.judge).
 TARGET_SHAPES = (
     EDGE_SHAPE,
-    *(dataclasses.replace(s, accept_until=0, rows_per_call=None) for s in CONDITIONAL_SHAPES),
+    *(dataclasses.replace(s, accept_until=0, rows_per_call=None) for s in CONDITIONAL_SHAPES if not s.tag),
     Shape(32_000, 2, actives=3),
     Shape(151_936, 1, actives=3),
     Shape(256_000, 1, actives=3),
@@ -141,7 +146,7 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
     k = min(shape.k, caps.max_k or shape.k)
     if (vocab, k) == (shape.vocab, shape.k):
         return shape, None
-    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
+    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call, shape.tag), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
 
 
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:

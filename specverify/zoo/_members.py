@@ -461,6 +461,20 @@ def grid_limit_large_batch(t, d, y, g):
     return canonical_with(t, d, y, g, u=u)
 
 
+@member("lossy", ("shapes",), "quick", "Long drafts (K >= 12) take a second kernel whose bonus token, after every draft is accepted, is drawn from the target row of the last draft (K - 1) instead of the bonus row K.")
+def bonus_from_last_draft_row_at_long_k(t, d, y, g):
+    if y.shape[1] < 12:
+        return reference(t, d, y, g)
+
+    def final(p, q, n):
+        dist = final_distribution(p, q, n)
+        bonus = (n == q.shape[1]).nonzero()[:, 0]
+        dist[bonus] = p[bonus, q.shape[1] - 1]
+        return dist
+
+    return canonical_with(t, d, y, g, final=final)
+
+
 def _zero_residual_fallback(fallback):
     def final(p, q, n):
         rows = torch.arange(p.shape[0], device=p.device)
