@@ -96,8 +96,9 @@ def test_full_size_grid_catches_an_index_wrap_that_the_reference_does_not_have()
 
     wraps.capabilities = Capabilities(uniforms=True)
     (result,) = _run(check, wraps)
-    # the wrapped id lands on a token the bonus row forbids: the audit or the grid catches it
-    assert result.status == "fail" and result.finding in ("non-canonical", "support")
+    # an accepted draft id past 32,767 comes back as another token (the audit's contract), or the
+    # wrapped id lands on a token the bonus row forbids (support) or off the exact law (the grid)
+    assert result.status == "fail" and result.finding in ("contract", "non-canonical", "support")
 
 
 def test_conditional_shapes_catch_a_fixed_per_position_array_and_state_their_reach():

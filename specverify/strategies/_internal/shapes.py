@@ -91,7 +91,9 @@ def structured_case(
 
     Every position draws ``actives`` ids from :func:`boundary_ids`, the last id always among them
     (position 0 also holds an id >= 32,768 where the vocabulary has one); the draft is the first
-    id drawn, never the forced ones, so the last ids carry residual and bonus mass.  The target's tail holds
+    id drawn, never the forced ones, so the last ids carry residual and bonus mass.  Where the
+    vocabulary has a boundary id >= 32,768 besides the forced ones, position 0's draft is one of
+    them: a kernel that reads a draft's id through a narrow type is given one it cannot hold.  The target's tail holds
     ``tail_mass[0]`` spread evenly over the other tokens, the draft's ``tail_mass[1]``, so a
     rejection emits a tail token with real probability and the tail cells see it.  Draft ``i`` is
     the position's first active token (``bonus_tail``, if given, replaces the tail mass of the
@@ -109,6 +111,8 @@ def structured_case(
         # every position holds the last id (not drafted); position 0 also an id >= 32,768
         must = [vocab - 1] + ([int(pool[pool >= 32_768][0])] if i == 0 and (pool >= 32_768).any() else [])
         rest = [x for x in rng.permutation(pool).tolist() if x not in must]
+        if i == 0:  # a draft id past the int16 range first, where there is one
+            rest.sort(key=lambda x: x < 32_768)  # stable: the permutation's order within each group
         ids = np.array(rest[: max(1, m - len(must))] + must)[:m] if rest else np.array(must[:m])
         m = ids.size
         ids_t = torch.from_numpy(ids.astype(np.int64))
