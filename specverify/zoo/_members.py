@@ -461,6 +461,13 @@ def grid_limit_large_batch(t, d, y, g):
     return canonical_with(t, d, y, g, u=u)
 
 
+@member("lossy", ("shapes",), "quick", "The accept ratio reads p and q at a draft id held in an int16: ids >= 32,768 wrap negative and are read modulo V, at another token.")
+def draft_id_through_int16(t, d, y, g):
+    wrapped = y.to(torch.int16).to(torch.int64) % t.shape[-1]
+    _, _, p_y, q_y = draft_ratio_terms(t, d, wrapped)
+    return canonical_with(t, d, y, g, accept=lambda u, _p, _q: u * q_y < p_y)
+
+
 @member("lossy", ("shapes",), "quick", "Long drafts (K >= 12) take a second kernel whose bonus token, after every draft is accepted, is drawn from the target row of the last draft (K - 1) instead of the bonus row K.")
 def bonus_from_last_draft_row_at_long_k(t, d, y, g):
     if y.shape[1] < 12:
