@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
+from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
 from ._evidence import Evidence
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, audit_tree_output, rows_of
