@@ -31,8 +31,9 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, Violation, audit_output, capabilities_of, load_sampler, malformed, name_of, step_sampler
+from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
 from ._evidence import Evidence
+from ._layout import ChainLayout, StepInputs, StepLayout, layout_of
 from ._reach import ReachRecorder
 from ._worker import PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 
@@ -308,13 +309,14 @@ class SamplerUnderTest(Supervised):
             self.device = torch.device(info["device"])
             self.contract: str = info.get("contract", "step")  # "tree": the runner puts it through the trees family
         else:
-            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else step_sampler(sampler)
+            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else layout_of(sampler).posed(sampler)
             self.name = name_of(self.sampler)
             self.capabilities = capabilities_of(self.sampler)
             self.contract = getattr(self.sampler, "contract", "step")
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
         self.dtype = self.capabilities.dtypes[0]
+        self.layout: StepLayout[Any] = layout_of(self)  # how its outputs are audited and coded
 
     def step(
         self,
@@ -493,16 +495,20 @@ class SamplerUnderTest(Supervised):
         self._warm = self._warm or bool(seconds)
         self.seconds += sum(seconds)
         self.calls += len(outputs)
-        for output in outputs:
+        layout = self.layout
+        assert isinstance(layout, ChainLayout)  # a tree sampler is called by TreeSamplerUnderTest
+        inputs = StepInputs(*given)
+        device = drafts.device if self._process is None else self.device
+        for index, output in enumerate(outputs):
             self.rows += 1 if per_row else rows
-            problems = malformed(output, 1 if per_row else rows, k, device=drafts.device if self._process is None else self.device)
+            problems = layout.structure(inputs.rows(slice(index, index + 1)) if per_row else inputs, output, device=device)
             if problems:
                 raise self._fault(problems[0])
         output = outputs[0] if not per_row else (torch.cat([c[0] for c in outputs]), torch.cat([c[1] for c in outputs]))
         if changed:
             name = ("target_probs", "draft_probs", "draft_tokens")[changed[0]]
             raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
-        violations = audit_output(output, given[0], given[2], first_only=True)
+        violations = layout.audit(inputs, output, first_only=True)
         if violations:
             v = violations[0]
             raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))

@@ -34,7 +34,7 @@ with no sampling error.
 
 :func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
 rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
-tree contract.
+tree contract; :mod:`specverify._layout` puts each behind its step layout.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ __all__ = [
     "malformed",
     "name_of",
     "sampler",
-    "step_sampler",
 ]
 
 
@@ -172,16 +171,6 @@ class Violation:
     row: int | None = None
 
 
-def step_sampler(sampler: Callable[..., Any]) -> Callable[..., Any]:
-    """The probability-contract sampler the battery calls: the sampler itself, or a logits sampler
-    behind :class:`specverify._logits_layout.LogitsLayout`."""
-    from ._logits_layout import LogitsLayout
-
-    if isinstance(sampler, LogitsLayout) or capabilities_of(sampler).inputs != "logits":
-        return sampler
-    return LogitsLayout(sampler, capabilities_of(sampler).params)
-
-
 def capabilities_of(sampler: Callable[..., Any]) -> Capabilities:
     """The sampler's declared capabilities, or the defaults."""
     caps = getattr(sampler, "capabilities", None)
@@ -231,8 +220,9 @@ def load_sampler(spec: str) -> Callable[..., Any]:
     """Resolve ``"package.module:attribute"`` to a sampler.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  Every failure raises
-    :class:`SamplerSpecError` with a one-line message.
+    signature: a callable taking four positional arguments is a sampler).  It is returned posed as
+    the harness calls it (:meth:`specverify._layout.StepLayout.posed`: a logits sampler on
+    probabilities).  Every failure raises :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
@@ -281,7 +271,9 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    return step_sampler(obj)
+    from ._layout import layout_of  # the layouts build on this contract: imported when first loading
+
+    return layout_of(obj).posed(obj)
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:
