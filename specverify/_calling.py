@@ -31,27 +31,18 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of, step_sampler
+from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
 from ._evidence import Evidence
+from ._layout import ChainLayout, StepInputs, StepLayout, layout_of
 from ._reach import ReachRecorder
-from ._worker import ForeignTensor, PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
+from ._worker import PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 
-__all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "Violation", "audit_output", "importable_source", "check_device"]
+__all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "importable_source", "check_device"]
 
 #: Rows per call when the sampler declares no ``max_batch``: bounds the harness's memory.
 DEFAULT_CHUNK = 65_536
 #: An unbatched sampler's outputs are audited together, this many rows at a time.
 UNBATCHED_AUDIT_ROWS = 4_096
-
-
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    """One broken rule of the contract, with the first row that shows it."""
-
-    rule: str  # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang, crashed, ...
-    message: str
-    finding: str = "contract"  # or "support"
-    row: int | None = None
 
 
 class SamplerFault(Exception):
@@ -318,13 +309,14 @@ class SamplerUnderTest(Supervised):
             self.device = torch.device(info["device"])
             self.contract: str = info.get("contract", "step")  # "tree": the runner puts it through the trees family
         else:
-            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else step_sampler(sampler)
+            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else layout_of(sampler).posed(sampler)
             self.name = name_of(self.sampler)
             self.capabilities = capabilities_of(self.sampler)
             self.contract = getattr(self.sampler, "contract", "step")
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
         self.dtype = self.capabilities.dtypes[0]
+        self.layout: StepLayout[Any] = layout_of(self)  # how its outputs are audited and coded
 
     def step(
         self,
@@ -503,16 +495,20 @@ class SamplerUnderTest(Supervised):
         self._warm = self._warm or bool(seconds)
         self.seconds += sum(seconds)
         self.calls += len(outputs)
-        for output in outputs:
+        layout = self.layout
+        assert isinstance(layout, ChainLayout)  # a tree sampler is called by TreeSamplerUnderTest
+        inputs = StepInputs(*given)
+        device = drafts.device if self._process is None else self.device
+        for index, output in enumerate(outputs):
             self.rows += 1 if per_row else rows
-            problems = _structure(output, 1 if per_row else rows, k, device=drafts.device if self._process is None else self.device)
+            problems = layout.structure(inputs.rows(slice(index, index + 1)) if per_row else inputs, output, device=device)
             if problems:
                 raise self._fault(problems[0])
         output = outputs[0] if not per_row else (torch.cat([c[0] for c in outputs]), torch.cat([c[1] for c in outputs]))
         if changed:
             name = ("target_probs", "draft_probs", "draft_tokens")[changed[0]]
             raise self._fault(Violation("inputs-unmodified", f"the sampler modified its input {name} in place"))
-        violations = audit_output(output, given[0], given[2], first_only=True)
+        violations = layout.audit(inputs, output, first_only=True)
         if violations:
             v = violations[0]
             raise self._fault(dataclasses.replace(v, row=None if v.row is None else v.row + start))
@@ -610,97 +606,6 @@ class _Staging:
 
     def forget(self) -> None:
         self._held = [None, None, None]
-
-
-def audit_output(
-    output: Any, target_probs: torch.Tensor, draft_tokens: torch.Tensor, *, first_only: bool = False
-) -> list[Violation]:
-    """Every contract rule the output breaks (exact; no statistics)."""
-    batch, k = draft_tokens.shape
-    vocab = target_probs.shape[-1]
-    problems = _structure(output, batch, k)
-    if problems:
-        return problems[:1] if first_only else problems
-    tokens, accepted = output
-    tokens = tokens.to(draft_tokens.device)
-    accepted = accepted.to(draft_tokens.device)
-
-    def first_row(mask: torch.Tensor) -> int | None:
-        rows = mask.nonzero()
-        return int(rows[0, 0]) if rows.numel() else None
-
-    checks: list[tuple[str, torch.Tensor, Callable[[int], str], str]] = []
-    bad = (accepted < 0) | (accepted > k)
-    checks.append(("num-accepted-range", bad, lambda r: f"row {r}: num_accepted = {int(accepted[r])} is outside [0, {k}]", "contract"))
-    if not bad.any():
-        positions = torch.arange(k + 1, device=tokens.device)
-        emitted = positions <= accepted.unsqueeze(-1)
-        out_of_range = emitted & ((tokens < 0) | (tokens >= vocab))
-        padding = ~emitted & (tokens != -1)
-        mismatch = (positions[:k] < accepted.unsqueeze(-1)) & (tokens[:, :k] != draft_tokens)
-        safe = tokens.clamp(0, vocab - 1)
-        impossible = emitted & (target_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1) == 0)
-        per_row = torch.stack([out_of_range.any(-1), padding.any(-1), mismatch.any(-1), impossible.any(-1)])
-        found = per_row.any(-1).tolist()  # one pass decides the common case: nothing wrong
-        if not any(found):
-            return []
-
-        def token_range(r: int) -> str:
-            n, position = int(accepted[r]), int(out_of_range[r].nonzero()[0, 0])
-            token = int(tokens[r, position])
-            text = (
-                f"row {r}: num_accepted = {n} declares {n} accepted draft{'s' if n != 1 else ''}, so the row emits "
-                f"{n + 1} token{'s' if n else ''} ({'position 0' if n == 0 else f'positions 0 to {n}'}); position {position} holds {token}, "
-                f"outside the vocabulary [0, {vocab})"
-            )
-            if token == -1:
-                text += f": -1 is padding, allowed only after position {n}"
-            return text
-
-        checks.append(("token-range", per_row[0], token_range, "contract"))
-        checks.append(("padding", per_row[1], lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
-        checks.append(("accepted-drafts", per_row[2], lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
-        if not found[0]:  # a token outside the vocabulary has no target probability to look up
-            checks.append(("zero-target", per_row[3], lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
-    violations = []
-    for rule, mask, describe, finding in checks:
-        row = first_row(mask)
-        if row is not None:
-            violations.append(Violation(rule, describe(row), finding, row))
-            if first_only:
-                break
-    return violations
-
-
-def _structure(output: Any, batch: int, k: int, *, device: torch.device | None = None) -> list[Violation]:
-    """A pair of int64 tensors of the contract's shapes (on the inputs' device), or what is wrong with it."""
-    if not isinstance(output, (tuple, list)) or len(output) != 2:
-        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
-    problems = []
-    for name, value, shape in (("tokens", output[0], (batch, k + 1)), ("num_accepted", output[1], (batch,))):
-        if isinstance(value, ForeignTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta"):
-            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}"))
-        elif not isinstance(value, torch.Tensor):
-            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
-        elif device is not None and value.device != device:
-            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
-        elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
-        elif value.dtype != torch.int64:
-            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
-    return problems
-
-
-def _first(values: torch.Tensor, mask: torch.Tensor) -> int:
-    return int(values[mask][0])
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of length {len(value)}"
-    return f"a {type(value).__name__}"
 
 
 class _CallThread:

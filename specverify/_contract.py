@@ -31,6 +31,10 @@ Samplers that declare ``uniforms=True`` also accept a keyword ``uniforms [B, K+1
 
 That lets the exact-enumeration check compute the sampler's output law over the uniforms themselves,
 with no sampling error.
+
+:func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
+rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
+tree contract; :mod:`specverify._layout` puts each behind its step layout.
 """
 
 from __future__ import annotations
@@ -44,17 +48,20 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from ._errors import SpecverifyError
+from ._worker import ForeignTensor
 
 __all__ = [
     "Capabilities",
     "Sampler",
     "SamplerSpecError",
+    "Violation",
+    "audit_output",
     "capabilities_of",
     "describe",
     "load_sampler",
+    "malformed",
     "name_of",
     "sampler",
-    "step_sampler",
 ]
 
 
@@ -154,14 +161,14 @@ class SamplerSpecError(SpecverifyError):
     """
 
 
-def step_sampler(sampler: Callable[..., Any]) -> Callable[..., Any]:
-    """The probability-contract sampler the battery calls: the sampler itself, or a logits sampler
-    behind :class:`specverify._logits_layout.LogitsLayout`."""
-    from ._logits_layout import LogitsLayout
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One broken rule of the contract, with the first row that shows it."""
 
-    if isinstance(sampler, LogitsLayout) or capabilities_of(sampler).inputs != "logits":
-        return sampler
-    return LogitsLayout(sampler, capabilities_of(sampler).params)
+    rule: str  # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang, crashed, ...
+    message: str
+    finding: str = "contract"  # or "support"
+    row: int | None = None
 
 
 def capabilities_of(sampler: Callable[..., Any]) -> Capabilities:
@@ -213,8 +220,9 @@ def load_sampler(spec: str) -> Callable[..., Any]:
     """Resolve ``"package.module:attribute"`` to a sampler.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  Every failure raises
-    :class:`SamplerSpecError` with a one-line message.
+    signature: a callable taking four positional arguments is a sampler).  It is returned posed as
+    the harness calls it (:meth:`specverify._layout.StepLayout.posed`: a logits sampler on
+    probabilities).  Every failure raises :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
@@ -263,7 +271,9 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    return step_sampler(obj)
+    from ._layout import layout_of  # the layouts build on this contract: imported when first loading
+
+    return layout_of(obj).posed(obj)
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:
@@ -284,3 +294,99 @@ def _is_factory(obj: Callable[..., Any]) -> bool:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else "(no message)"
+
+
+# --- the exact audit of an output ------------------------------------------------------------
+
+
+def audit_output(
+    output: Any, target_probs: torch.Tensor, draft_tokens: torch.Tensor, *, first_only: bool = False
+) -> list[Violation]:
+    """Every contract rule the output breaks (exact; no statistics)."""
+    batch, k = draft_tokens.shape
+    vocab = target_probs.shape[-1]
+    problems = malformed(output, batch, k)
+    if problems:
+        return problems[:1] if first_only else problems
+    tokens, accepted = output
+    tokens = tokens.to(draft_tokens.device)
+    accepted = accepted.to(draft_tokens.device)
+
+    def first_row(mask: torch.Tensor) -> int | None:
+        rows = mask.nonzero()
+        return int(rows[0, 0]) if rows.numel() else None
+
+    checks: list[tuple[str, torch.Tensor, Callable[[int], str], str]] = []
+    bad = (accepted < 0) | (accepted > k)
+    checks.append(("num-accepted-range", bad, lambda r: f"row {r}: num_accepted = {int(accepted[r])} is outside [0, {k}]", "contract"))
+    if not bad.any():
+        positions = torch.arange(k + 1, device=tokens.device)
+        emitted = positions <= accepted.unsqueeze(-1)
+        out_of_range = emitted & ((tokens < 0) | (tokens >= vocab))
+        padding = ~emitted & (tokens != -1)
+        mismatch = (positions[:k] < accepted.unsqueeze(-1)) & (tokens[:, :k] != draft_tokens)
+        safe = tokens.clamp(0, vocab - 1)
+        impossible = emitted & (target_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1) == 0)
+        per_row = torch.stack([out_of_range.any(-1), padding.any(-1), mismatch.any(-1), impossible.any(-1)])
+        found = per_row.any(-1).tolist()  # one pass decides the common case: nothing wrong
+        if not any(found):
+            return []
+
+        def token_range(r: int) -> str:
+            n, position = int(accepted[r]), int(out_of_range[r].nonzero()[0, 0])
+            token = int(tokens[r, position])
+            text = (
+                f"row {r}: num_accepted = {n} declares {n} accepted draft{'s' if n != 1 else ''}, so the row emits "
+                f"{n + 1} token{'s' if n else ''} ({'position 0' if n == 0 else f'positions 0 to {n}'}); position {position} holds {token}, "
+                f"outside the vocabulary [0, {vocab})"
+            )
+            if token == -1:
+                text += f": -1 is padding, allowed only after position {n}"
+            return text
+
+        checks.append(("token-range", per_row[0], token_range, "contract"))
+        checks.append(("padding", per_row[1], lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
+        checks.append(("accepted-drafts", per_row[2], lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
+        if not found[0]:  # a token outside the vocabulary has no target probability to look up
+            checks.append(("zero-target", per_row[3], lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
+    violations = []
+    for rule, mask, describe, finding in checks:
+        row = first_row(mask)
+        if row is not None:
+            violations.append(Violation(rule, describe(row), finding, row))
+            if first_only:
+                break
+    return violations
+
+
+def malformed(output: Any, batch: int, k: int, *, device: torch.device | None = None) -> list[Violation]:
+    """What keeps ``output`` from being a pair of int64 tensors of the contract's shapes (on ``device``
+    where given): the audit's first rules, which a batch's calls each pass before their outputs are
+    joined and audited whole."""
+    if not isinstance(output, (tuple, list)) or len(output) != 2:
+        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
+    problems = []
+    for name, value, shape in (("tokens", output[0], (batch, k + 1)), ("num_accepted", output[1], (batch,))):
+        if isinstance(value, ForeignTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta"):
+            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}"))
+        elif not isinstance(value, torch.Tensor):
+            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
+        elif device is not None and value.device != device:
+            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
+        elif tuple(value.shape) != shape:
+            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
+        elif value.dtype != torch.int64:
+            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
+    return problems
+
+
+def _first(values: torch.Tensor, mask: torch.Tensor) -> int:
+    return int(values[mask][0])
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return f"a {type(value).__name__}"

@@ -2,10 +2,11 @@
 
 A logits-level sampler takes ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator,
 params)`` and must preserve ``warp(target_logits, params)``.  Every case of the battery names the
-law to preserve, ``target_probs``; :class:`LogitsLayout` poses each row as logits and per-row
-parameters whose warp *is* that law, so every family (exact, fit, shapes, efficiency) judges the
-sampler on its usual expected laws, while the sampler has to get temperature, top-k, top-p and
-min-p right to pass:
+law to preserve, ``target_probs``; the logits layout (:class:`specverify._layout.LogitsLayout`)
+calls the sampler as a :class:`PosedSampler`, which poses each row as logits and per-row
+parameters whose warp *is* that law (:func:`pose`), so every family (exact, fit, shapes,
+efficiency) judges the sampler on its usual expected laws, while the sampler has to get
+temperature, top-k, top-p and min-p right to pass:
 
 * temperature ``T`` (drawn per row from a fixed ladder): the logits are ``T log p``;
 * tokens of probability 0 become *decoys*: finite logits a nat below the row's smallest, with
@@ -32,7 +33,7 @@ import torch
 from ._evidence import Warps
 from ._warp import SamplingParams
 
-__all__ = ["LogitsLayout", "pose", "warps_evidence"]
+__all__ = ["PosedSampler", "pose", "warps_evidence"]
 
 #: Temperatures rows cycle through (by row index): cold, neutral and hot.
 TEMPERATURES = (0.6, 1.0, 1.7)
@@ -105,10 +106,10 @@ def _uses_another(uses: dict[str, torch.Tensor], name: str, like: torch.Tensor) 
     return other
 
 
-class LogitsLayout:
+class PosedSampler:
     """A logits-level sampler behind the probability contract the battery calls.
 
-    ``parameters`` are the warps the sampler declares it supports.  Each cut the layout sets removes
+    ``parameters`` are the warps the sampler declares it supports.  Each cut the posing sets removes
     exactly the decoys, and no kept token, whichever cut comes first, so one posing serves every
     warp order.
     """

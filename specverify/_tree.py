@@ -19,7 +19,7 @@ ignored.  A chain of ``K`` drafts is the path tree of ``K + 1`` nodes (:meth:`Tr
 :func:`chain_output`, :func:`as_chain_sampler`), so every chain sampler has a tree form and back.
 
 :func:`audit_tree_output` checks an output exactly (no statistics) and returns the rules it breaks as
-:class:`~specverify._calling.Violation`, like the chain audit.
+:class:`~specverify._contract.Violation`, like the chain audit.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from typing import Any
 
 import torch
 
-from ._calling import Violation
-from ._contract import Capabilities
+from ._contract import Capabilities, Violation
 from ._oracle import assemble
 
 __all__ = [

@@ -3,8 +3,9 @@
 The tree counterpart of :class:`specverify._calling.SamplerUnderTest`, with the same surface for the
 runner (``reach``, ``last_fault``, counters, ``close``), so :func:`specverify.check` runs the
 ``trees`` family through :func:`specverify._runner.run_check` like any other.  Every output is
-audited with :func:`specverify._tree.audit_tree_output` and every input is checked unmodified, so a
-broken output stops its check with a :class:`~specverify._calling.SamplerFault` naming the rule.
+audited by its layout (:class:`specverify._layout.TreeLayout`) and every input is checked
+unmodified, so a broken output stops its check with a :class:`~specverify._calling.SamplerFault`
+naming the rule.
 
 With ``isolation="process"`` (what :func:`specverify.check` and the CLI choose for a spec or a
 callable importable by name) a tree sampler runs, like a chain sampler, in the supervised worker of
@@ -24,11 +25,12 @@ from typing import Any
 
 import torch
 
-from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, Violation, _CallThread, _last_frames, _raised, check_device, importable_source
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, load_sampler, name_of
+from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
 from ._evidence import Evidence
+from ._layout import StepLayout, layout_of
 from ._reach import ReachRecorder
-from ._tree import ALGORITHMS, TreeBatch, audit_tree_output, rows_of
+from ._tree import ALGORITHMS, TreeBatch, rows_of
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerRaised
 
 __all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
@@ -131,6 +133,7 @@ class TreeSamplerUnderTest(Supervised):
             self.algorithm = getattr(self.sampler, "algorithm", None)
             self.device = torch.device(self.capabilities.device or device or "cpu")
         self.dtype = self.capabilities.dtypes[0]
+        self.layout: StepLayout[TreeBatch] = layout_of(self)  # the tree layout: how its outputs are audited
 
     def passed(self, tree: TreeBatch) -> TreeBatch:
         """The tree with its laws rounded as the sampler receives them (exact laws are computed from it)."""
@@ -174,7 +177,7 @@ class TreeSamplerUnderTest(Supervised):
 
     def _audit(self, given: TreeBatch, output: Any, start: int) -> None:
         """Raise the fault of the first contract rule the output of rows ``start`` on breaks."""
-        violations = audit_tree_output(given, output, first_only=True)
+        violations = self.layout.audit(given, output, first_only=True)
         if violations:
             v = violations[0]
             details: Evidence = {"last_output": _shown(output)}
@@ -201,8 +204,7 @@ class TreeSamplerUnderTest(Supervised):
             self._audit(rows_of(given, slice(first_bad, first_bad + 1)), returned, first_bad + start)
             raise self._fault(Violation("shape-dtype", f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}"))
 
-    @staticmethod
-    def _first_broken_row(given: TreeBatch, output: tuple[torch.Tensor, torch.Tensor], end: int) -> int | None:
+    def _first_broken_row(self, given: TreeBatch, output: tuple[torch.Tensor, torch.Tensor], end: int) -> int | None:
         """The first of rows ``[0, end)`` whose output breaks a rule, as auditing them one by one
         would find it. A batch's audit skips some rules when another row breaks an earlier one (no
         support check on a broken path), so a row found first is confirmed by a clean audit of the
@@ -210,7 +212,7 @@ class TreeSamplerUnderTest(Supervised):
         found = None
         while end > 0:
             prefix = rows_of(given, slice(0, end))
-            violations = audit_tree_output(prefix, (output[0][:end, : prefix.depth + 1], output[1][:end]))
+            violations = self.layout.audit(prefix, (output[0][:end, : prefix.depth + 1], output[1][:end]))
             rows = [v.row for v in violations if v.row is not None]
             if not rows:
                 break

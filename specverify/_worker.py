@@ -816,7 +816,8 @@ def _well_formed(output: Any, rows: int, k: int, device: torch.device) -> bool:
 
 
 def _serve() -> None:  # pragma: no cover - runs in the worker process (covered by tests/test_isolation.py)
-    from ._contract import capabilities_of, load_sampler, name_of, step_sampler
+    from ._contract import capabilities_of, load_sampler, name_of
+    from ._layout import layout_of
 
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -874,8 +875,8 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                     for part in body["source"][2].split("."):
                         sampler = getattr(sampler, part)
                 contract = getattr(sampler, "contract", "step")  # "step", "loop" or "tree"
-                if contract != "loop":
-                    sampler = step_sampler(sampler)
+                if contract != "loop":  # a generation loop is called as it is (specverify._loop_calling)
+                    sampler = layout_of(sampler).posed(sampler)
                 capabilities = capabilities_of(sampler)
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerFault, SamplerUnderTest, audit_output
+from specverify._calling import SamplerFault, SamplerUnderTest
+from specverify._contract import audit_output
 
 
 def inputs(batch=4, k=2, vocab=3):

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._logits_layout import LogitsLayout, pose
+from specverify._layout import LogitsLayout
+from specverify._logits_layout import pose
 from specverify._warp import DEFAULT_ORDER, warp
 from specverify.samplers._logits_reference import logits_reference
 
@@ -56,12 +57,12 @@ SELECT = ["support.zero-target[zeros]", "fit.conditional[zeros]", "contract.one-
 
 
 def test_the_logits_reference_passes_the_battery_posed_as_logits():
-    result = specverify.check(LogitsLayout(logits_reference, ALL), budget="quick", select=[*SELECT, "fit.step[chain]"], isolation="in-process")
+    result = specverify.check(LogitsLayout(ALL).posed(logits_reference), budget="quick", select=[*SELECT, "fit.step[chain]"], isolation="in-process")
     bad = [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
     assert not bad
 
 
 @pytest.mark.parametrize("skipped", ["top_k", "top_p", "min_p", "temperature"])
 def test_a_sampler_that_skips_a_warp_is_caught(skipped):
-    result = specverify.check(LogitsLayout(_SkipsACut(skipped), ALL), budget="quick", select=SELECT, isolation="in-process")
+    result = specverify.check(LogitsLayout(ALL).posed(_SkipsACut(skipped)), budget="quick", select=SELECT, isolation="in-process")
     assert result.verdict in ("non-conformant", "lossy"), [(c.id, c.status) for c in result.checks]

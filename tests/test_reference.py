@@ -8,7 +8,7 @@ import torch
 
 import specverify
 from specverify import StepCase, step_law
-from specverify._calling import audit_output
+from specverify._contract import audit_output
 from specverify.checks._exact import uniform_grid
 from specverify._oracle import canonical_emit
 

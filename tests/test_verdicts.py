@@ -148,7 +148,7 @@ def test_a_p_value_below_a_double_reads_as_a_bound():
 def test_an_out_of_range_token_message_teaches_the_contract():
     import torch
 
-    from specverify._calling import audit_output
+    from specverify._contract import audit_output
 
     target = torch.full((1, 5, 4), 0.25, dtype=torch.float64)
     drafts = torch.tensor([[0, 1, 2, 3]])

@@ -42,11 +42,12 @@ from scipy import stats
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase, tensor_code
 from .._evidence import Evidence
+from .._layout import StepInputs
 from .._result import CheckResult
 from ..stats import homogeneity_test, independence_test
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_step_batch
-from ._tally import outcome_codes, plan_samples
+from ._tally import plan_samples
 
 __all__ = [
     "FALSE_ALARM",
@@ -273,8 +274,8 @@ class CallIndependenceCheck(_ContractCheck):
         generator = ctx.sut.generator(ctx.seed_for(self.id))
         outcomes = []
         try:
-            for tokens, accepted in ctx.sut.steps([(target, draft, drafts)] * calls, generator=generator):  # consecutive calls are the point of this check
-                outcomes.append(outcome_codes(tokens, accepted, case.vocab_size).numpy())
+            for output in ctx.sut.steps([(target, draft, drafts)] * calls, generator=generator):  # consecutive calls are the point of this check
+                outcomes.append(ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy())
                 ctx.advance(rows)
         except SamplerFault as fault:
             return fault_result(self, fault)
@@ -342,9 +343,9 @@ class RowIndependenceCheck(_ContractCheck):
         counts = []
         try:
             # 1. adjacent rows, same inputs
-            tokens, accepted = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "pairs")))
+            output = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "pairs")))
             ctx.advance(2 * pairs)
-            codes = outcome_codes(tokens, accepted, case.vocab_size).numpy()
+            codes = ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy()
             pair_test = independence_test(codes[0::2], codes[1::2])
             # 2. the same case beside two different neighbours
             rows = 0 if one_per_call else plan_samples(ctx, cells - 1, alpha)
@@ -355,7 +356,7 @@ class RowIndependenceCheck(_ContractCheck):
                 y = torch.stack([case.draft_tokens, other.draft_tokens]).repeat(rows, 1)
                 tok, acc = ctx.sut.step(t, d, y, generator=ctx.sut.generator(ctx.seed_for(self.id, name)))
                 ctx.advance(2 * rows)
-                mine = outcome_codes(tok[0::2], acc[0::2], case.vocab_size).numpy()
+                mine = ctx.sut.layout.outcome(StepInputs(t[0::2], d[0::2], y[0::2]), (tok[0::2], acc[0::2])).numpy()
                 counts.append(np.bincount(mine, minlength=law.size))
         except SamplerFault as fault:
             return fault_result(self, fault)
@@ -442,16 +443,16 @@ class RequestSeedsCheck(Check):
         except SamplerFault as fault:
             return fault_result(self, fault)
 
-    def _codes(self, ctx: Context, case: StepCase, inputs: Sequence[torch.Tensor], seeds: torch.Tensor, generator: str) -> np.ndarray:
+    def _codes(self, ctx: Context, inputs: Sequence[torch.Tensor], seeds: torch.Tensor, generator: str) -> np.ndarray:
         target, draft, drafts = inputs
-        tokens, accepted = ctx.sut.step(target, draft, drafts, seeds=seeds, generator=ctx.sut.generator(ctx.seed_for(self.id, generator)))
+        output = ctx.sut.step(target, draft, drafts, seeds=seeds, generator=ctx.sut.generator(ctx.seed_for(self.id, generator)))
         ctx.advance(seeds.shape[0])
-        return outcome_codes(tokens, accepted, case.vocab_size).numpy()
+        return ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy()
 
     def _same_seed(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
         shared = seeds[torch.arange(ROWS) // 2]  # rows 2i and 2i+1 share a seed
-        first = self._codes(ctx, case, case.batch(ROWS), shared, "first")
-        second = self._codes(ctx, case, case.batch(ROWS), shared, "second")
+        first = self._codes(ctx, case.batch(ROWS), shared, "first")
+        second = self._codes(ctx, case.batch(ROWS), shared, "second")
         escape = f"a sampler ignoring its seeds passes with probability {collision ** (ROWS // 2):.2g}"
         if not np.array_equal(first, second):
             row = int(np.flatnonzero(first != second)[0])
@@ -462,7 +463,7 @@ class RequestSeedsCheck(Check):
         return self._pass(f"same seed, same output: across generators and within a batch ({ROWS} rows, twice; {escape})", 2 * ROWS)
 
     def _different_seeds(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
-        codes = self._codes(ctx, case, case.batch(2 * ROWS), seeds, "batch")
+        codes = self._codes(ctx, case.batch(2 * ROWS), seeds, "batch")
         coincide = int((codes[0::2] == codes[1::2]).sum())
         # the smallest count whose upper tail under Binomial(ROWS, c) is at most FALSE_ALARM
         limit = int(stats.binom.isf(FALSE_ALARM, ROWS, collision)) + 1
@@ -474,13 +475,13 @@ class RequestSeedsCheck(Check):
 
     def _batch_placement(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
         mine = seeds[:ROWS]
-        alone = self._codes(ctx, case, case.batch(ROWS), mine, "alone")
+        alone = self._codes(ctx, case.batch(ROWS), mine, "alone")
         # the same rows, shuffled, at odd positions beside other rows with other seeds
         order = torch.randperm(ROWS, generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "order")))
         other = _neighbour(case, ctx, "seeds")
         pair = lambda a, b: torch.stack([a, b], dim=1).reshape(2 * ROWS, *a.shape[1:])  # noqa: E731 - interleave rows
         mixed = [pair(o, m) for o, m in zip(other.batch(ROWS), case.batch(ROWS))]
-        moved = self._codes(ctx, case, mixed, pair(seeds[ROWS:], mine[order]), "moved")[1::2]
+        moved = self._codes(ctx, mixed, pair(seeds[ROWS:], mine[order]), "moved")[1::2]
         if not np.array_equal(moved, alone[order.numpy()]):
             row = int(order[int(np.flatnonzero(moved != alone[order.numpy()])[0])])
             return self._fail(

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest, Violation
+from .._calling import SamplerFault, SamplerUnderTest
+from .._contract import Violation
 from .._cases import StepCase
 from .._oracle import canonical_emit, normalise, residual_distribution
 from .._evidence import AcceptedShapeRecord, Evidence, ShapeRecord, tv_record

@@ -15,6 +15,7 @@ expectation differ most.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable
 
@@ -23,12 +24,13 @@ import torch
 
 from .._calling import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
-from .._exact import sequence_index, sequence_offsets
+from .._exact import sequence_offsets
+from .._layout import StepInputs
 from .._models import draw_drafts, sample_next, step_inputs
 from ..stats import samples_needed
 from ._base import Context
 
-__all__ = ["ModelTally", "largest_deviation", "model_tally", "outcome_codes", "plan_samples", "stack_cases", "step_counts", "tally"]
+__all__ = ["ModelTally", "largest_deviation", "model_tally", "plan_samples", "stack_cases", "step_counts", "tally"]
 
 CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
 
@@ -70,12 +72,6 @@ def tally(counts: np.ndarray, codes: np.ndarray) -> None:
         counts[cells] += hits
 
 
-def outcome_codes(tokens: torch.Tensor, num_accepted: torch.Tensor, vocab: int) -> torch.Tensor:
-    """``accepted * V + last token``: the outcome of each row as one integer."""
-    last = tokens.gather(1, num_accepted.unsqueeze(-1)).squeeze(-1)
-    return num_accepted * vocab + last
-
-
 def step_counts(
     ctx: Context,
     cases: list[StepCase],
@@ -84,7 +80,8 @@ def step_counts(
     *,
     stop: Callable[[np.ndarray], bool] | None = None,
 ) -> np.ndarray:
-    """``[cases, (K+1) * V]`` outcome counts, the cases interleaved row by row in each batch.
+    """``[cases, (K+1) * V]`` outcome counts (coded by the sampler's layout), the cases interleaved
+    row by row in each batch.
 
     ``stop`` is asked after every chunk, with the counts so far, whether to stop early (an
     anytime-valid test that has already rejected).
@@ -106,16 +103,16 @@ def step_counts(
                 batches[phase] = (which, target[which], draft[which], drafts[which])
             yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
 
-    whiches = []  # the chunks' case indices, in the order the sampler is given them (one ahead of its outputs)
+    given: list[tuple[torch.Tensor, StepInputs]] = []  # each chunk's case indices and inputs, in the order the sampler is given them (one ahead of its outputs)
 
     def inputs():
         for which, *batch in chunks():
-            whiches.append(which)
+            given.append((which, StepInputs(*batch)))
             yield batch
 
-    for index, (tokens, accepted) in enumerate(ctx.sut.steps(inputs(), generator=generator, dtype=dtype)):
-        which = whiches[index]
-        code = which * cells + outcome_codes(tokens, accepted, vocab)
+    for index, output in enumerate(ctx.sut.steps(inputs(), generator=generator, dtype=dtype)):
+        which, batch = given[index]
+        code = which * cells + ctx.sut.layout.outcome(batch, output)
         tally(counts, code.numpy())
         ctx.advance(which.numel())
         if stop is not None and stop(counts.reshape(len(cases), cells)):
@@ -127,7 +124,7 @@ def step_counts(
 class ModelTally:
     """What a sampler emitted on a model, tallied three ways."""
 
-    emitted: np.ndarray  # counts per emitted sequence (index: sequence_index)
+    emitted: np.ndarray  # counts per emitted sequence (index: the layout's sequence, sequence_index's order)
     completed: np.ndarray  # counts per completed K+1 sequence (base-V index)
     accepted: np.ndarray  # counts of num_accepted = 0..K
 
@@ -151,14 +148,17 @@ def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> Model
         np.zeros(k + 1, dtype=np.int64),
     )
 
+    given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read one ahead)
+
     def inputs():
         for start in range(0, samples, CHUNK):
             drafts = draw_drafts(model, min(CHUNK, samples - start), k, harness)
-            yield (*step_inputs(model, drafts), drafts)
+            given.append(StepInputs(*step_inputs(model, drafts), drafts))
+            yield given[-1]
 
     for tokens, accepted in ctx.sut.steps(inputs(), generator=generator, dtype=dtype):
         rows = accepted.shape[0]
-        tally.emitted += np.bincount(sequence_index(tokens, accepted, vocab).numpy(), minlength=tally.emitted.size)
+        tally.emitted += np.bincount(ctx.sut.layout.sequence(given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
         completed = _complete(model, tokens, accepted, completion)
         code = torch.zeros(rows, dtype=torch.int64)

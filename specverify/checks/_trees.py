@@ -527,7 +527,7 @@ class TreeConditionalCheck(TreeCheck):
             shape = TREE_SHAPES[CONDITIONAL_KINDS[self.case or ""]]
             for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
                 tree = sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
-                full = tree_law(tree, algorithm)[0]
+                full = sut.layout.law(tree)[0]  # the declared algorithm's law
                 if (full > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
                     break
             classes = torch.arange(tree.vocab)
@@ -538,7 +538,7 @@ class TreeConditionalCheck(TreeCheck):
                 return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
             tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
-            full = tree_law(tree, algorithm)[0]
+            full = sut.layout.law(tree)[0]
             actives = production_actives(vocab)
             classes = torch.full((vocab,), actives.numel(), dtype=torch.int64)
             classes[actives] = torch.arange(actives.numel())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import audit_output
+from specverify._contract import audit_output
 from specverify._seeds import derive_seed
 from specverify.adapters import AdapterUnavailable
 from specverify.adapters.sglang import SGLangChainSampler

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerFault, SamplerUnderTest, audit_output
+from specverify._calling import SamplerFault, SamplerUnderTest
+from specverify._contract import audit_output
 from specverify._seeds import derive_seed
 from specverify.adapters import AdapterUnavailable
 from specverify.adapters.transformers import TransformersSampler

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import audit_output
+from specverify._contract import audit_output
 from specverify._seeds import derive_seed
 from specverify.adapters import AdapterUnavailable
 from specverify.adapters.vllm import VLLMSampler
@@ -166,7 +166,7 @@ def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_tar
 def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skipped_top_k_does(fake_vllm, monkeypatch):
     import sys
 
-    from specverify._logits_layout import LogitsLayout
+    from specverify._layout import LogitsLayout
     from specverify.adapters.vllm import VLLMLogitsSampler
     rows = 300  # a third of them pose top_k alone, cutting three decoys of about 7% of the mass
     target = torch.tensor([0.4, 0.3, 0.3, 0.0, 0.0, 0.0]).expand(rows, 3, -1)
@@ -174,12 +174,12 @@ def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skippe
     generator = torch.Generator().manual_seed(derive_seed(SEED, "posed"))
     tokens = torch.multinomial(draft.reshape(-1, 6), 1, generator=generator).reshape(rows, 2)
     sampler = VLLMLogitsSampler.load(device="cpu")
-    posed = LogitsLayout(sampler, sampler.capabilities.params)
+    posed = LogitsLayout(sampler.capabilities.params).posed(sampler)
     assert audit_output(posed(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens) == []
     module = sys.modules["vllm.v1.sample.rejection_sampler"]
     constrain = module.apply_sampling_constraints
     monkeypatch.setattr(module, "apply_sampling_constraints", lambda z, cu, m: constrain(z, cu, types.SimpleNamespace(**{**vars(m), "top_k": None})))
-    skipping = LogitsLayout(VLLMLogitsSampler.load(device="cpu"), sampler.capabilities.params)
+    skipping = LogitsLayout(sampler.capabilities.params).posed(VLLMLogitsSampler.load(device="cpu"))
     found = audit_output(skipping(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens)
     assert [v.rule for v in found] == ["zero-target"]
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import Phase, find, given, settings
 
 from specverify import strategies as sv
-from specverify._calling import audit_output
+from specverify._contract import audit_output
 from specverify._warp import warp
 from specverify.samplers import logits_reference
 
