@@ -48,10 +48,10 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from ._errors import SpecverifyError
-from ._worker import ForeignTensor
 
 __all__ = [
     "Capabilities",
+    "ForeignTensor",
     "Sampler",
     "SamplerSpecError",
     "Violation",
@@ -159,6 +159,16 @@ class SamplerSpecError(SpecverifyError):
 
     The message is one line that says what to fix; the CLI prints it and exits with status 2.
     """
+
+
+@dataclasses.dataclass(frozen=True)
+class ForeignTensor:
+    """A tensor the sampler returned on another device than its inputs' (``meta`` included), as the
+    sampler's process describes it: the tensor itself cannot travel back."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: str
 
 
 @dataclasses.dataclass(frozen=True)

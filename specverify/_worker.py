@@ -44,7 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ForeignTensor", "SamplerProcess", "WorkerDied", "WorkerHung", "WorkerLoadError", "WorkerRaised", "identity", "unchanged"]
+from ._contract import ForeignTensor
+
+__all__ = ["SamplerProcess", "WorkerDied", "WorkerHung", "WorkerLoadError", "WorkerRaised", "identity", "unchanged"]
 
 #: Bytes of the sampler's stdout and stderr kept (the last ones); older output is dropped.
 OUTPUT_TAIL = 64 * 1024
@@ -56,15 +58,6 @@ _ALIGN = 64
 _ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 34)}
 #: Seconds a call may take before the progress display says the harness is waiting on it.
 SLOW_CALL = 2.0
-
-
-@dataclasses.dataclass(frozen=True)
-class ForeignTensor:
-    """A tensor the sampler returned on another device than its inputs' (``meta`` included)."""
-
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    device: str
 
 
 class WorkerLoadError(Exception):
