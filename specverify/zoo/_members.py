@@ -509,6 +509,19 @@ def zero_residual_uniform(t, d, y, g):
     return canonical_with(t, d, y, g, final=_zero_residual_fallback(torch.ones_like))
 
 
+@member("lossy", ("shapes",), "quick", "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's row index) instead of the rejection's own.")
+def zero_residual_next_row(t, d, y, g):
+    def next_row(p, q, n):
+        rows = torch.arange(p.shape[0], device=p.device)
+        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+        residual = (p[rows, n] - q_padded[rows, n]).clamp_min(0.0)
+        empty = ~(residual.sum(-1) > p.shape[-1] * torch.finfo(torch.float64).eps)
+        residual[empty] = p[rows[empty], (n[empty] + 1).clamp(max=p.shape[1] - 1)]
+        return residual
+
+    return canonical_with(t, d, y, g, final=next_row)
+
+
 # --- logits-level samplers (issue 18): a warp applied to one side only, or twice ---------------
 # Each takes (target_logits, draft_probs, draft_tokens, generator, params) and must preserve
 # specverify.warp(target_logits, params); the battery poses its cases as logits and parameters

@@ -161,7 +161,9 @@ def edge_case(kind: str, vocab: int, seed: int = 0) -> StepCase:
 
     * ``sub-ulp-residual``: one dominant token (the last id), tails of 1e-20 in the target and
       2e-20 in the draft; the first draft is a tail token, rejected half the time, and its
-      residual rounds to exactly zero: the token emitted then shows the fallback.
+      residual rounds to exactly zero: the token emitted then shows the fallback.  The later rows
+      have a law of their own (token 3 holds 0.6 of it; the draft's row 1 the same, so its draft is
+      accepted): a fallback that draws from another position's row than the rejection's shows too.
     * ``zeros-next-to-sub-ulp``: the same with exact zeros in the target (token 0 among them) and a
       first draft the target forbids (rejected always), the draft holding 1e-20 there.
     * ``one-ulp``: the draft one float32 ulp from the target on every token.
@@ -184,6 +186,7 @@ def edge_case(kind: str, vocab: int, seed: int = 0) -> StepCase:
             drafts[0] = 0
             # a second live token so that the fallback's law is not a point mass
             p[:, 1], q[:, 1] = 0.25, 0.25
+        p[1:, 3], q[1, 3] = 1.5, 1.5  # rows after the rejection's differ from its row
         return StepCase(p, q, drafts, label=kind, precision="float64")
     smooth = torch.from_numpy(rng.uniform(1.0, 3.0, size=(k + 1, vocab)))
     p = smooth / smooth.sum(-1, keepdim=True)
