@@ -60,6 +60,7 @@ __all__ = [
     "describe",
     "load_sampler",
     "malformed",
+    "malformed_pair",
     "name_of",
     "sampler",
 ]
@@ -373,10 +374,19 @@ def malformed(output: Any, batch: int, k: int, *, device: torch.device | None = 
     """What keeps ``output`` from being a pair of int64 tensors of the contract's shapes (on ``device``
     where given): the audit's first rules, which a batch's calls each pass before their outputs are
     joined and audited whole."""
+    return malformed_pair(output, (("tokens", (batch, k + 1)), ("num_accepted", (batch,))), device=device)
+
+
+def malformed_pair(
+    output: Any, fields: tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]], *, device: torch.device | None = None
+) -> list[Violation]:
+    """What keeps ``output`` from being a pair of int64 tensors named and shaped as ``fields`` (on
+    ``device`` where given; a tensor left on another device, ``meta`` included, never passes): every
+    layout's output is such a pair."""
     if not isinstance(output, (tuple, list)) or len(output) != 2:
-        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (tokens, num_accepted) pair")]
+        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a ({fields[0][0]}, {fields[1][0]}) pair")]
     problems = []
-    for name, value, shape in (("tokens", output[0], (batch, k + 1)), ("num_accepted", output[1], (batch,))):
+    for (name, shape), value in zip(fields, output):
         if isinstance(value, ForeignTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta"):
             problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}"))
         elif not isinstance(value, torch.Tensor):

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, Violation
+from ._contract import Capabilities, Violation, malformed_pair
 from ._oracle import assemble
 
 __all__ = [
@@ -309,7 +309,7 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
     token has target probability 0 at its parent, or an emitted token of probability 0 at the last node.
     """
     batch, depth, vocab = tree.batch, tree.depth, tree.vocab
-    problems = _structure(output, batch, depth)
+    problems = malformed_pair(output, (("path", (batch, depth + 1)), ("token", (batch,))))
     if problems:
         return problems[:1] if first_only else problems
     path, token = (x.to(tree.parents.device) for x in output)
@@ -345,20 +345,6 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
             if first_only:
                 break
     return violations
-
-
-def _structure(output: Any, batch: int, depth: int) -> list[Violation]:
-    if not isinstance(output, (tuple, list)) or len(output) != 2:
-        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a (path, token) pair")]
-    problems = []
-    for name, value, shape in (("path", output[0], (batch, depth + 1)), ("token", output[1], (batch,))):
-        if not isinstance(value, torch.Tensor):
-            problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
-        elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
-        elif value.dtype != torch.int64:
-            problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
-    return problems
 
 
 def _first(values: torch.Tensor, mask: torch.Tensor) -> int:
