@@ -106,6 +106,8 @@ def test_the_tree_layout_passes_a_correct_output_and_flags_each_malformed_one() 
     assert [v.rule for v in layout.audit(tree, (path, torch.full_like(token, 9)))] == ["token-range"]
     zero = layout.audit(tree, (path, torch.full_like(token, 3)), first_only=True)
     assert [(v.rule, v.finding) for v in zero] == [("zero-target", "support")]
+    on_meta = layout.audit(tree, (path.to("meta"), token))  # every layout's pair check: a tensor left elsewhere
+    assert [(v.rule, v.message) for v in on_meta] == [("device", "path is on meta, the inputs were on another device")]
 
 
 # --- outcome coding and the exact law -----------------------------------------------------------
