@@ -173,7 +173,6 @@ def from_sglang(
     parents[:, 0] = -1
     rank = torch.zeros_like(parents)
     times = torch.zeros_like(parents)
-    nodes = torch.arange(width, device=candidates.device).expand(batch, width)
     frontier = first_child.clone()  # the r-th child of every node, all lists walked at once
     for r in range(width + 1):
         live = frontier >= 0

@@ -175,7 +175,6 @@ class ConditionalEnumerationCheck(Check):
         return None
 
     def run(self, ctx: Context) -> CheckResult:
-        groups: list[tuple[np.ndarray, np.ndarray]] = []
         total_df = 0
         plans = []
         for index, (vocab, k) in enumerate(self.shapes):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np

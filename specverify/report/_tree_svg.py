@@ -12,9 +12,7 @@ output the target forbids (``breaks_at``), is ringed in red: where the law break
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from html import escape
-from typing import Any
 
 from .._evidence import TreeCase
 from ._svg import INK, inline_svg

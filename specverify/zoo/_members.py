@@ -581,7 +581,6 @@ _SEEDED = Capabilities(inputs="logits", params=(*_WARPS, "seeds"), dtypes=(torch
 
 def _seeded_step(logits, d, y, g, params, seeds_of):
     from .._oracle import canonical_emit
-    from .._seeded import seeded_uniforms
     from .._warp import warp
 
     if params.seeds is None:
