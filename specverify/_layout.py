@@ -28,7 +28,7 @@ import torch
 from ._contract import Violation, audit_output, capabilities_of, malformed
 from ._exact import sequence_index, step_law
 from ._logits_layout import PosedSampler
-from ._tree import TreeBatch, as_chain_sampler, audit_tree_output
+from ._tree import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
 from ._tree_draw import emitted_sequences
 from ._tree_exact import tree_law
 
@@ -166,8 +166,7 @@ class TreeLayout(StepLayout[TreeBatch]):
 
     def outcome(self, inputs: TreeBatch, output: Output) -> torch.Tensor:
         path, token = output
-        last = path.gather(1, (path >= 0).sum(dim=1, keepdim=True) - 1).squeeze(1)
-        return last * inputs.vocab + token
+        return last_nodes(path) * inputs.vocab + token
 
     def sequence(self, inputs: TreeBatch, output: Output) -> torch.Tensor:
         path, token = output

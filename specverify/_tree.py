@@ -41,6 +41,7 @@ __all__ = [
     "as_chain_sampler",
     "audit_tree_output",
     "chain_output",
+    "last_nodes",
     "rows_of",
 ]
 
@@ -290,6 +291,11 @@ def _describe(value: Any) -> str:
 
 
 # --- the exact audit of an output ------------------------------------------------------------
+
+
+def last_nodes(path: torch.Tensor) -> torch.Tensor:
+    """``[B]``: the node each path (``-1`` padded past its end) ends at."""
+    return path.gather(1, (path >= 0).sum(dim=1, keepdim=True) - 1).squeeze(1)
 
 
 def rows_of(tree: TreeBatch, rows: slice) -> TreeBatch:

@@ -24,6 +24,7 @@ import torch
 from .. import strategies as sv
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import ModelCase, StepCase
+from .._layout import StepInputs
 from .._exact import all_sequences, emitted_law, sequence_of
 from .._models import step_inputs
 from .._evidence import Evidence, tv_record
@@ -111,7 +112,7 @@ class UniformGridCheck(Check):
             wrong = (got[0] != expected[0]).any(-1) | (got[1] != expected[1])
             vocab = case.vocab_size
             induced = torch.zeros((case.k + 1) * vocab, dtype=torch.float64)
-            induced.index_add_(0, got[1] * vocab + got[0].gather(1, got[1][:, None]).squeeze(1), volume)
+            induced.index_add_(0, ctx.sut.layout.outcome(StepInputs(target, draft, drafts), got), volume)
             tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
             evidence: Evidence = {"points": int(uniforms.shape[0]), "induced_tv": tv, "tie_volume": skipped}
             if wrong.any():

@@ -38,6 +38,7 @@ import torch
 from .._calling import SamplerFault, SamplerUnderTest
 from .._contract import Violation
 from .._cases import StepCase
+from .._layout import StepInputs
 from .._oracle import canonical_emit, normalise, residual_distribution
 from .._evidence import AcceptedShapeRecord, Evidence, ShapeRecord, tv_record
 from .._result import CheckResult
@@ -667,7 +668,7 @@ class FullSizeGridCheck(Check):
             ctx.sut.reach.reset()
             per_call = call_rows(ctx.sut, shape)
             dtype = ctx.dtype_for(case.precision)
-            wrong_rows, got_tokens, got_accepted = [], [], []
+            wrong_rows, got_tokens, got_accepted, got_outcomes = [], [], [], []
             try:
                 for start in range(0, uniforms.shape[0], per_call):  # over calls, not points
                     u = uniforms[start : start + per_call]
@@ -679,6 +680,7 @@ class FullSizeGridCheck(Check):
                     wrong_rows.append(wrong)
                     got_tokens.append(got[0])
                     got_accepted.append(got[1])
+                    got_outcomes.append(ctx.sut.layout.outcome(StepInputs(target, draft, drafts), got))
             except SamplerFault as fault:
                 remember_hang(ctx, decision.id, fault)
                 result = fault_result(decision, fault, evidence={"V": shape.vocab, "K": shape.k})
@@ -689,7 +691,7 @@ class FullSizeGridCheck(Check):
             tokens, accepted = torch.cat(got_tokens), torch.cat(got_accepted)
             vocab = shape.vocab
             induced = torch.zeros((shape.k + 1) * vocab, dtype=torch.float64)
-            induced.index_add_(0, accepted * vocab + tokens.gather(1, accepted[:, None])[:, 0], volume)
+            induced.index_add_(0, torch.cat(got_outcomes), volume)
             tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
             evidence: Evidence = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
                                         "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}

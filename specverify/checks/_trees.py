@@ -47,7 +47,7 @@ from .._models import ChainModel
 from .._oracle import normalise
 from .._evidence import Evidence, TreeCase
 from .._result import CheckResult
-from .._tree import TreeBatch
+from .._tree import TreeBatch, last_nodes
 from .._tree_calling import TreeSamplerUnderTest
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
@@ -137,11 +137,6 @@ def _rows(ctx: Context, df: int, alpha: float, *, large: bool, row_elements: int
 def _expand(tree: TreeBatch, rows: int) -> TreeBatch:
     draft = None if tree.draft_probs is None else tree.draft_probs.expand(rows, -1, -1)
     return TreeBatch(tree.parents.expand(rows, -1), tree.tokens.expand(rows, -1), tree.target_probs.expand(rows, -1, -1), draft)
-
-
-def last_nodes(path: torch.Tensor) -> torch.Tensor:
-    """``[B]``: the node each path ends at."""
-    return path.gather(1, (path >= 0).sum(dim=1, keepdim=True) - 1).squeeze(1)
 
 
 # --- fixed cases: trees given with their candidates ------------------------------------------
