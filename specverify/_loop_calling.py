@@ -18,6 +18,7 @@ import torch
 
 from ._calling import importable_source, process_evidence
 from ._contract import SamplerSpecError, load_sampler
+from ._declared import DeclaredWarp, declared_warp, from_reference
 from ._evidence import Evidence
 from ._loop import MarkovLM
 from ._warp import SamplingParams
@@ -64,6 +65,7 @@ class LoopUnderTest:
         self.crashes = self.hangs = self.starts = 0
         self._process: SamplerProcess | None = None
         self._loop: Callable[..., Any] | None = None
+        self.warp: DeclaredWarp  # the law its generations must follow (specverify._declared)
         source = importable_source(loop) if isolation != "in-process" else "asked for (isolation='in-process', the CLI's --in-process)"
         if isinstance(source, str) and isolation == "process":
             raise SamplerSpecError(source)
@@ -72,11 +74,20 @@ class LoopUnderTest:
             self._process = SamplerProcess.acquire(source, None)
             info = self._load()
             self.name, self.parameters, contract = info["name"], tuple(info.get("parameters") or ()), info.get("contract")
+            try:
+                self.warp = from_reference(info.get("warp"))
+            except ValueError as exc:
+                self.close()
+                raise SamplerSpecError(str(exc)) from None
         else:
             self.isolation, self.reason = "in-process", source
             self._loop = load_sampler(loop) if isinstance(loop, str) else loop
             self.name = getattr(self._loop, "name", None) or getattr(self._loop, "__qualname__", type(self._loop).__qualname__)
             self.parameters, contract = tuple(getattr(self._loop, "parameters", ("temperature",))), getattr(self._loop, "contract", None)
+            try:
+                self.warp = declared_warp(self._loop)
+            except ValueError as exc:
+                raise SamplerSpecError(str(exc)) from None
         if isinstance(loop, str) and contract != "loop":  # a callable passed in is taken for a loop
             self.close()
             raise SamplerSpecError(f"{loop!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")

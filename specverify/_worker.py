@@ -810,6 +810,7 @@ def _well_formed(output: Any, rows: int, k: int, device: torch.device) -> bool:
 
 def _serve() -> None:  # pragma: no cover - runs in the worker process (covered by tests/test_isolation.py)
     from ._contract import capabilities_of, load_sampler, name_of
+    from ._declared import warp_reference
     from ._layout import layout_of
 
     proto_in, proto_out = os.dup(0), os.dup(1)
@@ -871,6 +872,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 if contract != "loop":  # a generation loop is called as it is (specverify._loop_calling)
                     sampler = layout_of(sampler).posed(sampler)
                 capabilities = capabilities_of(sampler)
+                warp = warp_reference(sampler) if contract == "loop" else None  # the oracle, by name
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":
                     torch.cuda.set_device(device)
@@ -887,6 +889,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 info["algorithm"] = getattr(sampler, "algorithm", None)
             if contract == "loop":
                 info["parameters"] = tuple(getattr(sampler, "parameters", ("temperature",)))
+                info["warp"] = warp
             send(("ready", info))
             continue
         if kind == "loop":
