@@ -71,7 +71,7 @@ class DeclaredWarp:
     def statement(self) -> str:
         """One line for the output: which law the sampler was judged by."""
         if self.declared:
-            return f"judged by its declared warp {self.name}"
+            return f"judged by its declared warp {self.name!r}" if self.preset else f"judged by its declared warp {self.name}"
         return f"judged by the {DEFAULT_PRESET} preset's warp (no warp declared: declare warp= one of {', '.join(PRESETS)} or a callable)"
 
 
@@ -86,7 +86,7 @@ def resolve_warp(value: Any) -> DeclaredWarp:
     if isinstance(value, DeclaredWarp):
         return value
     if isinstance(value, str):
-        return DeclaredWarp(repr(value), True, preset(value), value)
+        return DeclaredWarp(value, True, preset(value), value)
     if callable(value):
         name = getattr(value, "__qualname__", None) or type(value).__qualname__
         return DeclaredWarp(f"{getattr(value, '__module__', '?')}.{name}", True, value)

@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from ._declared import declared_warp
+from ._declared_posing import pose_for
 from ._evidence import Warps
 from ._warp import SamplingParams
 
@@ -118,6 +120,7 @@ class PosedSampler:
         self.sampler = sampler
         self.parameters = tuple(parameters)
         self.name = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        self.warp = declared_warp(sampler)  # its law: the posing gives each case's law by this warp
         capabilities = getattr(sampler, "capabilities", None)
         if capabilities is not None:
             self.capabilities = capabilities
@@ -127,7 +130,7 @@ class PosedSampler:
         *, seeds: torch.Tensor | None = None, **kwargs: Any,
     ) -> Any:
         """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
-        logits, params = pose(target_probs, self.parameters)
+        logits, params = pose_for(target_probs, self.parameters, self.warp, pose)
         if seeds is not None:
             params = dataclasses.replace(params, seeds=seeds.to(torch.int64))
         # float32 logits for narrower cases: their law is the rounded probabilities', not the
