@@ -48,7 +48,7 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
     """
     if oracle.preset == "transformers":  # the usual posing is transformers' by construction
         return pose(target_probs, parameters)
-    key = (oracle.name, tuple(parameters), tuple(target_probs.shape), str(target_probs.dtype), hash(target_probs.detach().cpu().numpy().tobytes()))
+    key = (oracle.name, tuple(parameters), tuple(target_probs.shape), str(target_probs.dtype), hash(target_probs.detach().to(torch.float64).cpu().numpy().tobytes()))
     if key not in _CACHE:  # a statistical check calls the sampler on one case many times
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))

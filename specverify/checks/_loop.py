@@ -365,7 +365,11 @@ def loop_info(loop: LoopUnderTest) -> dict[str, Any]:
 def warp_info(oracle: DeclaredWarp) -> dict[str, Any]:
     """What a run records of the warp it judged by: which it is, and how it differs from each
     preset on the separating cases (informative: a difference between conventions is no loss)."""
-    return {**oracle.describe(), "differences": [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]}
+    try:
+        found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
+    except WarpFault as fault:  # the checks that called the warp report it as the loop's fault
+        return {**oracle.describe(), "differences": None, "fault": str(fault)}
+    return {**oracle.describe(), "differences": found}
 
 
 def run_loop_check(planned: PlannedCheck, loop: Any, budget: Budget, seed: int) -> list[CheckResult]:
