@@ -110,3 +110,15 @@ def test_every_case_is_posed_so_the_declared_warp_gives_its_law(name, case):
     logits, params = pose_for(target, ("temperature", "top_k", "top_p", "min_p"), oracle, pose)
     law = target / target.sum(-1, keepdim=True)
     torch.testing.assert_close(oracle(logits, params), law, rtol=0, atol=1e-9)
+
+
+def test_a_logits_sampler_is_posed_by_its_declared_warp():
+    from specverify import check
+    from specverify.samplers._logits_reference import LogitsReferenceSampler
+
+    honest = check(LogitsReferenceSampler(warp="llama.cpp"), budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
+    assert [c.status for c in honest.checks] == ["pass"], [c.message for c in honest.checks]
+    lying = LogitsReferenceSampler(warp="transformers")
+    lying.warp = "llama.cpp"  # declares llama.cpp, cuts before the temperature as transformers does
+    caught = check(lying, budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
+    assert [c.status for c in caught.checks] == ["fail"] and caught.verdict == "non-conformant"
