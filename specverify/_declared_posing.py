@@ -10,7 +10,12 @@ warp is ``p`` (checked, to :data:`TOLERANCE`):
 1. the usual posing (cuts on the law after the temperature: transformers, vLLM, SGLang);
 2. the temperature-last posing: cuts set on ``p ** T`` (the temperature-1 law of the logits
    ``T log p``), then divided by ``T`` (llama.cpp);
-3. no cuts at all: ``T log p`` with ``-inf`` where ``p`` is 0 (every convention's identity).
+3. the usual posing with its ``top_k`` cut alone (the same set whatever the temperature's place);
+4. no cuts at all: ``T log p`` with ``-inf`` where ``p`` is 0 (every convention's identity).
+
+A sampler that declares no warp is posed so that *every* preset's warp gives ``p`` (the usual
+posing where the presets agree, a posing with fewer cuts where they do not): it is judged by
+transformers' law, and an engine's own convention is never taken for a fault.
 
 A row no posing gives ``p`` for means the declared warp is not the identity with its cuts off:
 the sampler's fault (:class:`~specverify._declared.WarpFault`), reported as such.
@@ -24,6 +29,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ._declared import DeclaredWarp, WarpFault
+from ._presets import PRESETS
 from ._warp import SamplingParams
 
 __all__ = ["TOLERANCE", "pose_for"]
@@ -46,7 +52,7 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
         WarpFault: the declared warp raised, returned no law, or gives no row its case's law even
             with every cut off.
     """
-    if oracle.preset == "transformers":  # the usual posing is transformers' by construction
+    if oracle.declared and oracle.preset == "transformers":  # the usual posing is transformers' by construction
         return pose(target_probs, parameters)
     key = (oracle.name, tuple(parameters), tuple(target_probs.shape), str(target_probs.dtype), hash(target_probs.detach().to(torch.float64).cpu().numpy().tobytes()))
     if key not in _CACHE:  # a statistical check calls the sampler on one case many times
@@ -65,12 +71,18 @@ def _posed(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Declar
     if "temperature" in parameters and params.temperature is not None:
         temperature = params.temperature
         candidates.append(lambda: _temperature_last(p, parameters, temperature, pose))
+    if params.top_k is not None and (params.top_p is not None or params.min_p is not None):
+        candidates.append(lambda: _only_top_k(logits, params))
     candidates.append(lambda: _no_cuts(p, logits, params))
+    # undeclared: a posing every preset maps to the case's law, so no engine's convention is a finding
+    judges = [oracle] if oracle.declared else list(PRESETS.values())
     chosen_logits, chosen = logits.clone(), params
     left = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
     for make in candidates:  # each posing only for the rows the ones before did not fit
         candidate_logits, candidate = make()
-        fits = ((oracle(candidate_logits, candidate) - p).abs().amax(dim=(-1, -2)) <= TOLERANCE) & left
+        fits = left.clone()
+        for judge in judges:
+            fits &= (judge(candidate_logits, candidate) - p).abs().amax(dim=(-1, -2)) <= TOLERANCE
         chosen_logits = torch.where(fits[:, None, None], candidate_logits, chosen_logits)
         chosen = _where(fits, candidate, chosen)
         left &= ~fits
@@ -99,6 +111,12 @@ def _no_cuts(p: torch.Tensor, logits: torch.Tensor, params: SamplingParams) -> t
     greedy = (t == 0)[:, None, None]
     off = {name: torch.full_like(getattr(params, name), _OFF[name]) for name in _OFF if getattr(params, name) is not None}
     return torch.where(greedy, logits, plain), dataclasses.replace(params, **off)
+
+
+def _only_top_k(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, SamplingParams]:
+    """The usual posing with only its ``top_k`` cut: the same set whichever the temperature's place."""
+    off = {name: torch.full_like(getattr(params, name), _OFF[name]) for name in ("top_p", "min_p") if getattr(params, name) is not None}
+    return logits, dataclasses.replace(params, **off)
 
 
 def _where(rows: torch.Tensor, first: SamplingParams, second: SamplingParams) -> SamplingParams:

@@ -101,15 +101,16 @@ def test_a_declared_callable_is_the_oracle():
     assert {d["preset"]: d["case"] for d in result.run["warp"]["differences"]}["llama.cpp"] is None
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", [*PRESETS, None])
 @settings(max_examples=25, deadline=None)
 @given(case=step_cases(max_vocab=8, max_k=2, kind="mixed"))
 def test_every_case_is_posed_so_the_declared_warp_gives_its_law(name, case):
-    target = case.target_probs.unsqueeze(0).expand(3, -1, -1).to(torch.float64)  # rows 0-2: each temperature
+    target = case.target_probs.unsqueeze(0).expand(4, -1, -1).to(torch.float64)  # rows 0-3: each temperature, each cut
     oracle = resolve_warp(name)
     logits, params = pose_for(target, ("temperature", "top_k", "top_p", "min_p"), oracle, pose)
     law = target / target.sum(-1, keepdim=True)
-    torch.testing.assert_close(oracle(logits, params), law, rtol=0, atol=1e-9)
+    for judge in [oracle] if name is not None else PRESETS.values():  # undeclared: every preset's law is the case's
+        torch.testing.assert_close(judge(logits, params), law, rtol=0, atol=1e-9)
 
 
 def test_a_logits_sampler_is_posed_by_its_declared_warp():
@@ -122,3 +123,7 @@ def test_a_logits_sampler_is_posed_by_its_declared_warp():
     lying.warp = "llama.cpp"  # declares llama.cpp, cuts before the temperature as transformers does
     caught = check(lying, budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
     assert [c.status for c in caught.checks] == ["fail"] and caught.verdict == "non-conformant"
+    undeclared = LogitsReferenceSampler(warp="llama.cpp")
+    undeclared.warp = None  # cuts before the temperature as llama.cpp does, declares nothing: never a fault
+    result = check(undeclared, budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
+    assert [c.status for c in result.checks] == ["pass"], [c.message for c in result.checks]
