@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ._declared import declared_warp, from_reference
 from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
 from ._evidence import Evidence
 from ._layout import ChainLayout, StepInputs, StepLayout, layout_of
@@ -308,11 +309,13 @@ class SamplerUnderTest(Supervised):
             self.capabilities: Capabilities = info["capabilities"]
             self.device = torch.device(info["device"])
             self.contract: str = info.get("contract", "step")  # "tree": the runner puts it through the trees family
+            self.warp = from_reference(info.get("warp"))  # the law its cases are posed by (specverify._declared)
         else:
             self.sampler = load_sampler(sampler) if isinstance(sampler, str) else layout_of(sampler).posed(sampler)
             self.name = name_of(self.sampler)
             self.capabilities = capabilities_of(self.sampler)
             self.contract = getattr(self.sampler, "contract", "step")
+            self.warp = declared_warp(self.sampler)
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
         self.dtype = self.capabilities.dtypes[0]

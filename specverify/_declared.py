@@ -98,15 +98,18 @@ def declared_warp(sampler: Any) -> DeclaredWarp:
     return resolve_warp(getattr(sampler, "warp", None))
 
 
-def warp_reference(sampler: Any) -> str | tuple[str, str] | None:
+def warp_reference(sampler: Any, *, strict: bool = True) -> str | tuple[str, str] | None:
     """How a worker process tells the harness its sampler's warp: a preset's name, a callable's
     ``(module, qualified name)``, or ``None`` (undeclared).
 
     Raises:
-        ValueError: the warp is a callable the harness cannot import by name (a lambda or a local
-            function): it cannot judge by it from another process.
+        ValueError: (``strict``) the warp is a callable the harness cannot import by name (a lambda
+            or a local function): it cannot judge by it from another process.  Not ``strict``
+            (where the harness only shows it), such a warp is ``None``.
     """
     value = getattr(sampler, "warp", None)
+    if isinstance(value, DeclaredWarp):  # a posed sampler carries its sampler's, resolved
+        value = (value.preset if value.declared else None) if value.preset is not None else value.function
     if value is None or isinstance(value, str):
         if isinstance(value, str):
             preset(value)
@@ -114,6 +117,8 @@ def warp_reference(sampler: Any) -> str | tuple[str, str] | None:
     resolved = resolve_warp(value)
     module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", "")
     if not module or "<" in name or _imported(module, name) is not value:
+        if not strict:
+            return None
         raise ValueError(f"the declared warp {resolved.name} is not importable by name, so an isolated run cannot judge by it: make it a module-level function, or run in-process")
     return (module, name)
 

@@ -218,7 +218,7 @@ def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault |
 
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
-    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, message)
+    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, message, getattr(sut, "warp", None))
     if warps is not None:
         result.evidence["warps"] = warps
 

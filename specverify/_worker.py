@@ -872,7 +872,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 if contract != "loop":  # a generation loop is called as it is (specverify._loop_calling)
                     sampler = layout_of(sampler).posed(sampler)
                 capabilities = capabilities_of(sampler)
-                warp = warp_reference(sampler) if contract == "loop" else None  # the oracle, by name
+                warp = warp_reference(sampler, strict=contract == "loop")  # the oracle, by name
                 device = torch.device(capabilities.device or body["device"] or "cpu")
                 if device.type == "cuda":
                     torch.cuda.set_device(device)
@@ -884,12 +884,11 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process (covered 
                 message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
                 send(("load-error", message))
                 continue
-            info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": contract, "page_watch": watch is not None}
+            info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "contract": contract, "page_watch": watch is not None, "warp": warp}
             if contract == "tree":
                 info["algorithm"] = getattr(sampler, "algorithm", None)
             if contract == "loop":
                 info["parameters"] = tuple(getattr(sampler, "parameters", ("temperature",)))
-                info["warp"] = warp
             send(("ready", info))
             continue
         if kind == "loop":
