@@ -127,3 +127,10 @@ def test_a_logits_sampler_is_posed_by_its_declared_warp():
     undeclared.warp = None  # cuts before the temperature as llama.cpp does, declares nothing: never a fault
     result = check(undeclared, budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
     assert [c.status for c in result.checks] == ["pass"], [c.message for c in result.checks]
+
+
+def test_a_sampler_declaring_a_preset_is_posed_by_it_in_its_own_worker():
+    from specverify import check
+
+    result = check("specverify.samplers._logits_reference:logits_reference_llama_cpp", budget="quick", select=["support.zero-target[zeros]"])
+    assert result.run["isolation"]["mode"] == "process" and [c.status for c in result.checks] == ["pass"], [c.message for c in result.checks]

@@ -19,7 +19,7 @@ from .._seeded import seeded_uniforms
 from .._declared import resolve_warp
 from .._warp import SamplingParams
 
-__all__ = ["LogitsReferenceSampler", "logits_reference"]
+__all__ = ["PRESET_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 
 
 class LogitsReferenceSampler:
@@ -61,3 +61,17 @@ class LogitsReferenceSampler:
 
 
 logits_reference = LogitsReferenceSampler()
+
+
+def _declared(name: str) -> LogitsReferenceSampler:
+    made = LogitsReferenceSampler(warp=name)
+    made.name = f"specverify.logits_reference[{name}]"
+    return made
+
+
+#: The reference warping as each engine preset does, and declaring it (importable by name, so a
+#: worker runs it: ``specverify.samplers._logits_reference:logits_reference_llama_cpp``).
+PRESET_REFERENCES = {name: _declared(name) for name in ("vllm", "sglang", "llama.cpp")}
+logits_reference_vllm = PRESET_REFERENCES["vllm"]
+logits_reference_sglang = PRESET_REFERENCES["sglang"]
+logits_reference_llama_cpp = PRESET_REFERENCES["llama.cpp"]
