@@ -16,7 +16,7 @@ from specverify._calling import SamplerUnderTest
 from specverify._pytest import verdict_failure
 from specverify._result import CheckResult
 from specverify._run import Run
-from specverify.checks._plan import PlannedCheck, result_ids
+from specverify._run import PlannedCheck, result_ids
 
 BUDGET = get_budget("quick")
 

@@ -1,8 +1,8 @@
 """One run of a battery on one subject: its plan, what it recorded, and its result.
 
 Every face of the harness drives a :class:`Run`: :func:`specverify.check` and the CLI's ``check``
-(:mod:`specverify._runner`), the pytest plugin and :func:`specverify.pytest_battery`
-(:mod:`specverify._pytest`), and the loop runner (:func:`specverify.checks._loop.check_loop`).
+and ``loop`` (:mod:`specverify._runner`, one driver for every kind), the pytest plugin and
+:func:`specverify.pytest_battery` (:mod:`specverify._pytest`).
 So the plan (each check's share of the false-positive budget), the run's record (the JSON's
 ``run``) and the verdict are the same whichever face ran it, and a run that did not get results
 from every planned check is never finished, so never a pass.
@@ -10,23 +10,23 @@ from every planned check is never finished, so never a pass.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import platform
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from ._budgets import Budget
-from ._calling import SamplerFault, SamplerUnderTest
-from ._result import CheckResult, RunResult
-from ._tree_calling import TreeSamplerUnderTest
-from .checks import Check, Context
-from .checks._base import fault_result
-from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
+from .._budgets import Budget
+from .._calling import SamplerFault, SamplerUnderTest
+from .._loop_calling import LoopUnderTest
+from .._result import CheckResult, RunResult
+from .._tree_calling import TreeSamplerUnderTest
+from ..checks import Check, Context
+from ..checks._base import fault_result
+from ..checks._loop import LoopCheck, LoopContext
+from ._info import run_info
+from ._plan import PlannedCheck, left_out_of, plan, result_ids
 
-__all__ = ["COUNTERS", "Run", "run_check", "run_info"]
+__all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 
 #: What a sampler under test counts as it is called; a run sums them over the processes that ran its checks.
 COUNTERS = ("calls", "rows", "seconds", "crashes", "hangs", "worker_starts")
@@ -87,8 +87,6 @@ class Run:
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
         if self.is_loop:
-            from .checks._loop import run_loop_check
-
             results = run_loop_check(planned, self.subject, self.budget, self.seed)
         else:
             results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance)
@@ -214,7 +212,7 @@ def run_check(
 
 def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
     """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
-    from ._logits_layout import warps_evidence
+    from .._logits_layout import warps_evidence
 
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
@@ -228,51 +226,14 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
     return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
-def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
-    if getattr(subject, "contract", None) == "loop":
-        from .checks._loop import loop_info
-
-        info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
-        info.update(loop_info(subject))
-        return info
-    info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
-    info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
-    info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
-    if isinstance(subject, TreeSamplerUnderTest):
-        info["contract"] = "tree"
-        info["sampler"]["algorithm"] = subject.algorithm
-    return info
-
-
-def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """The record every run starts from, whatever its subject (a sampler that could not load included)."""
-    import hypothesis
-    import numpy
-    import scipy
-    import torch
-
-    from ._version import __version__
-
-    versions = {
-        "specverify": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "hypothesis": hypothesis.__version__,
-    }
-    return {
-        "sampler": sampler,
-        "spec": spec,
-        "seed": seed,
-        "budget": dataclasses.asdict(budget),
-        "family_wise_alpha": budget.alpha,
-        "power": budget.power,
-        "tv": budget.tv,
-        "device": None,
-        "dtype": None,
-        "platform": platform.platform(),
-        "versions": versions,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+def run_loop_check(planned: PlannedCheck, loop: LoopUnderTest, budget: Budget, seed: int) -> list[CheckResult]:
+    """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
+    failure of the loop is the check's failing result."""
+    check = planned.check
+    assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
+    if planned.skip_reason is not None:
+        return [check._result("skip", message=planned.skip_reason)]
+    start = time.perf_counter()
+    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha))
+    result.duration_s = time.perf_counter() - start
+    return [result]

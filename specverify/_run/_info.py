@@ -1,0 +1,64 @@
+"""What a run was, as its record (the JSON's ``run``) starts: the subject, budget, seed, where the
+subject runs and the software it runs on.  The :class:`~specverify._run.Run` adds its plan and,
+as it goes, what the subject was put through."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import platform
+from typing import Any
+
+from .._budgets import Budget
+from .._tree_calling import TreeSamplerUnderTest
+from ..checks._loop import REACH as LOOP_REACH
+
+__all__ = ["base_info", "run_info"]
+
+
+def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
+    if getattr(subject, "contract", None) == "loop":
+        info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
+        info.update(contract="loop", reach=LOOP_REACH, isolation=subject.info())
+        return info
+    info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
+    info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
+    info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
+    if isinstance(subject, TreeSamplerUnderTest):
+        info["contract"] = "tree"
+        info["sampler"]["algorithm"] = subject.algorithm
+    return info
+
+
+def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+    """The record every run starts from, whatever its subject (a sampler that could not load included)."""
+    import hypothesis
+    import numpy
+    import scipy
+    import torch
+
+    from .._version import __version__
+
+    versions = {
+        "specverify": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "hypothesis": hypothesis.__version__,
+    }
+    return {
+        "sampler": sampler,
+        "spec": spec,
+        "seed": seed,
+        "budget": dataclasses.asdict(budget),
+        "family_wise_alpha": budget.alpha,
+        "power": budget.power,
+        "tv": budget.tv,
+        "device": None,
+        "dtype": None,
+        "platform": platform.platform(),
+        "versions": versions,
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
