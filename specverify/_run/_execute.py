@@ -18,6 +18,7 @@ from typing import Any, cast
 from .._budgets import Budget
 from .._calling import SamplerFault, SamplerUnderTest
 from .._loop_calling import LoopUnderTest
+from .._record import RunInfo
 from .._result import CheckResult, RunResult
 from .._tree_calling import TreeSamplerUnderTest
 from ..checks import Check, Context
@@ -133,7 +134,7 @@ class Run:
         if self.interrupted:
             info["interrupted"] = True
         info.update(self._tally())
-        return RunResult(run=info, checks=checks, finished=self.finished)
+        return RunResult(run=RunInfo.from_json(info), checks=checks, finished=self.finished)
 
     def _tally(self) -> dict[str, Any]:
         """What the subject was put through: its calls, and where the run's time went."""
