@@ -21,7 +21,7 @@ from ._budgets import Budget, get_budget
 from ._calling import SamplerUnderTest, importable_source
 from ._errors import UsageError
 from ._loop_calling import LoopUnderTest
-from ._record import RunInfo
+from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from ._tree_calling import TreeSamplerUnderTest
@@ -45,8 +45,7 @@ def load_failure(spec: str, message: str, budget: str | Budget = "standard", see
     """The result of a run whose sampler could not be imported or built: verdict ``error``."""
     budget = get_budget(budget) if isinstance(budget, str) else budget
     failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
-    record = RunInfo.from_json(base_info({"name": spec, "capabilities": None}, budget, seed, spec))
-    return RunResult(run=record, checks=[failure], finished=False)
+    return RunResult(run=base_info(SamplerInfo(name=spec), budget, seed, spec), checks=[failure], finished=False)
 
 
 class Interrupted(KeyboardInterrupt):

@@ -10,6 +10,7 @@ from every planned check is never finished, so never a pass.
 
 from __future__ import annotations
 
+import copy
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -18,7 +19,7 @@ from typing import Any, cast
 from .._budgets import Budget
 from .._calling import SamplerFault, SamplerUnderTest
 from .._loop_calling import LoopUnderTest
-from .._record import RunInfo
+from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
 from .._tree_calling import TreeSamplerUnderTest
 from ..checks import Check, Context
@@ -69,12 +70,12 @@ class Run:
         self.select = list(select) if select else None
         self.planned = plan(subject, budget, self.select)
         self.info = run_info(subject, budget, seed, spec)
-        if isolation_reason is not None:
-            self.info["isolation"]["reason"] = isolation_reason
-        self.info["planned_checks"] = len(self.planned)
-        self.info["select"] = self.select
-        self.info["left_out"] = left_out_of(subject, self.select)
-        self.info["alpha_per_decision"] = max((p.alpha for p in self.planned), default=0.0)
+        if isolation_reason is not None and self.info.isolation is not None:
+            self.info.isolation.reason = isolation_reason
+        self.info.planned_checks = len(self.planned)
+        self.info.select = self.select
+        self.info.left_out = left_out_of(subject, self.select)
+        self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
         self.interrupted = False
         self._since = time.perf_counter() if since is None else since
         self._results: dict[str, list[CheckResult]] = {}
@@ -130,33 +131,32 @@ class Run:
     def result(self) -> RunResult:
         """The run so far: its record, every result in plan order, and whether it finished."""
         checks = [r for p in self.planned for r in self._results.get(p.id, [])]
-        info = dict(self.info)
+        record = copy.deepcopy(self.info)
         if self.interrupted:
-            info["interrupted"] = True
-        info.update(self._tally())
-        return RunResult(run=RunInfo.from_json(info), checks=checks, finished=self.finished)
+            record.interrupted = True
+        self._tally(record)
+        return RunResult(run=record, checks=checks, finished=self.finished)
 
-    def _tally(self) -> dict[str, Any]:
+    def _tally(self, record: RunInfo) -> None:
         """What the subject was put through: its calls, and where the run's time went."""
         total = time.perf_counter() - self._since
         if self.is_loop:
-            return {"isolation": self.subject.info(), "timing": {"total_seconds": round(total, 3)}}
+            record.isolation = Isolation.from_json(self.subject.info())
+            record.timing = Timing(total_seconds=round(total, 3))
+            return
         count = {name: getattr(self.subject, name) + self._elsewhere[name] for name in COUNTERS}
         seconds = count["seconds"]
         here = not any(self._elsewhere.values())  # else the sampler's time was spent in parallel, elsewhere
-        isolation = {**self.info["isolation"], "crashes": int(count["crashes"]), "hangs": int(count["hangs"]), "worker_starts": int(count["worker_starts"])}
-        return {
-            "isolation": isolation,
-            "sampler_calls": int(count["calls"]),
-            "sampler_rows": int(count["rows"]),
-            "sampler_seconds": round(seconds, 3),
-            "timing": {
-                "total_seconds": round(total, 3),
-                "sampler_seconds": round(seconds, 3),
-                "harness_seconds": round(total - seconds, 3) if here else None,
-                "harness_share": round((total - seconds) / total, 4) if here and total > 0 else None,
-            },
-        }
+        isolation = record.isolation if record.isolation is not None else Isolation()
+        isolation.crashes, isolation.hangs, isolation.worker_starts = int(count["crashes"]), int(count["hangs"]), int(count["worker_starts"])
+        record.isolation = isolation
+        record.sampler_calls, record.sampler_rows, record.sampler_seconds = int(count["calls"]), int(count["rows"]), round(seconds, 3)
+        record.timing = Timing(
+            total_seconds=round(total, 3),
+            sampler_seconds=round(seconds, 3),
+            harness_seconds=round(total - seconds, 3) if here else None,
+            harness_share=round((total - seconds) / total, 4) if here and total > 0 else None,
+        )
 
 
 def run_check(

@@ -10,28 +10,31 @@ import platform
 from typing import Any
 
 from .._budgets import Budget
+from .._record import Isolation, RunInfo, SamplerInfo
 from .._tree_calling import TreeSamplerUnderTest
 from ..checks._loop import REACH as LOOP_REACH
 
 __all__ = ["base_info", "run_info"]
 
 
-def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunInfo:
     """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
     if getattr(subject, "contract", None) == "loop":
-        info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
-        info.update(contract="loop", reach=LOOP_REACH, isolation=subject.info())
-        return info
-    info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
-    info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
-    info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
+        record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
+        record.contract, record.reach = "loop", LOOP_REACH
+        record.isolation = Isolation.from_json(subject.info())
+        return record
+    sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
+    record = base_info(sampler, budget, seed, spec)
+    record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
+    record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
     if isinstance(subject, TreeSamplerUnderTest):
-        info["contract"] = "tree"
-        info["sampler"]["algorithm"] = subject.algorithm
-    return info
+        record.contract = "tree"
+        sampler.algorithm = subject.algorithm
+    return record
 
 
-def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
+def base_info(sampler: SamplerInfo, budget: Budget, seed: int, spec: str | None) -> RunInfo:
     """The record every run starts from, whatever its subject (a sampler that could not load included)."""
     import hypothesis
     import numpy
@@ -48,17 +51,15 @@ def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | No
         "scipy": scipy.__version__,
         "hypothesis": hypothesis.__version__,
     }
-    return {
-        "sampler": sampler,
-        "spec": spec,
-        "seed": seed,
-        "budget": dataclasses.asdict(budget),
-        "family_wise_alpha": budget.alpha,
-        "power": budget.power,
-        "tv": budget.tv,
-        "device": None,
-        "dtype": None,
-        "platform": platform.platform(),
-        "versions": versions,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    return RunInfo(
+        sampler=sampler,
+        spec=spec,
+        seed=seed,
+        budget=dataclasses.asdict(budget),
+        family_wise_alpha=budget.alpha,
+        power=budget.power,
+        tv=budget.tv,
+        platform=platform.platform(),
+        versions=versions,
+        started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
