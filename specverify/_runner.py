@@ -131,37 +131,52 @@ def check(
         spec = sampler
     start = time.perf_counter()
     subject, reason = _load(sampler, kind, budget, select, device=device, isolation=isolation, timeout=timeout, spec=spec)
-    run: Run | None = None
-    interrupted = False
+    if on_wait is not None and isinstance(subject, (SamplerUnderTest, TreeSamplerUnderTest)):
+        subject.on_wait = on_wait
     try:
-        if on_wait is not None and isinstance(subject, (SamplerUnderTest, TreeSamplerUnderTest)):
-            subject.on_wait = on_wait
         run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
+    except KeyboardInterrupt:
+        subject.kill()
+        raise
+    except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
+        subject.kill() if isinstance(subject, LoopUnderTest) else subject.close()
+        raise
+    return _drive(run, subject, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+
+
+def _drive(
+    run: Run,
+    subject: SamplerUnderTest | TreeSamplerUnderTest | LoopUnderTest,
+    *,
+    json_path: str | os.PathLike[str] | None,
+    on_result: Callable[[CheckResult], None] | None,
+    progress: Callable[[PlannedCheck, int], None] | None,
+    on_plan: Callable[[list[PlannedCheck]], None] | None,
+) -> RunResult:
+    """Run every planned check of ``run`` in plan order, writing the JSON after each; the subject
+    is closed (kept for the next run) after, or killed on Ctrl-C (:class:`Interrupted`)."""
+    try:
         if on_plan:
             on_plan(run.planned)
         for item in run.planned:
-            advance = _progress_of(item, progress)
-            for check_result in run.execute(item, advance=advance):
+            for check_result in run.execute(item, advance=_progress_of(item, progress)):
                 if on_result:
                     on_result(check_result)
             if json_path is not None:
                 write_json(run.result(), json_path)
     except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
         subject.kill()
-        if run is None:
-            raise
-        run.interrupted = interrupted = True
+        run.interrupted = True
     except BaseException:
         if isinstance(subject, LoopUnderTest):
             subject.kill()  # a loop's worker may be mid-call: never kept for the next run
         raise
     finally:
-        result = run.result() if run is not None else None
+        result = run.result()
         subject.close()
-        if json_path is not None and result is not None:
+        if json_path is not None:
             write_json(result, json_path)
-    assert result is not None  # a run that could not be planned raised above
-    if interrupted:
+    if run.interrupted:
         raise Interrupted(result) from None
     return result
 
