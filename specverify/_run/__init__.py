@@ -30,6 +30,7 @@ from ._plan import (
     selected,
     selects,
     skip_reason,
+    subject_kind,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "selected",
     "selects",
     "skip_reason",
+    "subject_kind",
 ]

@@ -26,7 +26,7 @@ from ..checks import Check, Context
 from ..checks._base import fault_result
 from ..checks._loop import LoopCheck, LoopContext
 from ._info import run_info
-from ._plan import PlannedCheck, left_out_of, plan, result_ids
+from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
 
 __all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 
@@ -84,7 +84,7 @@ class Run:
 
     @property
     def is_loop(self) -> bool:
-        return getattr(self.subject, "contract", None) == "loop"
+        return subject_kind(self.subject) == "loop"
 
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""

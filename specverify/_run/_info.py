@@ -11,15 +11,16 @@ from typing import Any
 
 from .._budgets import Budget
 from .._record import Isolation, RunInfo, SamplerInfo
-from .._tree_calling import TreeSamplerUnderTest
 from ..checks._loop import REACH as LOOP_REACH
+from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]
 
 
 def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunInfo:
     """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
-    if getattr(subject, "contract", None) == "loop":
+    kind = subject_kind(subject)
+    if kind == "loop":
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
         record.contract, record.reach = "loop", LOOP_REACH
         record.isolation = Isolation.from_json(subject.info())
@@ -28,7 +29,7 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record = base_info(sampler, budget, seed, spec)
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
-    if isinstance(subject, TreeSamplerUnderTest):
+    if kind == "tree":
         record.contract = "tree"
         sampler.algorithm = subject.algorithm
     return record

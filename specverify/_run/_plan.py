@@ -35,6 +35,7 @@ __all__ = [
     "selected",
     "selects",
     "skip_reason",
+    "subject_kind",
 ]
 
 #: Why a check that proves ``non-canonical`` skips on a sampler that declares ``canonical=False``.
@@ -54,14 +55,23 @@ class PlannedCheck:
         return self.check.id
 
 
+def subject_kind(sut: Any) -> str:
+    """What the run layer asks of a subject under test, in one place: ``"loop"`` (a generation
+    loop), ``"tree"`` (a tree sampler under test) or ``"chain"`` (a chain or logits sampler)."""
+    if getattr(sut, "contract", None) == "loop":
+        return "loop"
+    return "tree" if isinstance(sut, TreeSamplerUnderTest) else "chain"
+
+
 def battery_for(sut: Any) -> list[Check]:
     """The battery a subject is put through: the ``loop`` family for a generation loop, the
     ``trees`` family for a tree sampler, else the chain battery."""
-    if getattr(sut, "contract", None) == "loop":
+    kind = subject_kind(sut)
+    if kind == "loop":
         from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
 
         return list(loop_battery())
-    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+    return tree_battery() if kind == "tree" else battery()
 
 
 def result_ids(check: Check) -> list[str]:
@@ -126,7 +136,7 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=getattr(sut, "contract", None) == "loop"))
+        raise UsageError(no_match(patterns, loop=subject_kind(sut) == "loop"))
     return plan_checks(checks, sut, budget.alpha)
 
 
