@@ -167,6 +167,8 @@ class RunInfo(Mapping[str, Any]):
         for key, part in parts.items():
             if isinstance(values.get(key), Mapping):
                 values[key] = part.from_json(values[key])  # type: ignore[attr-defined]
+            elif values.get(key) is not None:
+                raise TypeError(f"run.{key} is a {type(values[key]).__name__}, not an object")
         return cls(**values)
 
     # --- the JSON's view, for readers of its keys ---------------------------------------------

@@ -99,3 +99,8 @@ def test_status_and_finding_are_words_given_as_strings():
         CheckResult(id="x", family="x", status="passed")
     with pytest.raises(ValueError, match="unknown finding 'lost'"):
         CheckResult(id="x", family="x", status="fail", finding="lost")
+
+
+def test_a_part_that_is_no_object_is_named():
+    with pytest.raises(TypeError, match="run.isolation is a str"):
+        RunInfo.from_json({**CHAIN, "isolation": "process"})
