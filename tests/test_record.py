@@ -104,3 +104,17 @@ def test_status_and_finding_are_words_given_as_strings():
 def test_a_part_that_is_no_object_is_named():
     with pytest.raises(TypeError, match="run.isolation is a str"):
         RunInfo.from_json({**CHAIN, "isolation": "process"})
+
+
+def test_the_report_migrates_an_older_subset_where_it_reads_it(tmp_path):
+    from specverify.report._index import load_run
+
+    old = {**CHAIN, "select": ["fit.*"]}
+    del old["left_out"]  # written before runs recorded what a selection left out
+    path = tmp_path / "old.json"
+    data = RunResult(run=old, checks=[CheckResult(id="fit.x", family="fit", status="pass", proves="loss")]).to_json()
+    data["run"].pop("left_out")
+    path.write_text(json.dumps(data))
+    read = load_run(path)
+    assert "contract.output" in read["run"]["left_out"] and not any(i.startswith("fit.") for i in read["run"]["left_out"])
+    assert read["verdict"] == "inconclusive" and "subset" in read["verdict_reason"]
