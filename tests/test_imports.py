@@ -133,3 +133,23 @@ def test_the_cycle_finder_names_a_cycle() -> None:
 def test_no_import_circle() -> None:
     found = cycles(import_graph())
     assert not found, "import circles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen - {start}
+
+
+def test_the_layers_point_one_way():
+    graph = import_graph()
+    run_layer = {m for m in graph if m == "specverify._runner" or m == "specverify._run" or m.startswith("specverify._run.")}
+    for module in graph:  # the checks hold checks only: no plan, no Run, no driver
+        if module == "specverify.checks" or module.startswith("specverify.checks."):
+            assert not graph[module] & run_layer, f"{module} imports the run layer: {sorted(graph[module] & run_layer)}"
+    # the record is pure: reading a result needs no check, no plan, no run layer
+    below = _reach(graph, "specverify._result")
+    assert not {m for m in below if m.startswith("specverify.checks")} | (below & run_layer), sorted(below)
