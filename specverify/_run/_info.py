@@ -31,6 +31,8 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record = base_info(sampler, budget, seed, spec)
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
+    if subject.capabilities.inputs == "logits" and getattr(subject, "warp", None) is not None:
+        record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._declared)
     if kind == "tree":
         record.contract = "tree"
         sampler.algorithm = subject.algorithm
