@@ -31,12 +31,27 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, name_of
+from ._contract import (
+    Capabilities,
+    SamplerSpecError,
+    Violation,
+    capabilities_of,
+    name_of,
+)
 from ._declared import declared_warp, from_reference
 from ._evidence import Evidence
 from ._layout import ChainLayout, StepInputs, StepLayout, layout_of, load_sampler
 from ._reach import ReachRecorder
-from ._worker import PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
+from ._worker import (
+    PendingCall,
+    SamplerProcess,
+    WorkerDied,
+    WorkerHung,
+    WorkerLoadError,
+    WorkerRaised,
+    identity,
+    unchanged,
+)
 
 __all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "importable_source", "check_device"]
 

@@ -39,7 +39,9 @@ TOLERANCE = 1e-9
 #: The layout's posing: ``(target_probs, parameters) -> (logits, params)``.
 Posing = Callable[[torch.Tensor, Sequence[str]], tuple[torch.Tensor, SamplingParams]]
 _CACHE: dict[tuple[object, ...], tuple[torch.Tensor, SamplingParams]] = {}
-_CACHE_SIZE = 32
+_CACHE_SIZE = 16
+#: Cases larger than this (float64 elements, 16 MiB) are not kept: the cache stays under 256 MiB.
+_CACHE_MAX_ELEMENTS = 1 << 21
 _OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
@@ -54,6 +56,8 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
     """
     if oracle.declared and oracle.preset == "transformers":  # the usual posing is transformers' by construction
         return pose(target_probs, parameters)
+    if target_probs.numel() > _CACHE_MAX_ELEMENTS:  # production-sized cases: posed every time, never kept
+        return _posed(target_probs, parameters, oracle, pose)
     key = (oracle.name, tuple(parameters), tuple(target_probs.shape), str(target_probs.dtype), hash(target_probs.detach().to(torch.float64).cpu().numpy().tobytes()))
     if key not in _CACHE:  # a statistical check calls the sampler on one case many times
         if len(_CACHE) >= _CACHE_SIZE:

@@ -18,12 +18,18 @@ import torch
 
 from ._calling import importable_source, process_evidence
 from ._contract import SamplerSpecError
-from ._layout import load_sampler
 from ._declared import DeclaredWarp, declared_warp, from_reference
 from ._evidence import Evidence
+from ._layout import load_sampler
 from ._loop import MarkovLM
 from ._warp import SamplingParams
-from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
+from ._worker import (
+    SamplerProcess,
+    WorkerDied,
+    WorkerHung,
+    WorkerLoadError,
+    WorkerRaised,
+)
 
 __all__ = ["DEFAULT_TIMEOUT", "LoopFault", "LoopUnderTest"]
 

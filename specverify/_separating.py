@@ -12,18 +12,15 @@ from preset X", which is informative and never a verdict on speculation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import torch
 
 from ._evidence import WarpDifference
 from ._loop import MarkovLM
-from ._presets import PRESETS
+from ._presets import PRESETS, WarpFunction
 from ._warp import SamplingParams
 
 __all__ = ["SEPARATING_CASES", "SEPARATING_GROUPS", "Difference", "SeparatingCase", "differences", "separating_chain", "tv_on_cases"]
-
-Warp = Callable[[torch.Tensor, SamplingParams], torch.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +69,7 @@ def separating_chain() -> MarkovLM:
     return MarkovLM(torch.tensor(CHAIN_ROWS, dtype=torch.float64), context=(0,))
 
 
-def tv_on_cases(first: Warp, second: Warp) -> list[float]:
+def tv_on_cases(first: WarpFunction, second: WarpFunction) -> list[float]:
     """The TV between two warps' laws on each separating case."""
     tvs = []
     for case in SEPARATING_CASES:
@@ -99,7 +96,7 @@ class Difference:
         return f"differs from preset {self.preset!r} by TV {self.tv:.3g} (first at {self.case})"
 
 
-def differences(warp: Warp, *, tolerance: float = 1e-9) -> list[Difference]:
+def differences(warp: WarpFunction, *, tolerance: float = 1e-9) -> list[Difference]:
     """``warp`` against every preset, on the separating cases."""
     found = []
     for name, convention in PRESETS.items():

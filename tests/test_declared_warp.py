@@ -46,7 +46,7 @@ def test_an_unknown_preset_as_an_attribute_exits_2_at_load(tmp_path):
         loop.warp = "tgi"
     """))
     done = subprocess.run([sys.executable, "-m", "specverify", "loop", "badwarp:loop", "--budget", "quick"],
-                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(specverify.__file__).parents[1]}"})
+                          check=False, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(specverify.__file__).parents[1]}"})
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.strip()]
     assert "unknown warp preset 'tgi'" in line
@@ -109,8 +109,8 @@ def test_every_case_is_posed_so_the_declared_warp_gives_its_law(name, case):
     oracle = resolve_warp(name)
     logits, params = pose_for(target, ("temperature", "top_k", "top_p", "min_p"), oracle, pose)
     law = target / target.sum(-1, keepdim=True)
-    for judge in [oracle] if name is not None else PRESETS.values():  # undeclared: every preset's law is the case's
-        torch.testing.assert_close(judge(logits, params), law, rtol=0, atol=1e-9)
+    for by in [oracle] if name is not None else PRESETS.values():  # undeclared: every preset's law is the case's
+        torch.testing.assert_close(by(logits, params), law, rtol=0, atol=1e-9)
 
 
 def test_a_logits_sampler_is_posed_by_its_declared_warp():

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from specverify._presets import PRESETS, preset
 from specverify._separating import SEPARATING_CASES, differences, tv_on_cases
 from specverify._warp import SamplingParams, warp
-from specverify.strategies._internal.params import logits_cases
 from specverify.strategies import separating_logits_cases
+from specverify.strategies._internal.params import logits_cases
 
 
 def _params(**values: float) -> SamplingParams:

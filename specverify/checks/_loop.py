@@ -27,14 +27,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._declared import DeclaredWarp, WarpFault, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
 from .._loop_calling import LoopFault
+from .._presets import PRESETS
 from .._result import CheckResult
 from .._seeds import derive_seed
-from .._declared import DeclaredWarp, WarpFault, declared_warp
-from .._presets import PRESETS
 from .._separating import SEPARATING_GROUPS, differences, separating_chain
 from .._warp import PARAMETERS, SamplingParams
 from ..stats import gof_test, samples_needed, tv_estimate

@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
+from .._declared import resolve_warp
 from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
-from .._declared import resolve_warp
 from .._warp import SamplingParams
 
 __all__ = ["PRESET_REFERENCES", "LogitsReferenceSampler", "logits_reference"]

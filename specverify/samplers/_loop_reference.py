@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 import torch
 
-from .._loop import left_padded
-from .._seeded import seeded_uniforms
 from .._declared import resolve_warp
-from .._warp import PARAMETERS, SamplingParams
+from .._loop import left_padded
 from .._oracle import canonical_emit, inverse_cdf
+from .._seeded import seeded_uniforms
+from .._warp import PARAMETERS, SamplingParams
 
 __all__ = ["LoopReference", "loop_reference"]
 
