@@ -47,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from ._errors import SpecverifyError
+from .errors import SamplerSpecError
 
 __all__ = [
     "Capabilities",
@@ -104,7 +104,7 @@ class Capabilities:
             kernels) means the sampler is given only rows normalised as well as their dtype allows.
         inputs: ``"probs"`` (the contract above) or ``"logits"``: the sampler takes
             ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator, params)`` and must
-            preserve ``specverify.warp(target_logits, params)`` (see docs/loops.md); every case of
+            preserve ``specverify.laws.warp(target_logits, params)`` (see docs/loops.md); every case of
             the battery is posed to it as logits and per-row parameters whose warp is the case's law.
         params: the sampling parameters a logits sampler honours (``temperature``, ``top_k``,
             ``top_p``, ``min_p``, and ``seeds`` for per-request seeds: the ``seeds`` family then
@@ -153,13 +153,6 @@ class Capabilities:
         data = dataclasses.asdict(self)
         data["dtypes"] = [str(d).removeprefix("torch.") for d in self.dtypes]
         return data
-
-
-class SamplerSpecError(SpecverifyError):
-    """A sampler spec (``module:attribute``) could not be turned into a sampler.
-
-    The message is one line that says what to fix; the CLI prints it and exits with status 2.
-    """
 
 
 @dataclasses.dataclass(frozen=True)

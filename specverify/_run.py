@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from ._budgets import Budget
-from ._calling import SamplerFault, SamplerUnderTest
+from ._calling import SamplerUnderTest
 from ._result import CheckResult, RunResult
 from ._tree_calling import TreeSamplerUnderTest
 from .checks import Check, Context
 from .checks._base import fault_result
 from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
+from .errors import SamplerFault
 
 __all__ = ["COUNTERS", "Run", "run_check", "run_info"]
 

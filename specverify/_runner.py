@@ -22,9 +22,10 @@ from ._result import CheckResult, RunResult
 from ._run import Run, base_info, run_check, run_info
 from ._tree_calling import TreeSamplerUnderTest
 from .checks._plan import PlannedCheck
+from .errors import Interrupted
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
-__all__ = ["Interrupted", "Run", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
+__all__ = ["Run", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
@@ -42,14 +43,6 @@ def load_failure(spec: str, message: str, budget: str | Budget = "standard", see
     budget = get_budget(budget) if isinstance(budget, str) else budget
     failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
     return RunResult(run=base_info({"name": spec, "capabilities": None}, budget, seed, spec), checks=[failure], finished=False)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`check`: the sampler's process is ended; ``result`` holds what finished."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__()
-        self.result = result
 
 
 def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._budgets import Budget
-from .._errors import UsageError
 from .._tree_calling import TreeSamplerUnderTest
+from ..errors import UsageError
 from . import battery, tree_battery
 from ._base import Check
 

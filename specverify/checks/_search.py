@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from .._calling import SamplerFault
 from .._evidence import CaseRecord, Evidence
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
 

@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerFault
 from .._exact import target_law
 from .._models import ChainModel
 from .._oracle import normalise
@@ -51,6 +50,7 @@ from .._tree import TreeBatch, last_nodes
 from .._tree_calling import TreeSamplerUnderTest
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
+from ..errors import SamplerFault
 from ..stats import gof_test, mean_test, samples_needed
 from ._base import Check, Context, check_id, fault_result, registered
 from ._fixtures import random_laws

@@ -524,7 +524,7 @@ def zero_residual_next_row(t, d, y, g):
 
 # --- logits-level samplers (issue 18): a warp applied to one side only, or twice ---------------
 # Each takes (target_logits, draft_probs, draft_tokens, generator, params) and must preserve
-# specverify.warp(target_logits, params); the battery poses its cases as logits and parameters
+# specverify.laws.warp(target_logits, params); the battery poses its cases as logits and parameters
 # (specverify._logits_layout), with decoy tokens only the row's cuts remove and greedy one-hot
 # rows, so each of these emits tokens of target probability 0. Declared at standard with the
 # family that catches them first (support), which keeps their CI test to that family: posing a
