@@ -10,6 +10,7 @@ runs both.
 
 from __future__ import annotations
 
+from . import _logits_members  # noqa: F401 - registers the logits-level members after the step ones
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler
