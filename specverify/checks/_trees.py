@@ -1,4 +1,4 @@
-"""The ``trees`` family: a tree sampler (``specverify._tree``) against the target's law, its
+"""The ``trees`` family: a tree sampler (:mod:`specverify.trees`) against the target's law, its
 declared algorithm's law and its algorithm's acceptance.
 
 * ``trees.output[shapes]`` (exact): every tree shape the family knows (chains, stars, a binary tree,
