@@ -126,3 +126,22 @@ def test_the_private_name_probe_finds_a_private_name():
     assert PRIVATE.search("from specverify._tree import TreeBatch")
     assert not PRIVATE.search("from specverify.trees import TreeBatch")
     assert not PRIVATE.search("Path(specverify.__file__)")
+
+
+def test_a_model_case_prints_as_code_that_uses_public_names_only():
+    """A repro snippet's model rebuilds through public, non-deprecated names."""
+    import torch
+
+    from specverify.models import ChainModel, TableModel
+    from specverify.replay import ModelCase
+
+    laws = torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float64)
+    cases = [ModelCase(ChainModel(laws, laws.flip(0), (0,)), 2), ModelCase(TableModel((laws[:1], laws), (laws[1:],)), 1)]
+    for case in cases:
+        code = case.to_code()
+        assert not PRIVATE.search(code)
+        namespace: dict = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a moved name would warn
+            exec(f"import torch\nimport specverify\n{code}", namespace)  # noqa: S102 - our own snippet
+        assert type(namespace["model"]) is type(case.model) and namespace["k"] == case.k
