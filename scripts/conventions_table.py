@@ -1,5 +1,5 @@
 """Write docs/conventions.md: each engine preset's warp rules and the TV between each pair of presets
-on the separating cases, generated from specverify._presets (tests/test_conventions_table.py checks
+on the separating cases, generated from specverify.warps (tests/test_conventions_table.py checks
 the checked-in page is this script's output).
 
     python scripts/conventions_table.py            # rewrite docs/conventions.md
@@ -13,8 +13,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from specverify._presets import PRESETS, Convention
-from specverify._separating import SEPARATING_CASES, tv_on_cases
+from specverify.warps import PRESETS, SEPARATING_CASES, Convention, tv_on_cases
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "conventions.md"
 

@@ -54,17 +54,8 @@ from typing import Any
 
 import torch
 
-from ._common import (
-    AdapterUnavailable,
-    contract_output,
-    cuda_device,
-    float32_kernel_capabilities,
-    import_library,
-    logits_from_probs,
-    parameter_names,
-    seed_from,
-    seeded_global_rng,
-)
+from ._common import contract_output, cuda_device, float32_kernel_capabilities, import_library, logits_from_probs, parameter_names, seed_from, seeded_global_rng
+from ..errors import AdapterUnavailable
 
 __all__ = ["VLLMLogitsSampler", "VLLMSampler", "logits", "sampler", "synthetic"]
 
