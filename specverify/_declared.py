@@ -7,7 +7,7 @@ A logits sampler or a generation loop states its engine's own non-speculative wa
 sampler that declares nothing is judged by transformers' convention, and its run says so.
 
 A declared callable is the sampler's own code: when it raises or returns rows that are not
-probabilities, that is the sampler's fault (:class:`WarpFault`, a failing check), never the
+probabilities, that is the sampler's fault (:func:`warp_fault`, a failing check), never the
 harness's.
 """
 
@@ -22,8 +22,9 @@ import torch
 from ._evidence import DeclaredWarpRecord
 from ._presets import PRESETS, WarpFunction, preset
 from ._warp import SamplingParams
+from .errors import SamplerFault, Violation
 
-__all__ = ["DEFAULT_PRESET", "DeclaredWarp", "WarpFault", "declared_warp", "from_reference", "resolve_warp", "warp_reference"]
+__all__ = ["DEFAULT_PRESET", "DeclaredWarp", "declared_warp", "from_reference", "resolve_warp", "warp_fault", "warp_reference"]
 
 #: The convention an undeclared sampler is judged by.
 DEFAULT_PRESET = "transformers"
@@ -31,8 +32,10 @@ DEFAULT_PRESET = "transformers"
 SUM_TOLERANCE = 1e-6
 
 
-class WarpFault(Exception):
-    """The declared warp raised or returned something that is not a law: the sampler's fault."""
+def warp_fault(message: str) -> SamplerFault:
+    """The declared warp raised or returned something that is not a law: the sampler's fault
+    (evidence against it, rule ``"warp"``), never the harness's."""
+    return SamplerFault(Violation("warp", message))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,22 +48,22 @@ class DeclaredWarp:
     preset: str | None = None
 
     def __call__(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-        """The declared warp's law, checked: a :class:`WarpFault` where it is not one."""
+        """The declared warp's law, checked: a :class:`~specverify.errors.SamplerFault` (rule ``warp``) where it is not one."""
         if self.preset is not None:
             return self.function(logits, params)
         try:
             law = self.function(logits, params)
         except Exception as exc:  # the sampler's own code: anything it raises is evidence
             text = str(exc).strip().splitlines()
-            raise WarpFault(f"the declared warp {self.name} raised {type(exc).__name__}: {text[0] if text else '(no message)'}") from exc
+            raise warp_fault(f"the declared warp {self.name} raised {type(exc).__name__}: {text[0] if text else '(no message)'}") from exc
         if not isinstance(law, torch.Tensor) or tuple(law.shape) != tuple(logits.shape):
             shape = tuple(law.shape) if isinstance(law, torch.Tensor) else type(law).__name__
-            raise WarpFault(f"the declared warp {self.name} returned {shape}, expected probabilities of shape {tuple(logits.shape)}")
+            raise warp_fault(f"the declared warp {self.name} returned {shape}, expected probabilities of shape {tuple(logits.shape)}")
         law = law.to(torch.float64)
         bad = ~torch.isfinite(law).all(-1) | (law < 0).any(-1) | ((law.sum(-1) - 1).abs() > SUM_TOLERANCE)
         if bool(bad.any()):
             where = tuple(int(i) for i in bad.nonzero()[0])
-            raise WarpFault(f"the declared warp {self.name} returned a row that is not probabilities at {where}: {law[where].tolist()}")
+            raise warp_fault(f"the declared warp {self.name} returned a row that is not probabilities at {where}: {law[where].tolist()}")
         return law
 
     def describe(self) -> DeclaredWarpRecord:

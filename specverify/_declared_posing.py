@@ -18,7 +18,7 @@ posing where the presets agree, a posing with fewer cuts where they do not): it 
 transformers' law, and an engine's own convention is never taken for a fault.
 
 A row no posing gives ``p`` for means the declared warp is not the identity with its cuts off:
-the sampler's fault (:class:`~specverify._declared.WarpFault`), reported as such.
+the sampler's fault (:func:`~specverify._declared.warp_fault`), reported as such.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ._declared import DeclaredWarp, WarpFault
+from ._declared import DeclaredWarp, warp_fault
 from ._presets import PRESETS
 from ._warp import SamplingParams
 
@@ -51,7 +51,7 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
     (:func:`specverify._logits_layout.pose`, passed in: the layout builds on this module).
 
     Raises:
-        WarpFault: the declared warp raised, returned no law, or gives no row its case's law even
+        SamplerFault: the declared warp raised, returned no law, or gives no row its case's law even
             with every cut off.
     """
     if oracle.declared and oracle.preset == "transformers":  # the usual posing is transformers' by construction
@@ -94,7 +94,7 @@ def _posed(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Declar
             break
     if bool(left.any()):
         row = int(left.nonzero()[0, 0])
-        raise WarpFault(f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature only): "
+        raise warp_fault(f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature only): "
                         "it is not the identity where every cut is off")
     return chosen_logits, chosen
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .._contract import Violation
-from .._declared import DeclaredWarp, WarpFault, declared_warp
+from .._declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
@@ -154,8 +154,6 @@ class LoopCheck(Check):
     def run(self, ctx: LoopContext) -> CheckResult:
         try:
             return getattr(self, f"_{self.name}")(ctx)
-        except WarpFault as fault:  # the declared warp is the loop's own code
-            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": "warp"})
         except SamplerFault as fault:
             return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation.rule, **fault.details})
         except Exception as exc:  # everything the loop raises is evidence against it
@@ -359,6 +357,6 @@ def warp_info(oracle: DeclaredWarp) -> dict[str, Any]:
     preset on the separating cases (informative: a difference between conventions is no loss)."""
     try:
         found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
-    except WarpFault as fault:  # the checks that called the warp report it as the loop's fault
+    except SamplerFault as fault:  # the checks that called the warp report it as the loop's fault
         return {**oracle.describe(), "differences": None, "fault": str(fault)}
     return {**oracle.describe(), "differences": found}
