@@ -23,7 +23,8 @@ from ._version import __version__
 if TYPE_CHECKING:
     from ._budgets import BUDGETS, Budget
     from ._cases import ModelCase, StepCase
-    from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+    from ._contract import Capabilities, Sampler, SamplerSpecError, sampler
+    from ._kinds import load_sampler
     from ._exact import completed_law, emitted_law, step_law, target_law
     from ._loop import MarkovLM, generation_law, loop
     from ._models import ChainModel, Model, TableModel
@@ -100,7 +101,7 @@ _LAZY = {
     "derive_seed": ("._seeds", "derive_seed"),
     "emitted_law": ("._exact", "emitted_law"),
     "generation_law": ("._loop", "generation_law"),
-    "load_sampler": ("._contract", "load_sampler"),
+    "load_sampler": ("._kinds", "load_sampler"),
     "loop": ("._loop", "loop"),
     "model_law_test": ("._replay", "model_law_test"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest

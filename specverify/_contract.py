@@ -34,7 +34,7 @@ with no sampling error.
 
 :func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
 rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
-tree contract; :mod:`specverify._layout` puts each behind its step layout.
+tree contract; :mod:`specverify._kinds` puts each behind its kind's step layout.
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ __all__ = [
     "audit_output",
     "capabilities_of",
     "describe",
-    "load_sampler",
     "malformed",
     "malformed_pair",
     "name_of",
+    "resolve",
     "sampler",
 ]
 
@@ -227,13 +227,13 @@ def sampler(
     return decorate(fn) if fn is not None else decorate
 
 
-def load_sampler(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:attribute"`` to a sampler.
+def resolve(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler, as it is declared.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  It is returned posed as
-    the harness calls it (:meth:`specverify._layout.StepLayout.posed`: a logits sampler on
-    probabilities).  Every failure raises :class:`SamplerSpecError` with a one-line message.
+    signature: a callable taking four positional arguments is a sampler).  Posing it as the harness
+    calls it is its kind's (:func:`specverify._kinds.load_sampler`).  Every failure raises
+    :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
@@ -282,9 +282,7 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    from ._layout import layout_of  # the layouts build on this contract: imported when first loading
-
-    return layout_of(obj).posed(obj)
+    return obj
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:

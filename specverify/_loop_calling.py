@@ -16,10 +16,11 @@ from typing import Any
 
 import torch
 
-from ._calling import importable_source, process_evidence
-from ._contract import SamplerSpecError, load_sampler
+from ._contract import SamplerSpecError, resolve
 from ._evidence import Evidence
+from ._kinds import Kind, LoopKind, kind_of
 from ._loop import MarkovLM
+from ._supervised import importable_source, process_evidence
 from ._warp import SamplingParams
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 
@@ -71,16 +72,19 @@ class LoopUnderTest:
             self.isolation = "process"
             self._process = SamplerProcess.acquire(source, None)
             info = self._load()
-            self.name, self.parameters, contract = info["name"], tuple(info.get("parameters") or ()), info.get("contract")
+            self.name, kind = info["name"], info["kind"]
         else:
             self.isolation, self.reason = "in-process", source
-            self._loop = load_sampler(loop) if isinstance(loop, str) else loop
+            self._loop = resolve(loop) if isinstance(loop, str) else loop
             self.name = getattr(self._loop, "name", None) or getattr(self._loop, "__qualname__", type(self._loop).__qualname__)
-            self.parameters, contract = tuple(getattr(self._loop, "parameters", ("temperature",))), getattr(self._loop, "contract", None)
-        if isinstance(loop, str) and contract != "loop":  # a callable passed in is taken for a loop
-            self.close()
-            raise SamplerSpecError(f"{loop!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")
-        self.contract = "loop"
+            kind = kind_of(self._loop)
+        if not kind.generation:
+            if isinstance(loop, str):
+                self.close()
+                raise SamplerSpecError(f"{loop!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")
+            kind = LoopKind(tuple(getattr(loop, "parameters", ("temperature",))))  # a callable passed in is taken for a loop
+        self.kind: Kind = kind
+        self.parameters: tuple[str, ...] = getattr(kind, "parameters", ())
 
     def _load(self) -> dict[str, Any]:
         assert self._process is not None

@@ -16,12 +16,12 @@ import platform
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from ._budgets import Budget
 from ._calling import SamplerFault, SamplerUnderTest
+from ._kinds import kind_of
 from ._result import CheckResult, RunResult
-from ._tree_calling import TreeSamplerUnderTest
 from .checks import Check, Context
 from .checks._base import fault_result
 from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
@@ -82,7 +82,7 @@ class Run:
 
     @property
     def is_loop(self) -> bool:
-        return getattr(self.subject, "contract", None) == "loop"
+        return kind_of(self.subject).generation
 
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
@@ -162,7 +162,7 @@ class Run:
 
 def run_check(
     planned: PlannedCheck,
-    sut: SamplerUnderTest | TreeSamplerUnderTest,
+    sut: SamplerUnderTest,
     budget: Budget,
     seed: int,
     *,
@@ -173,8 +173,7 @@ def run_check(
     check = planned.check
     if planned.skip_reason is not None:
         return _skips(check, planned.skip_reason)
-    # the trees family's checks are given a TreeSamplerUnderTest through the same context
-    ctx = Context(sut=cast(SamplerUnderTest, sut), budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
+    ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
     sut.reach.reset()
     sut.last_fault = None
     start = time.perf_counter()
@@ -207,18 +206,17 @@ def run_check(
             result.reach = reach
         if result.proves is None and result.status != "error":
             result.proves = check.proves
-        if result.status == "fail" and isinstance(sut, SamplerUnderTest) and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
+        if result.status == "fail" and "minimal_example" in result.evidence:
             _add_warps(result, sut, fault)
     return results
 
 
 def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
-    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
-    from ._logits_layout import warps_evidence
-
+    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side
+    (:meth:`~specverify._kinds.Kind.warps`: none for a kind given its cases as they are)."""
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
-    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, message)
+    warps = kind_of(sut).warps(result.evidence["minimal_example"], row, message)
     if warps is not None:
         result.evidence["warps"] = warps
 
@@ -230,7 +228,8 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
 
 def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
     """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
-    if getattr(subject, "contract", None) == "loop":
+    kind = kind_of(subject)
+    if kind.generation:
         from .checks._loop import loop_info
 
         info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
@@ -239,9 +238,9 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[
     info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
     info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
     info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
-    if isinstance(subject, TreeSamplerUnderTest):
-        info["contract"] = "tree"
-        info["sampler"]["algorithm"] = subject.algorithm
+    if kind.contract is not None:
+        info["contract"] = kind.contract
+    kind.describe(info["sampler"])
     return info
 
 

@@ -20,21 +20,16 @@ from ._budgets import Budget, get_budget
 from ._calling import SamplerUnderTest, importable_source
 from ._result import CheckResult, RunResult
 from ._run import Run, base_info, run_check, run_info
-from ._tree_calling import TreeSamplerUnderTest
 from .checks._plan import PlannedCheck
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
 __all__ = ["Interrupted", "Run", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
-def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
-    """The sampler, loaded and called safely (``options``: :class:`SamplerUnderTest`'s): a tree
-    sampler (``contract = "tree"``) as a :class:`TreeSamplerUnderTest`, in the same mode."""
-    sut = SamplerUnderTest(sampler, **options)
-    if sut.contract != "tree":
-        return sut
-    # loaded once: the tree sampler under test takes over the process (or the object) that loaded it
-    return TreeSamplerUnderTest(sut.sampler or sampler, process=sut.hand_over(), **options)
+def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest:
+    """The sampler, loaded once and called safely (``options``: :class:`SamplerUnderTest`'s), its
+    kind (chain, logits, tree) detected as it loads."""
+    return SamplerUnderTest(sampler, **options)
 
 
 def load_failure(spec: str, message: str, budget: str | Budget = "standard", seed: int = 0) -> RunResult:
@@ -86,8 +81,8 @@ def check(
 ) -> RunResult:
     """Put a sampler through the battery and return the :class:`~specverify.RunResult`.
 
-    A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through the ``trees`` family
-    instead (``specverify.checks._trees``), in this process: ``run["isolation"]`` says why.
+    A tree sampler (``specverify._tree``) is put through its kind's battery, the ``trees`` family
+    (``specverify.checks._trees``).
 
     Args:
         sampler: the sampler (see :class:`~specverify.Sampler`), or its ``"module:attribute"`` spec.

@@ -17,14 +17,14 @@ from specverify._calling import SamplerUnderTest
 from specverify.checks._plan import plan
 
 EVIDENCE = {
-    "specverify._calling.SamplerFault",
+    "specverify._supervised.SamplerFault",
     "specverify._pytest.CheckFailed",
     "specverify._loop_calling.LoopFault",  # a loop's broken contract, as SamplerFault for steps
     # what the worker process says of the sampler, turned into a SamplerFault by the caller
-    "specverify._worker.WorkerLoadError",
-    "specverify._worker.WorkerRaised",
-    "specverify._worker.WorkerDied",
-    "specverify._worker.WorkerHung",
+    "specverify._worker.wire.WorkerLoadError",
+    "specverify._worker.wire.WorkerRaised",
+    "specverify._worker.wire.WorkerDied",
+    "specverify._worker.wire.WorkerHung",
 }
 #: Control flow, not errors: Ctrl-C carrying the results of what finished (a KeyboardInterrupt).
 INTERRUPTS = {"specverify._runner.Interrupted"}

@@ -298,7 +298,7 @@ REACH = (
 
 def loop_info(loop: LoopUnderTest) -> dict[str, Any]:
     """What a loop run records beyond every run's record (:func:`specverify._run.run_info`)."""
-    return {"contract": "loop", "reach": REACH, "isolation": loop.info()}
+    return {"contract": loop.kind.contract, "reach": REACH, "isolation": loop.info()}
 
 
 def run_loop_check(planned: PlannedCheck, loop: Any, budget: Budget, seed: int) -> list[CheckResult]:

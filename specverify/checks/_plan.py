@@ -17,7 +17,7 @@ from typing import Any
 
 from .._budgets import Budget
 from .._errors import UsageError
-from .._tree_calling import TreeSamplerUnderTest
+from .._kinds import kind_of
 from . import battery, tree_battery
 from ._base import Check
 
@@ -56,11 +56,12 @@ class PlannedCheck:
 def battery_for(sut: Any) -> list[Check]:
     """The battery a subject is put through: the ``loop`` family for a generation loop, the
     ``trees`` family for a tree sampler, else the chain battery."""
-    if getattr(sut, "contract", None) == "loop":
+    name = kind_of(sut).battery
+    if name == "loop":
         from ._loop import loop_battery  # imported late: the loop family imports torch's models
 
         return list(loop_battery())
-    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+    return {"trees": tree_battery, "chain": battery}[name]()
 
 
 def result_ids(check: Check) -> list[str]:
@@ -125,7 +126,7 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=getattr(sut, "contract", None) == "loop"))
+        raise UsageError(no_match(patterns, loop=kind_of(sut).generation))
     return plan_checks(checks, sut, budget.alpha)
 
 

@@ -53,4 +53,4 @@ def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     from specverify._loop_calling import LoopUnderTest
 
     under_test = LoopUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process")
-    assert under_test.contract == "loop" and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
+    assert under_test.kind.generation and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
