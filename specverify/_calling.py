@@ -7,12 +7,13 @@ death of the sampler's process stops that check with a :class:`SamplerFault` tha
 happened, and the run goes on.  The sampler is loaded once and its kind detected then
 (:func:`specverify._kinds.kind_of`, in the sampler's process where it runs isolated); the kind
 chooses the calls (:class:`~specverify._chain_calling.ChainCalls` for the chain and logits kinds,
-:class:`~specverify._tree_calling.TreeCalls` for the tree kind), the layout that audits them and the
-worker verb they travel with.
+:class:`~specverify._tree_calling.TreeCalls` for the tree kind, :class:`~specverify._loop_calling.LoopCalls`
+for a generation loop), the layout that audits them and the worker verb they travel with.
 
-By default (``isolation="process"``) the sampler runs in a supervised process of its own
+With ``isolation="process"`` the sampler runs in a supervised process of its own
 (:mod:`specverify._worker`); ``isolation="in-process"`` calls it in the caller's process, for
-debugging with pdb: nothing then guards the harness against a crash.
+debugging with pdb: nothing then guards the harness against a crash; ``"auto"``: a process where
+the sampler can be loaded by name there, else this one, with the reason in :attr:`reason`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any
 import torch
 
 from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, name_of, resolve
-from ._kinds import Kind, kind_of
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, resolve
+from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
 from ._reach import ReachRecorder
 from ._supervised import (
@@ -34,14 +35,19 @@ from ._supervised import (
     check_device,
     importable_source,
 )
+from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
 from ._tree_calling import TreeCalls
 from ._worker import SamplerProcess, wire
 
 __all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
 
 
-class SamplerUnderTest(ChainCalls, TreeCalls):
-    """A sampler of any step kind with its capabilities, called safely.
+#: Why a sampler asked to run in this process does.
+ASKED_IN_PROCESS = "asked for (isolation='in-process', the CLI's --in-process)"
+
+
+class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
+    """A sampler of any kind with its capabilities, called safely.
 
     Args:
         sampler: the callable under test, or its ``"package.module:attribute"`` spec.
@@ -50,16 +56,22 @@ class SamplerUnderTest(ChainCalls, TreeCalls):
             limit from the sampler's measured speed (:class:`CallLimit`).
         first_timeout: the limit of a call before the sampler's speed is known.
         isolation: ``"process"`` (the sampler runs in a supervised process of its own; a callable
-            must be importable by name, see :func:`importable_source`) or ``"in-process"``.
+            must be importable by name, see :func:`importable_source`), ``"in-process"`` or
+            ``"auto"`` (a process where it can be loaded by name, else this one).
         spec: the sampler's spec, tried to load a callable by name.
         timed: in-process only: make calls in a helper thread, so a hang is abandoned at its limit
             (``False``: in the caller's thread, untimed, so ``breakpoint()`` works).
+        generation: the subject is a generation loop (``specverify loop``): a callable passed in is
+            taken for one, a spec must declare one; ``timeout`` (default :data:`DEFAULT_TIMEOUT`) is
+            then how long it may go without calling a model.
 
     :attr:`kind` is the sampler's :class:`~specverify._kinds.Kind`, :attr:`layout` its layout;
-    :meth:`step` runs a batch of the kind's inputs (the chain's three tensors, or a tree batch).
+    :meth:`step` runs a batch of a step kind's inputs (the chain's three tensors, or a tree batch),
+    and a loop is called as the loop itself.
 
     Raises:
-        SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
+        SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device), or
+            a spec given as a loop declares none.
     """
 
     def __init__(
@@ -72,11 +84,18 @@ class SamplerUnderTest(ChainCalls, TreeCalls):
         isolation: str = "in-process",
         spec: str | None = None,
         timed: bool = True,
+        generation: bool = False,
     ) -> None:
-        if isolation not in ("process", "in-process"):
-            raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
+        if isolation not in ("process", "in-process", "auto"):
+            raise ValueError(f"isolation must be 'process', 'in-process' or 'auto', not {isolation!r}")
         check_device(device)
+        self.reason: str | None = ASKED_IN_PROCESS if isolation == "in-process" else None
+        if isolation == "auto":
+            source = importable_source(sampler, spec)
+            isolation, self.reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
         self.isolation = isolation
+        if generation:
+            timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self.limit = CallLimit(timeout=timeout, first=first_timeout)
         self.calls = self.rows = self.crashes = self.hangs = 0
         self.seconds = 0.0  # the sampler's own time, measured around its calls
@@ -93,14 +112,20 @@ class SamplerUnderTest(ChainCalls, TreeCalls):
         else:
             raw = resolve(sampler) if isinstance(sampler, str) else sampler
             self.kind: Kind = kind_of(raw)
+            if generation and not self.kind.generation and not isinstance(sampler, str):
+                self.kind = _taken_for_a_loop(raw)
             self.sampler: Callable[..., Any] | None = self.kind.posed(raw)
-            self.name = name_of(self.sampler)
+            self.name = self.kind.name_of(self.sampler)
             self.capabilities: Capabilities = capabilities_of(self.sampler)
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
+        if generation and not self.kind.generation:
+            if isinstance(sampler, str):
+                self.close()
+                raise SamplerSpecError(f"{sampler!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")
+            self.kind = _taken_for_a_loop(sampler)
         self.dtype = self.capabilities.dtypes[0]
         self.layout: StepLayout[Any] = self.kind.layout  # how its outputs are audited and coded
-        self._step = _STEPS[self.kind.verb]
 
     def _load_isolated(self, sampler: Callable[..., Any] | str, spec: str | None, device: str | None) -> None:
         """Load the sampler into a supervised process of its own, which detects its kind there."""
@@ -119,7 +144,15 @@ class SamplerUnderTest(ChainCalls, TreeCalls):
     def step(self, *inputs: Any, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the sampler over a batch of its kind's inputs, of any size; outputs audited, returned
         on the CPU (:meth:`~ChainCalls.chain_step`, :meth:`~TreeCalls.tree_step`)."""
-        return self._step(self, *inputs, **options)
+        calls = _STEPS.get(self.kind.verb)
+        if calls is None:
+            raise TypeError(f"a sampler of the {self.kind.name} kind makes no steps: it is called as itself")
+        return calls(self, *inputs, **options)
+
+
+def _taken_for_a_loop(loop: Any) -> LoopKind:
+    """The kind of a callable passed in as a loop that declares none: a loop of its ``parameters``."""
+    return LoopKind(tuple(getattr(loop, "parameters", ("temperature",))))
 
 
 #: The calls of each worker verb a step kind names (:attr:`specverify._kinds.Kind.verb`).

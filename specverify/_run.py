@@ -37,7 +37,7 @@ class Run:
 
     Args:
         subject: the sampler under test (:func:`specverify._runner.load_sut`) or the loop under
-            test (:class:`~specverify._loop_calling.LoopUnderTest`).
+            test (``SamplerUnderTest(loop, generation=True)``).
         budget: how much evidence to gather, with the run's family-wise alpha.
         seed: the run seed every random draw derives from.
         select: glob patterns of check ids or family names (default: the whole battery).

@@ -6,6 +6,7 @@ import abc
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from .._contract import name_of
 from .._evidence import Warps
 from .._layout import StepLayout
 
@@ -45,6 +46,10 @@ class Kind(abc.ABC):
     def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
         """The sampler as the harness calls it (already posed: itself)."""
         return self.layout.posed(sampler)
+
+    def name_of(self, sampler: Callable[..., Any]) -> str:
+        """The name a sampler loaded in this process is shown by (:func:`specverify._contract.name_of`)."""
+        return name_of(sampler)
 
     def describe(self, sampler: dict[str, Any]) -> None:
         """Add what this kind records of the sampler to ``run["sampler"]`` (nothing by default)."""

@@ -96,6 +96,11 @@ class LoopKind(Kind):
     def layout(self) -> LoopLayout:
         return LoopLayout()
 
+    def name_of(self, sampler: Callable[..., Any]) -> str:
+        """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""
+        named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        return named
+
     @property
     def seeds(self) -> bool:
         return "seeds" in self.parameters

@@ -33,7 +33,8 @@ from .._budgets import Budget
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
-from .._loop_calling import LoopFault, LoopUnderTest
+from .._calling import SamplerUnderTest
+from .._loop_calling import LoopFault
 from .._result import CheckResult, RunResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
@@ -296,7 +297,7 @@ REACH = (
 )
 
 
-def loop_info(loop: LoopUnderTest) -> dict[str, Any]:
+def loop_info(loop: SamplerUnderTest) -> dict[str, Any]:
     """What a loop run records beyond every run's record (:func:`specverify._run.run_info`)."""
     return {"contract": loop.kind.contract, "reach": REACH, "isolation": loop.info()}
 
@@ -333,7 +334,7 @@ def check_loop(
     :class:`~specverify.Budget`.  The statistical checks share ``alpha`` (default the budget's) by
     Bonferroni, each sized to detect the budget's TV with its power.  ``select`` holds glob
     patterns on check ids (a subset can fail a loop, never pass it: its run records the selection).
-    ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
+    ``isolation`` and ``timeout`` are :class:`~specverify._calling.SamplerUnderTest`'s: by
     default a loop importable by name runs in a supervised process of its own, so a crash, exit or
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
     ``on_result`` is called with each result as it finishes; ``json_path`` is written after every
@@ -358,7 +359,7 @@ def check_loop(
     if not selected(loop_battery(), select):
         raise UsageError(no_match(list(select or []), loop=True))
     start = time.perf_counter()
-    under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
+    under_test = SamplerUnderTest(loop, isolation=isolation, timeout=timeout, generation=True)
     run: Run | None = None
     try:
         run = Run(under_test, spent, seed, select=select, spec=spec, since=start)
