@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._budgets import Budget
 from .._errors import UsageError
-from .._kinds import kind_of
+from .._kinds import ChainKind, LoopKind, TreeKind, kind_of
 from . import battery, tree_battery
 from ._base import Check
 
@@ -53,15 +53,24 @@ class PlannedCheck:
         return self.check.id
 
 
-def battery_for(sut: Any) -> list[Check]:
-    """The battery a subject is put through: the ``loop`` family for a generation loop, the
-    ``trees`` family for a tree sampler, else the chain battery."""
-    name = kind_of(sut).battery
-    if name == "loop":
-        from ._loop import loop_battery  # imported late: the loop family imports torch's models
+def _loop_battery() -> list[Check]:
+    from ._loop import loop_battery  # imported late: the loop family imports torch's models
 
-        return list(loop_battery())
-    return {"trees": tree_battery, "chain": battery}[name]()
+    return list(loop_battery())
+
+
+#: The battery each kind names (:attr:`specverify._kinds.Kind.battery`).
+BATTERIES: dict[str, Callable[[], list[Check]]] = {
+    ChainKind.battery: battery,
+    TreeKind.battery: tree_battery,
+    LoopKind.battery: _loop_battery,
+}
+
+
+def battery_for(sut: Any) -> list[Check]:
+    """The battery of a subject's kind: the ``loop`` family for a generation loop, the ``trees``
+    family for a tree sampler, else the chain battery."""
+    return BATTERIES[kind_of(sut).battery]()
 
 
 def result_ids(check: Check) -> list[str]:
