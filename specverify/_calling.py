@@ -27,6 +27,7 @@ from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
 from ._contract import Capabilities, SamplerSpecError, capabilities_of, resolve
 from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
+from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
 from ._reach import ReachRecorder
 from ._supervised import (
     CallLimit,
@@ -35,9 +36,9 @@ from ._supervised import (
     check_device,
     importable_source,
 )
-from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
 from ._tree_calling import TreeCalls
-from ._worker import SamplerProcess, wire
+from ._worker import SamplerProcess
+from ._worker.wire import STEP, TREE_STEP
 
 __all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
 
@@ -157,6 +158,6 @@ def _taken_for_a_loop(loop: Any) -> LoopKind:
 
 #: The calls of each worker verb a step kind names (:attr:`specverify._kinds.Kind.verb`).
 _STEPS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
-    wire.STEP: ChainCalls.chain_step,
-    wire.TREE_STEP: TreeCalls.tree_step,
+    STEP: ChainCalls.chain_step,
+    TREE_STEP: TreeCalls.tree_step,
 }

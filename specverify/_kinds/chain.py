@@ -16,7 +16,7 @@ import torch
 from .._contract import Violation, audit_output, malformed
 from .._exact import sequence_index, step_law
 from .._layout import Output, StepInputs, StepLayout
-from .._worker import wire
+from .._worker.wire import STEP
 from ._base import Kind
 
 __all__ = ["ChainKind", "ChainLayout"]
@@ -66,7 +66,7 @@ class ChainKind(Kind):
 
     name: ClassVar[str] = "chain"
     battery: ClassVar[str] = "chain"
-    verb: ClassVar[str] = wire.STEP
+    verb: ClassVar[str] = STEP
 
     @property
     def layout(self) -> ChainLayout:

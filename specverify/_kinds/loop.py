@@ -19,7 +19,7 @@ from .._contract import Violation
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
 from .._warp import SamplingParams
-from .._worker import wire
+from .._worker.wire import GENERATE
 from ._base import Kind
 
 __all__ = ["LoopInputs", "LoopKind", "LoopLayout"]
@@ -84,7 +84,7 @@ class LoopKind(Kind):
     #: The value of a loop's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "loop"
     battery: ClassVar[str] = "loop"
-    verb: ClassVar[str] = wire.GENERATE
+    verb: ClassVar[str] = GENERATE
     contract: ClassVar[str | None] = "loop"
     generation: ClassVar[bool] = True
     parameters: tuple[str, ...] = ("temperature",)

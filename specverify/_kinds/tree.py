@@ -20,7 +20,7 @@ from .._layout import Output, StepLayout
 from .._tree import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
 from .._tree_draw import emitted_sequences
 from .._tree_exact import tree_law
-from .._worker import wire
+from .._worker.wire import TREE_STEP
 from ._base import Kind
 
 __all__ = ["TreeKind", "TreeLayout"]
@@ -70,7 +70,7 @@ class TreeKind(Kind):
     #: The value of a sampler's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "tree"
     battery: ClassVar[str] = "trees"
-    verb: ClassVar[str] = wire.TREE_STEP
+    verb: ClassVar[str] = TREE_STEP
     contract: ClassVar[str | None] = "tree"
     algorithm: str | None = None
 

@@ -25,9 +25,19 @@ from typing import Any
 
 import torch
 
-from . import wire
 from .arena import PageWatch, WorkerArena
-from .wire import Channel, encode, encode_value, set_state, state_of, well_formed
+from .wire import (
+    GENERATE,
+    LOAD,
+    STEP,
+    TREE_STEP,
+    Channel,
+    encode,
+    encode_value,
+    set_state,
+    state_of,
+    well_formed,
+)
 
 __all__ = ["SERVES", "serve"]
 
@@ -275,10 +285,10 @@ def serve_generate(worker: Worker, body: dict[str, Any]) -> None:
 
 #: What serves each verb (:mod:`specverify._worker.wire`): one entry per way a sampler is called.
 SERVES: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
-    wire.LOAD: load,
-    wire.STEP: serve_step,
-    wire.TREE_STEP: serve_tree_step,
-    wire.GENERATE: serve_generate,
+    LOAD: load,
+    STEP: serve_step,
+    TREE_STEP: serve_tree_step,
+    GENERATE: serve_generate,
 }
 
 

@@ -33,9 +33,12 @@ from typing import Any
 
 import torch
 
-from . import wire
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
+    GENERATE,
+    LOAD,
+    STEP,
+    TREE_STEP,
     Channel,
     WorkerDied,
     WorkerHung,
@@ -121,7 +124,7 @@ class SamplerProcess:
             self._spawn()
         for lane in self._lanes:  # the worker maps afresh for this sampler
             lane.drop()
-        self._send((wire.LOAD, {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": _HARNESS_THREADS.theirs(), "page_watch": self.page_watch}))
+        self._send((LOAD, {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": _HARNESS_THREADS.theirs(), "page_watch": self.page_watch}))
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
         except WorkerDied as died:
@@ -287,7 +290,7 @@ class SamplerProcess:
         request.update(per_row=per_row, lane=lane, generator="continue" if follows and generator is not None else None if generator is None else state_of(generator))
         started = self._in_flight[-1].started + 1 if follows else self._beat_count()  # read before sending: a fast worker beats at once
         self.exchanges += 1
-        self._send((wire.STEP, request))
+        self._send((STEP, request))
         pending = PendingCall(lane, rows, k, outputs_at, staged, started, generator)
         self._in_flight.append(pending)
         return pending
@@ -346,7 +349,7 @@ class SamplerProcess:
         request.update(path_width=path_width, per_row=per_row, lane=0, generator=None if generator is None else state_of(generator))
         started = self._beat_count()  # read before sending: a fast worker beats at once
         self.exchanges += 1
-        self._send((wire.TREE_STEP, request))
+        self._send((TREE_STEP, request))
         (_, output, state, seconds, _), changed = self._exchange(staged, limit, started, 0)
         if generator is not None and state is not None:
             set_state(generator, state)
@@ -391,7 +394,7 @@ class SamplerProcess:
         """
         self.drain(limit)
         started = self._beat_count()  # read before sending: a fast worker beats at once
-        self._send((wire.GENERATE, request))
+        self._send((GENERATE, request))
         try:
             reply = self._wait(limit, calls_before=started)
         except WorkerDied as died:  # counted in model calls made, not in calls started
