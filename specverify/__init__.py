@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._runner import check
     from ._seeds import derive_seed
     from ._warp import SamplingParams, warp
-    from .checks._loop import check_loop
+    from ._runner import check_loop
     from .samplers import reference
 
 __all__ = [
@@ -96,7 +96,7 @@ _LAZY = {
     "TableModel": ("._models", "TableModel"),
     "call_sampler": ("._replay", "call_sampler"),
     "check": ("._runner", "check"),
-    "check_loop": (".checks._loop", "check_loop"),
+    "check_loop": ("._runner", "check_loop"),
     "completed_law": ("._exact", "completed_law"),
     "derive_seed": ("._seeds", "derive_seed"),
     "emitted_law": ("._exact", "emitted_law"),

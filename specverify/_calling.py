@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, resolve
+from ._contract import Capabilities, SamplerSpecError, capabilities_of, resolve_sampler
 from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
 from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
@@ -111,7 +111,7 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         if isolation == "process":
             self._load_isolated(sampler, spec, device)
         else:
-            raw = resolve(sampler) if isinstance(sampler, str) else sampler
+            raw = resolve_sampler(sampler) if isinstance(sampler, str) else sampler
             self.kind: Kind = kind_of(raw)
             if generation and not self.kind.generation and not isinstance(sampler, str):
                 self.kind = _taken_for_a_loop(raw)

@@ -58,10 +58,10 @@ __all__ = [
     "audit_output",
     "capabilities_of",
     "describe",
+    "resolve_sampler",
     "malformed",
     "malformed_pair",
     "name_of",
-    "resolve",
     "sampler",
 ]
 
@@ -227,12 +227,13 @@ def sampler(
     return decorate(fn) if fn is not None else decorate
 
 
-def resolve(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:attribute"`` to a sampler, as it is declared.
+def resolve_sampler(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler, as it declares itself.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  Posing it as the harness
-    calls it is its kind's (:func:`specverify._kinds.load_sampler`).  Every failure raises
+    signature: a callable taking four positional arguments is a sampler).  It is returned as
+    written; :func:`specverify._kinds.load_sampler` poses it as its kind is called (the kinds build
+    on this contract, so this module never imports them).  Every failure raises
     :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")

@@ -34,7 +34,7 @@ from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
 from ._vocabulary import lossless
-from .checks._plan import PlannedCheck, left_out_of, selects
+from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from specverify._loop import MarkovLM, generation_law
 from specverify._tree_calling import tree_sampler
 from specverify._warp import SamplingParams
 from specverify._worker.serving import SERVES
-from specverify.checks._plan import BATTERIES, battery_for
+from specverify._run._plan import BATTERIES, battery_for
 from specverify.samplers import logits_reference, loop_reference, reference
 
 KINDS: list[Kind] = [ChainKind(), LogitsKind(("temperature", "seeds")), TreeKind("specinfer"), LoopKind(("temperature",))]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._contract import capabilities_of, resolve
+from .._contract import capabilities_of, resolve_sampler
 from .._layout import StepLayout
 from ._base import Kind
 from .chain import ChainKind, ChainLayout
@@ -66,11 +66,11 @@ def layout_of(sampler: Any) -> StepLayout[Any]:
 
 
 def load_sampler(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:attribute"`` to a sampler (:func:`specverify._contract.resolve`),
+    """Resolve ``"package.module:attribute"`` to a sampler (:func:`specverify._contract.resolve_sampler`),
     posed as the harness calls it (:meth:`Kind.posed`: a logits sampler on probabilities).
 
     Raises:
         SamplerSpecError: with a one-line message, whatever failed.
     """
-    sampler = resolve(spec)
+    sampler = resolve_sampler(spec)
     return kind_of(sampler).posed(sampler)

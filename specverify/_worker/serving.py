@@ -94,7 +94,7 @@ def raised(exc: BaseException, *, what: str = "the sampler") -> tuple[Any, ...]:
 
 def load(worker: Worker, body: dict[str, Any]) -> None:
     """Import and build the sampler, pose it as its kind is called, and say what it is."""
-    from .._contract import capabilities_of, name_of, resolve
+    from .._contract import capabilities_of, name_of, resolve_sampler
     from .._kinds import kind_of
 
     sys.path[:] = body["sys_path"]
@@ -102,7 +102,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
     worker.arenas.clear()
     torch.set_num_threads(body["threads"])
     try:
-        sampler = resolve(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
+        sampler = resolve_sampler(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
         kind = kind_of(sampler)
         sampler = worker.sampler = kind.posed(sampler)
         capabilities = capabilities_of(sampler)

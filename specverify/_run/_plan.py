@@ -1,9 +1,10 @@
 """Planning a run: which checks of which battery run, why some skip, and each one's share of alpha.
 
-One module for every face of the harness: the CLI and :func:`specverify._runner.check`, the pytest
-plugin and :func:`specverify.pytest_battery` (:mod:`specverify._pytest`), and the loop runner
-(:func:`specverify.checks._loop.check_loop`) plan with it, through :class:`specverify._run.Run`, so a check's share of the false-positive
-budget does not depend on which face, or which xdist worker, runs it.  Planning reads only what the
+One module for every face of the harness: the CLI and :func:`specverify._runner.check` (every
+kind, loops included), the pytest plugin and :func:`specverify.pytest_battery`
+(:mod:`specverify._pytest`) plan with it, through :class:`specverify._run.Run`, so a check's share
+of the false-positive budget does not depend on which face, or which xdist worker, runs it.  It
+lives above :mod:`specverify.checks` (the checks know nothing of plans).  Planning reads only what the
 checks declare (:class:`~specverify.checks._base.Check`) and what the subject declares; it calls
 no sampler.
 """
@@ -17,9 +18,9 @@ from typing import Any
 
 from .._budgets import Budget
 from .._errors import UsageError
-from .._kinds import ChainKind, LoopKind, TreeKind, kind_of
-from . import battery, tree_battery
-from ._base import Check
+from .._kinds import ChainKind, Kind, LoopKind, TreeKind, kind_of
+from ..checks import battery, tree_battery
+from ..checks._base import Check
 
 __all__ = [
     "PlannedCheck",
@@ -34,6 +35,7 @@ __all__ = [
     "selected",
     "selects",
     "skip_reason",
+    "subject_kind",
 ]
 
 #: Why a check that proves ``non-canonical`` skips on a sampler that declares ``canonical=False``.
@@ -53,8 +55,14 @@ class PlannedCheck:
         return self.check.id
 
 
+def subject_kind(sut: Any) -> Kind:
+    """What the run layer asks of a subject under test, in one place: its kind
+    (:func:`specverify._kinds.kind_of`: the one a sampler under test holds since it loaded)."""
+    return kind_of(sut)
+
+
 def _loop_battery() -> list[Check]:
-    from ._loop import loop_battery  # imported late: the loop family imports torch's models
+    from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
 
     return list(loop_battery())
 
@@ -70,7 +78,7 @@ BATTERIES: dict[str, Callable[[], list[Check]]] = {
 def battery_for(sut: Any) -> list[Check]:
     """The battery of a subject's kind: the ``loop`` family for a generation loop, the ``trees``
     family for a tree sampler, else the chain battery."""
-    return BATTERIES[kind_of(sut).battery]()
+    return BATTERIES[subject_kind(sut).battery]()
 
 
 def result_ids(check: Check) -> list[str]:
@@ -135,7 +143,7 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=kind_of(sut).generation))
+        raise UsageError(no_match(patterns, loop=subject_kind(sut).generation))
     return plan_checks(checks, sut, budget.alpha)
 
 
