@@ -24,21 +24,16 @@ from typing import Any
 import torch
 
 from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
-from ._contract import Capabilities, SamplerSpecError, capabilities_of, resolve_sampler
+from ._contract import Capabilities, capabilities_of, resolve_sampler
 from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
 from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
 from ._reach import ReachRecorder
-from ._supervised import (
-    CallLimit,
-    CallThread,
-    SamplerFault,
-    check_device,
-    importable_source,
-)
+from ._supervised import CallLimit, CallThread, check_device, importable_source
 from ._tree_calling import TreeCalls
 from ._worker import SamplerProcess
 from ._worker.wire import STEP, TREE_STEP
+from .errors import SamplerFault, SamplerSpecError
 
 __all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
 

@@ -23,7 +23,6 @@ from ._layout import StepInputs
 from ._supervised import (
     UNBATCHED_AUDIT_ROWS,
     CallThread,
-    SamplerFault,
     Supervised,
     last_frames,
     raised,
@@ -36,6 +35,7 @@ from ._worker import (
     identity,
     unchanged,
 )
+from .errors import SamplerFault
 
 __all__ = ["DEFAULT_CHUNK", "ChainCalls"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, Violation
+from ._contract import Capabilities, Violation
 from ._evidence import Evidence
 from ._kinds import Kind
 from ._layout import StepLayout
@@ -33,6 +33,7 @@ from ._worker import (
     WorkerLoadError,
     WorkerRaised,
 )
+from .errors import SamplerFault, SamplerSpecError
 
 __all__ = [
     "UNBATCHED_AUDIT_ROWS",
@@ -49,19 +50,6 @@ __all__ = [
 
 #: An unbatched sampler's outputs are audited together, this many rows at a time.
 UNBATCHED_AUDIT_ROWS = 4_096
-
-
-class SamplerFault(Exception):
-    """The sampler raised, hung, died, or returned something the contract forbids.
-
-    ``details`` holds what a user needs to debug it (the sampler's traceback, its last output),
-    attached to the failing result's evidence by the runner.
-    """
-
-    def __init__(self, violation: Violation, details: Evidence | None = None) -> None:
-        super().__init__(violation.message)
-        self.violation = violation
-        self.details: Evidence = details or {}
 
 
 def check_device(device: str | None) -> None:

@@ -29,13 +29,13 @@ from ._kinds import TreeKind, kind_of
 from ._supervised import (
     UNBATCHED_AUDIT_ROWS,
     CallThread,
-    SamplerFault,
     Supervised,
     last_frames,
     raised,
 )
 from ._tree import ALGORITHMS, TreeBatch, rows_of
 from ._worker import WorkerDied, WorkerHung, WorkerRaised
+from .errors import SamplerFault
 
 __all__ = ["TreeCalls", "is_tree_sampler", "tree_sampler"]
 

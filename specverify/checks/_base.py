@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import torch
 
 from .._budgets import Budget
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
 from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
+from ..errors import SamplerFault
 
 __all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "registered"]
 

@@ -31,10 +31,10 @@ from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
-from .._loop_calling import LoopFault
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
+from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
@@ -83,7 +83,7 @@ class LoopContext:
         out = self.loop(target, draft, prompt, num_tokens, given, torch.Generator().manual_seed(seed))
         violations = LoopLayout().audit(LoopInputs(target, prompt, num_tokens, given), out, first_only=True)
         if violations:
-            raise LoopFault(violations[0].message, violations[0].rule)
+            raise SamplerFault(violations[0])
         return out.cpu()
 
 
@@ -139,8 +139,8 @@ class LoopCheck(Check):
     def run(self, ctx: LoopContext) -> CheckResult:
         try:
             return getattr(self, f"_{self.name}")(ctx)
-        except LoopFault as fault:
-            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation, **fault.evidence})
+        except SamplerFault as fault:
+            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation.rule, **fault.details})
         except Exception as exc:  # everything the loop raises is evidence against it
             text = str(exc).strip().splitlines()
             message = f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}"
