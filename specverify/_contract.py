@@ -34,7 +34,7 @@ with no sampling error.
 
 :func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
 rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
-tree contract; :mod:`specverify._layout` puts each behind its step layout.
+tree contract; :mod:`specverify._kinds` puts each behind its kind's step layout.
 """
 
 from __future__ import annotations
@@ -215,8 +215,8 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
     signature: a callable taking four positional arguments is a sampler).  It is returned as
-    written; :func:`specverify._layout.load_sampler` poses it as the harness calls it (the layouts
-    build on this contract, so this module never imports them).  Every failure raises
+    written; :func:`specverify._kinds.load_sampler` poses it as its kind is called (the kinds build
+    on this contract, so this module never imports them).  Every failure raises
     :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")

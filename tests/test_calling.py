@@ -211,9 +211,9 @@ def test_nan_in_an_input_is_not_a_write():
 def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_threads(monkeypatch):
     """libgomp's idle threads spin-wait: while a sampler's process is in use the harness keeps one
     thread, the sampler's process gets the harness's count, and the harness gets it back after."""
-    from specverify import _worker
+    from specverify._worker import supervision
 
-    monkeypatch.setattr(_worker, "_HARNESS_THREADS", _worker._HarnessThreads())  # no process an earlier test holds
+    monkeypatch.setattr(supervision, "_HARNESS_THREADS", supervision.HarnessThreads())  # no process an earlier test holds
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

@@ -20,18 +20,20 @@ __all__ = ["base_info", "run_info"]
 def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunInfo:
     """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
     kind = subject_kind(subject)
-    if kind == "loop":
+    if kind.generation:
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
-        record.contract, record.reach = "loop", LOOP_REACH
+        record.contract, record.reach = kind.contract, LOOP_REACH
         record.isolation = Isolation.from_json(subject.info())
         return record
     sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
     record = base_info(sampler, budget, seed, spec)
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
-    if kind == "tree":
-        record.contract = "tree"
-        sampler.algorithm = subject.algorithm
+    record.contract = kind.contract
+    described: dict[str, Any] = {}
+    kind.describe(described)
+    for field, value in described.items():  # the tree's algorithm
+        setattr(sampler, field, value)
     return record
 
 

@@ -117,7 +117,7 @@ class Check(abc.ABC):
     checks spend ``decisions`` shares of the run's false-positive budget (default: one if
     statistical, none if exact); exact checks spend none.  The subject ``applies`` and
     ``skip_reason`` are given is what the battery tests: a
-    :class:`~specverify._calling.SamplerUnderTest`, a tree sampler under test or a loop under test;
+    :class:`~specverify._calling.SamplerUnderTest` of the battery's kind (chain, logits, tree, loop);
     ``run`` is given its battery's context (:class:`Context`, or the loop family's).
     """
 

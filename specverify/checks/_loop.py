@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._contract import Violation
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
+from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
 from .._result import CheckResult
 from .._seeds import derive_seed
@@ -81,14 +81,9 @@ class LoopContext:
         """Call the loop with only the parameters it declares; audit the output's structure."""
         given = params.only(loop_parameters(self.loop))
         out = self.loop(target, draft, prompt, num_tokens, given, torch.Generator().manual_seed(seed))
-        rows = prompt.shape[0]
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
-            described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
-            raise SamplerFault(Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"))
-        bad = (out < 0) | (out >= target.vocab_size)
-        if bool(bad.any()):
-            row = int(bad.any(-1).nonzero()[0, 0])
-            raise SamplerFault(Violation("output", f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})"))
+        violations = LoopLayout().audit(LoopInputs(target, prompt, num_tokens, given), out, first_only=True)
+        if violations:
+            raise SamplerFault(violations[0])
         return out.cpu()
 
 
