@@ -19,7 +19,7 @@ from .. import strategies as sv
 from .._calling import SamplerFault, SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
-from ._base import Check, Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result, step_cases_code
 from ._fixtures import random_laws
 from ._search import Outcome, search_and_confirm
 from ._tally import step_counts
@@ -73,12 +73,13 @@ class EdgeValidityCheck(Check):
         if found.confirmed is not None:
             cases, outcome = found.confirmed
             assert outcome.fault is not None
-            body = "\n".join(c.to_code() for c in cases[:1])
+            # every case, interleaved row by row in the batches and with the generator the check used:
+            # the sampler is given what it failed on (raises specverify.SamplerFault the same way)
             repro = ctx.repro(
-                f"{body}\nrows = {self.rows_per_case}\n"
+                f"{step_cases_code(cases)}\n"
                 "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                "tokens, num_accepted = specverify.call_sampler(sampler, target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
-                "draft_tokens.expand(rows, -1), torch.Generator().manual_seed(0))"
+                f"specverify.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
+                f"print({self.id!r} + ': not reproduced (every output valid)')"
             )
             result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})
             result.message = f"on the smallest failing case: {result.message}"
