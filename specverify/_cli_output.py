@@ -14,10 +14,54 @@ from ._vocabulary import Status, Verdict, lossless
 if TYPE_CHECKING:
     from ._result import CheckResult
 
-__all__ = ["print_verdict", "result_printer"]
+__all__ = ["detects", "failure_lines", "print_verdict", "result_printer"]
 
 _STATUS_STYLE = {s.value: s.style for s in Status}
 _VERDICT_STYLE = {v.value: v.style for v in Verdict}
+
+
+#: The repro printed under a failing line: this many lines at most (all of it is in the JSON).
+REPRO_LINES = 14
+
+
+def detects(min_detectable_tv: float | None) -> str:
+    """What a check's test detects, in words: an exact check any deviation, a statistical one a TV."""
+    if min_detectable_tv is None:
+        return ""
+    if min_detectable_tv == 0:
+        return " (exact: any deviation)"
+    return f" (detects TV >= {min_detectable_tv:.3g})"
+
+
+def failure_lines(result: CheckResult) -> list[str]:
+    """What is printed under a failing line: the smallest case, its probabilities when they are
+    small enough to read, and the start of the repro (the whole of it is the JSON's
+    ``evidence.repro``), then the sampler's traceback and output (their last lines)."""
+    from .report._example import example
+
+    lines: list[str] = []
+    evidence = result.evidence
+    case = evidence.get("minimal_example")
+    if case:
+        shown = example(case)
+        lines.append(f"smallest case: {shown.summary or 'see the JSON'}")
+        for part in shown.parts or [shown]:
+            for table in part.tables[:4]:
+                if table.columns <= 8 and len(table.rows) <= 5:
+                    for label, row in zip(table.row_labels, table.rows):
+                        lines.append(f"  {table.title} {label}: [{', '.join(row)}]")
+    repro = str(evidence.get("repro") or "").strip().splitlines()
+    if repro:
+        body = [line for line in repro if line and not line.startswith(("import ", "#"))]
+        more = len(body) - REPRO_LINES
+        lines.append("repro (paste into python; it exits 1 the same way" + (f"; {more} more lines in the JSON's evidence.repro):" if more > 0 else "):"))
+        lines += [f"  {line[:160]}" + (" ..." if len(line) > 160 else "") for line in body[:REPRO_LINES]]
+    for label, text in (("traceback", evidence.get("traceback")), ("sampler output", evidence.get("sampler_output"))):
+        tail = str(text or "").strip().splitlines()[-4:]
+        if tail:
+            lines.append(f"{label} (last lines; all in the JSON):")
+            lines += [f"  {line[:200]}" for line in tail]
+    return lines
 
 
 def result_printer(console: Any) -> Callable[[CheckResult], None]:
@@ -25,15 +69,10 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 
     def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
-        tv = f" TV>={result.min_detectable_tv:.3g}" if result.min_detectable_tv is not None else ""
-        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{tv}  [dim]{escape(result.message or '')}[/]")
+        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv)}  [dim]{escape(result.message or '')}[/]")
         if result.status in ("fail", "error"):
-            for label, text in (("traceback", result.evidence.get("traceback")), ("sampler output", result.evidence.get("sampler_output"))):
-                lines = str(text or "").strip().splitlines()[-4:]
-                if lines:
-                    console.print(f"{'':>12}   [dim]{label} (last lines; all in the JSON):[/]")
-                    for line in lines:
-                        console.print(f"{'':>12}     [dim]{escape(line[:200])}[/]")
+            for line in failure_lines(result):
+                console.print(f"{'':>15}[dim]{escape(line)}[/]")
 
     return show
 
@@ -47,6 +86,9 @@ def print_verdict(console, result, args) -> None:
     verdict = result.verdict
     line = f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]  {escape(result.run['sampler']['name'])}  ({summary})"
     console.print(line)
+    reason = getattr(result, "verdict_reason", None)  # why the verdict is no better (an inconclusive subset, ...)
+    if reason:
+        console.print(f"  why: {escape(reason)}")
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):
         console.print(escape(promise))
