@@ -21,6 +21,8 @@ battery.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,7 @@ __all__ = [
     "SubsetVerdictItem",
     "battery",
     "describe_failure",
+    "importable_from",
 ]
 
 _PROPERTY = "specverify"
@@ -180,6 +183,17 @@ class SpecverifyCollector(pytest.Collector):
         return items
 
 
+def importable_from(config: pytest.Config) -> list[str]:
+    """Put the current directory and the rootdir on ``sys.path`` (the sampler's process inherits
+    it), so ``--specverify-sampler=mod:sampler`` finds ``mod.py`` there, as ``specverify check``
+    and ``python -m`` do; returns the directories added or already there."""
+    places = list(dict.fromkeys([os.getcwd(), str(config.rootpath)]))
+    for place in reversed(places):
+        if place not in sys.path:
+            sys.path.insert(0, place)
+    return places
+
+
 class SpecverifyPlugin:
     """Adds the battery to the session and aggregates its results."""
 
@@ -194,10 +208,17 @@ class SpecverifyPlugin:
         if alpha is not None:
             self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
+        searched = importable_from(config)
         try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
             self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
-            raise pytest.UsageError(f"specverify: {exc}") from None
+            hint = ""
+            if "no module named" in str(exc):
+                hint = (
+                    f" (looked in {', '.join(searched)} and on sys.path: run pytest where the module lies, "
+                    "install its package with 'pip install -e .', or add its directory to PYTHONPATH)"
+                )
+            raise pytest.UsageError(f"specverify: {exc}{hint}") from None
         try:
             self.run = Run(self.sut, self.budget, self.seed, select=config.getoption("specverify_only"), spec=spec)
         except UsageError as exc:
