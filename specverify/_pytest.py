@@ -35,6 +35,7 @@ from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
+from ._threads import use_default_threads
 from ._vocabulary import lossless
 from .checks._plan import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
@@ -209,6 +210,7 @@ class SpecverifyPlugin:
             self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
         searched = importable_from(config)
+        use_default_threads()  # as the CLI: one thread each for the harness and the sampler, unless OMP_NUM_THREADS is set
         try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
             self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
