@@ -277,6 +277,12 @@ class SpecverifyPlugin:
         summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
         terminalreporter.section("specverify")
         terminalreporter.write_line(f"verdict: {result.verdict} for {self.sut.name} ({summary})")
+        items, results = sum(self.run.recorded(p.id) for p in self.planned), len(result.checks)
+        if results != items:  # a test item is one planned check; some report several results (decisions)
+            terminalreporter.write_line(
+                f"({items} test items ran, one per planned check; the verdict counts their {results} results: a check "
+                "that makes several decisions on the same samples, such as the first token, the step and each position, reports each)"
+            )
         if result.verdict_reason:
             terminalreporter.write_line(f"({result.verdict_reason})")
         json_path = self.config.getoption("specverify_json")

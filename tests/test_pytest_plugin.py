@@ -42,6 +42,11 @@ def test_a_module_that_is_nowhere_says_where_it_was_looked_for(pytester):
     result.stderr.fnmatch_lines(["*no module named 'not_here_at_all'*looked in*PYTHONPATH*"])
 
 
+def test_the_summary_explains_items_against_results(pytester):
+    result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.model*", *QUICK)
+    result.stdout.fnmatch_lines(["*verdict: inconclusive*", "*test items ran, one per planned check; the verdict counts their * results*"])
+
+
 def test_broken_sampler_fails_with_evidence(pytester):
     result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK)
     result.assert_outcomes(failed=2)
