@@ -39,6 +39,24 @@ def _run_repro(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+def test_the_seeds_own_step_fails_sub_ulp_and_its_pasted_repro_fails_the_same_way(tmp_path: Path) -> None:
+    spec = "seed_sampler:sampler"  # tests/seed_sampler.py: the seed's speculative_step, one row a call
+    result = specverify.check(spec, budget="quick", select=["robustness.edge[sub-ulp]"], spec=spec, isolation="in-process")
+    (edge,) = result.checks
+    assert edge.status == "fail" and edge.evidence.get("repro"), edge.message
+    cases = edge.evidence["minimal_example"]["cases"]
+    repro = edge.evidence["repro"]
+    assert all(f"case{i} = specverify.StepCase(" in repro for i in range(len(cases)))  # every case of the shrunk batch
+    env_root = str(Path(__file__).resolve().parent)
+    script = tmp_path / "repro.py"
+    script.write_text(repro)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), env_root]), "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode != 0 and "SamplerFault" in done.stderr, done.stdout + done.stderr[-2000:]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("member", sorted(MEMBERS))
 def test_every_failing_repro_fails_the_same_way(member: str, tmp_path: Path) -> None:
