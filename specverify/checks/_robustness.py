@@ -142,7 +142,7 @@ class LargeVocabCheck(Check):
             case=self.case,
             status="pass",
             samples=rows,
-            message=f"valid output at V in {tested} ({rows} rows)" + (
+            message=f"valid output at V = {' and '.join(map(str, tested))} ({rows} rows)" + (
                 f"; V above {tested[-1]} exceeds the sampler's max_vocab" if len(tested) < len(self.vocabularies) else ""
             ),
         )
