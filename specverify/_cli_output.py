@@ -52,16 +52,35 @@ def failure_lines(result: CheckResult) -> list[str]:
                         lines.append(f"  {table.title} {label}: [{', '.join(row)}]")
     repro = str(evidence.get("repro") or "").strip().splitlines()
     if repro:
-        body = [line for line in repro if line and not line.startswith(("import ", "#"))]
-        more = len(body) - REPRO_LINES
-        lines.append("repro (paste into python; it exits 1 the same way" + (f"; {more} more lines in the JSON's evidence.repro):" if more > 0 else "):"))
-        lines += [f"  {line[:160]}" + (" ..." if len(line) > 160 else "") for line in body[:REPRO_LINES]]
+        lines += _short_repro(repro)
     for label, text in (("traceback", evidence.get("traceback")), ("sampler output", evidence.get("sampler_output"))):
         tail = str(text or "").strip().splitlines()[-4:]
         if tail:
             lines.append(f"{label} (last lines; all in the JSON):")
             lines += [f"  {line[:200]}" for line in tail]
     return lines
+
+
+def _short_repro(repro: list[str]) -> list[str]:
+    """The repro's short form: its set-up (tensors too long to read left out, at most
+    :data:`REPRO_LINES` lines in all), then always the call that fails and the lines after it."""
+    kept = [line for line in repro if line and not line.startswith(("import ", "#"))]
+    calls = ("specverify.step_law_test(", "specverify.model_law_test(", "specverify.call_sampler(")
+    at = next((i for i, line in enumerate(kept) if any(c in line for c in calls)), len(kept))
+    setup, tail = kept[:at], kept[at:]
+    shown: list[str] = []
+    for line in setup:
+        if len(line) > 160 or len(shown) >= max(2, REPRO_LINES - len(tail)):
+            if shown[-1:] != ["..."]:
+                shown.append("...")
+            continue
+        shown.append(line)
+    shown += tail
+    if "..." in shown:
+        head = "repro (it exits 1 the same way; in full, to paste: the JSON's evidence.repro):"
+    else:
+        head = "repro (paste into python: it exits 1 the same way; also the JSON's evidence.repro):"
+    return [head] + [f"  {line}" for line in shown]
 
 
 def result_printer(console: Any) -> Callable[[CheckResult], None]:
