@@ -14,7 +14,7 @@ from ._vocabulary import Status, Verdict, lossless
 if TYPE_CHECKING:
     from ._result import CheckResult
 
-__all__ = ["detects", "failure_lines", "print_verdict", "result_printer"]
+__all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "result_printer"]
 
 _STATUS_STYLE = {s.value: s.style for s in Status}
 _VERDICT_STYLE = {v.value: v.style for v in Verdict}
@@ -37,19 +37,8 @@ def failure_lines(result: CheckResult) -> list[str]:
     """What is printed under a failing line: the smallest case, its probabilities when they are
     small enough to read, and the start of the repro (the whole of it is the JSON's
     ``evidence.repro``), then the sampler's traceback and output (their last lines)."""
-    from .report._example import example
-
-    lines: list[str] = []
+    lines = case_lines(result)
     evidence = result.evidence
-    case = evidence.get("minimal_example")
-    if case:
-        shown = example(case)
-        lines.append(f"smallest case: {shown.summary or 'see the JSON'}")
-        for part in shown.parts or [shown]:
-            for table in part.tables[:4]:
-                if table.columns <= 8 and len(table.rows) <= 5:
-                    for label, row in zip(table.row_labels, table.rows):
-                        lines.append(f"  {table.title} {label}: [{', '.join(row)}]")
     repro = str(evidence.get("repro") or "").strip().splitlines()
     if repro:
         lines += _short_repro(repro)
@@ -58,6 +47,23 @@ def failure_lines(result: CheckResult) -> list[str]:
         if tail:
             lines.append(f"{label} (last lines; all in the JSON):")
             lines += [f"  {line[:200]}" for line in tail]
+    return lines
+
+
+def case_lines(result: CheckResult) -> list[str]:
+    """The smallest failing case in a few lines: its shape, and its probabilities where they are
+    small enough to read (at most 8 tokens and 5 rows a table)."""
+    from .report._example import example
+
+    case = result.evidence.get("minimal_example")
+    if not case:
+        return []
+    shown = example(case)
+    lines = [f"smallest case: {shown.summary or 'in the JSON (evidence.minimal_example)'}"]
+    for part in shown.parts or [shown]:
+        for table in part.tables[:4]:
+            if table.columns <= 8 and len(table.rows) <= 5:
+                lines += [f"  {table.title} {label}: [{', '.join(row)}]" for label, row in zip(table.row_labels, table.rows)]
     return lines
 
 

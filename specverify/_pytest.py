@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._budgets import get_budget
+from ._cli_output import case_lines
 from ._contract import SamplerSpecError
 from ._errors import UsageError
 from ._result import CheckResult, RunResult
@@ -80,9 +81,8 @@ def describe_failure(results: list[CheckResult]) -> str:
         tv = r.evidence.get("tv")
         if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
             lines.append(f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]")
-        example = r.evidence.get("minimal_example")
-        if example:
-            lines.append(f"  smallest case: {json.dumps(example)[:600]}")
+        if r.evidence.get("minimal_example"):
+            lines += [f"  {line}" for line in case_lines(r)]
         repro = r.evidence.get("repro")
         if repro:
             lines.append("  repro:")
