@@ -23,7 +23,7 @@ from ._exact import emitted_law, target_law
 from ._models import Model
 from .checks._base import Context
 from .checks._tally import model_tally, step_counts
-from .stats import GoodnessOfFit, TVEstimate, gof_test, tv_estimate
+from .stats import GoodnessOfFit, MeanTest, TVEstimate, gof_test, mean_test, tv_estimate
 
 __all__ = ["LawTest", "SamplerFault", "call_sampler", "model_law_test", "step_law_test"]
 
@@ -38,6 +38,9 @@ class LawTest:
     tv: TVEstimate
     #: each case's own test (:func:`step_law_test` with several cases), as the checks test them
     case_pvalues: tuple[float, ...] = ()
+    #: ``law="accepted"``: the mean of accepted drafts per call against the canonical expectation,
+    #: one-sided both ways (``pvalue_low``: fewer accepted), as ``efficiency.acceptance`` tests it
+    accepted: MeanTest | None = None
 
     @property
     def pvalue(self) -> float:
@@ -59,6 +62,12 @@ class LawTest:
             "largest deviations (group, cell: observed vs expected):",
         ]
         lines += [f"  {g}, {c}: {int(obs[g, c])} vs {exp[g, c]:.1f}" for g, c in order]
+        if self.accepted is not None:
+            a = self.accepted
+            lines.append(
+                f"accepted drafts per call {a.observed_mean:.4f}, canonical {a.expected_mean:.4f}; "
+                f"p-value fewer {a.pvalue_low:.4g}, more {a.pvalue_high:.4g}"
+            )
         if len(self.case_pvalues) > 1:
             lines.append("each case's p-value: " + ", ".join(f"{p:.4g}" for p in self.case_pvalues) + f" (Bonferroni: {self.pvalue:.4g})")
         return "\n".join(lines)
@@ -143,7 +152,8 @@ def model_law_test(
     ``law="position"``: the token at ``position`` (``0..K``) of it, on its own (its marginal, as
     ``fit.every-shape`` tests it); ``law="given-previous"``: the token at ``position`` (``1..K``) given
     the token before it (as ``fit.position`` tests it); ``law="emitted"``: the emitted sequences against the canonical
-    algorithm's exact law.  ``alpha`` is the level the p-value is compared with.
+    algorithm's exact law; ``law="accepted"``: the number of accepted drafts against the canonical
+    algorithm's law, and its mean (``accepted``).  ``alpha`` is the level the p-value is compared with.
     """
     ctx = _context(sampler, seed)
     case = ctx.model_as_passed(ModelCase(model, k, precision=precision))
@@ -166,8 +176,20 @@ def model_law_test(
         observed = tally.completed.reshape((vocab,) * (k + 1)).sum(axis=others)
     elif law == "emitted":
         expected, observed = emitted_law(case.model, k).numpy(), tally.emitted
+    elif law == "accepted":
+        from .checks._efficiency import accepted_law
+
+        expected, observed = accepted_law(case), tally.accepted
+        values = np.repeat(np.arange(k + 1), tally.accepted)
+        return LawTest(
+            gof_test(observed, expected, alpha=alpha, random_state=seed),
+            observed,
+            expected * tally.samples,
+            tv_estimate(observed, expected, random_state=seed),
+            accepted=mean_test(values, expected, alpha=alpha, power=ctx.budget.power),
+        )
     else:
-        raise ValueError(f"law must be 'completed', 'first-token', 'position', 'given-previous' or 'emitted', not {law!r}")
+        raise ValueError(f"law must be 'completed', 'first-token', 'position', 'given-previous', 'emitted' or 'accepted', not {law!r}")
     return LawTest(
         gof_test(observed, expected, alpha=alpha, random_state=seed),
         observed,
