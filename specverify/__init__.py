@@ -23,7 +23,8 @@ from ._version import __version__
 if TYPE_CHECKING:
     from ._budgets import BUDGETS, Budget
     from ._cases import ModelCase, StepCase
-    from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
+    from ._contract import Capabilities, Sampler, SamplerSpecError, sampler
+    from ._layout import load_sampler
     from ._exact import completed_law, emitted_law, step_law, target_law
     from ._loop import MarkovLM, generation_law, loop
     from ._models import ChainModel, Model, TableModel
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ._runner import check
     from ._seeds import derive_seed
     from ._warp import SamplingParams, warp
-    from .checks._loop import check_loop
+    from ._runner import check_loop
     from .samplers import reference
 
 __all__ = [
@@ -95,12 +96,12 @@ _LAZY = {
     "TableModel": ("._models", "TableModel"),
     "call_sampler": ("._replay", "call_sampler"),
     "check": ("._runner", "check"),
-    "check_loop": (".checks._loop", "check_loop"),
+    "check_loop": ("._runner", "check_loop"),
     "completed_law": ("._exact", "completed_law"),
     "derive_seed": ("._seeds", "derive_seed"),
     "emitted_law": ("._exact", "emitted_law"),
     "generation_law": ("._loop", "generation_law"),
-    "load_sampler": ("._contract", "load_sampler"),
+    "load_sampler": ("._layout", "load_sampler"),
     "loop": ("._loop", "loop"),
     "model_law_test": ("._replay", "model_law_test"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest

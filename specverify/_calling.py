@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
+from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, name_of
 from ._evidence import Evidence
-from ._layout import ChainLayout, StepInputs, StepLayout, layout_of
+from ._layout import ChainLayout, StepInputs, StepLayout, layout_of, load_sampler
 from ._reach import ReachRecorder
 from ._worker import PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
 

@@ -81,7 +81,7 @@ def _check(args: argparse.Namespace) -> int:
         from ._worker import prestart
 
         prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
-    from .checks._plan import check_selection
+    from ._run import check_selection
 
     problem = check_selection(args.only)
     if problem:
@@ -237,7 +237,7 @@ def _loop(args: argparse.Namespace) -> int:
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
     from ._contract import SamplerSpecError
-    from .checks._loop import check_loop
+    from ._runner import check_loop
 
     try:
         result = check_loop(

@@ -58,7 +58,7 @@ __all__ = [
     "audit_output",
     "capabilities_of",
     "describe",
-    "load_sampler",
+    "resolve_sampler",
     "malformed",
     "malformed_pair",
     "name_of",
@@ -227,13 +227,14 @@ def sampler(
     return decorate(fn) if fn is not None else decorate
 
 
-def load_sampler(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:attribute"`` to a sampler.
+def resolve_sampler(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler, as it declares itself.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  It is returned posed as
-    the harness calls it (:meth:`specverify._layout.StepLayout.posed`: a logits sampler on
-    probabilities).  Every failure raises :class:`SamplerSpecError` with a one-line message.
+    signature: a callable taking four positional arguments is a sampler).  It is returned as
+    written; :func:`specverify._layout.load_sampler` poses it as the harness calls it (the layouts
+    build on this contract, so this module never imports them).  Every failure raises
+    :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
@@ -282,9 +283,7 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    from ._layout import layout_of  # the layouts build on this contract: imported when first loading
-
-    return layout_of(obj).posed(obj)
+    return obj
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:

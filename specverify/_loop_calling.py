@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from ._calling import importable_source, process_evidence
-from ._contract import SamplerSpecError, load_sampler
+from ._contract import SamplerSpecError
+from ._layout import load_sampler
 from ._evidence import Evidence
 from ._loop import MarkovLM
 from ._warp import SamplingParams

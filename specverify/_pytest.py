@@ -38,7 +38,7 @@ from ._run import Run
 from ._runner import load_sut, write_json
 from ._threads import use_default_threads
 from ._vocabulary import lossless
-from .checks._plan import PlannedCheck, left_out_of, selects
+from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import pytest
 
 import specverify
 from specverify._calling import SamplerUnderTest
-from specverify.checks._plan import plan
+from specverify._run import plan
 
 EVIDENCE = {
     "specverify._calling.SamplerFault",

@@ -18,7 +18,7 @@ A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through :fun
 instead, the ``trees`` family (``specverify.checks._trees``).
 
 Each family's checks live in the module named after it (``support`` beside ``robustness``, in
-``_robustness``); every check derives from :class:`Check`, and :mod:`specverify.checks._plan`
+``_robustness``); every check derives from :class:`Check`, and :mod:`specverify._run._plan`
 plans a run from what the checks declare.
 """
 

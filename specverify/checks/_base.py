@@ -5,7 +5,7 @@ Every check of every battery (chains, trees, loops) is a :class:`Check`: it has 
 ``decisions`` shares), what its failure proves (``proves``), whether a run plans it for a sampler at
 all (``applies``), why it may decline to run (``skip_reason``), which results it reports
 (``decision_list``), and turns a context into those results (``run``).  Planning reads only these
-(:mod:`specverify.checks._plan`).  Checks never import a sampler's library and never decide the
+(:mod:`specverify._run._plan`).  Checks never import a sampler's library and never decide the
 verdict: they report evidence and a finding.
 """
 

@@ -25,7 +25,7 @@ outcome law is known exactly (so every chance is computed, not guessed):
 Without ``seeds`` given (every other check), such a sampler draws from its generator, as engines do
 for requests without a seed, so the rest of the battery is unchanged.  A run of a sampler that
 declares no seeds leaves these checks out (:meth:`RequestSeedsCheck.applies`, read by
-:func:`specverify.checks._plan.plan`).
+:func:`specverify._run.plan`).
 """
 
 from __future__ import annotations
