@@ -71,7 +71,7 @@ def _short_repro(repro: list[str]) -> list[str]:
     """The repro's short form: its set-up (tensors too long to read left out, at most
     :data:`REPRO_LINES` lines in all), then always the call that fails and the lines after it."""
     kept = [line for line in repro if line and not line.startswith(("import ", "#"))]
-    calls = ("specverify.step_law_test(", "specverify.model_law_test(", "specverify.call_sampler(")
+    calls = ("specverify.replay.step_law_test(", "specverify.replay.model_law_test(", "specverify.replay.call_sampler(")
     at = next((i for i, line in enumerate(kept) if any(c in line for c in calls)), len(kept))
     setup, tail = kept[:at], kept[at:]
     shown: list[str] = []

@@ -31,8 +31,6 @@ import pytest
 
 from ._budgets import get_budget
 from ._cli_output import case_lines
-from ._contract import SamplerSpecError
-from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
@@ -40,6 +38,7 @@ from ._threads import use_default_threads
 from ._vocabulary import lossless
 from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
+from .errors import CheckFailed, SamplerSpecError, UsageError
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -56,14 +55,6 @@ __all__ = [
 ]
 
 _PROPERTY = "specverify"
-
-
-class CheckFailed(Exception):
-    """A check of the battery did not pass; carries its results for the failure report."""
-
-    def __init__(self, results: list[CheckResult]) -> None:
-        super().__init__("; ".join(f"{r.id}: {r.status}" for r in results))
-        self.results = results
 
 
 def describe_failure(results: list[CheckResult]) -> str:

@@ -19,16 +19,16 @@ from typing import Any
 
 from ._budgets import Budget, get_budget
 from ._calling import SamplerUnderTest, importable_source
-from ._errors import UsageError
 from ._loop_calling import LoopUnderTest
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from ._tree_calling import TreeSamplerUnderTest
 from .checks._loop import loop_battery
+from .errors import Interrupted, UsageError
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
-__all__ = ["Interrupted", "Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
+__all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
@@ -46,14 +46,6 @@ def load_failure(spec: str, message: str, budget: str | Budget = "standard", see
     budget = get_budget(budget) if isinstance(budget, str) else budget
     failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
     return RunResult(run=base_info(SamplerInfo(name=spec), budget, seed, spec), checks=[failure], finished=False)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`check`: the sampler's process is ended; ``result`` holds what finished."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__()
-        self.result = result
 
 
 def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:

@@ -48,7 +48,7 @@ def test_the_seeds_own_step_fails_sub_ulp_and_its_pasted_repro_fails_the_same_wa
     assert edge.status == "fail" and edge.evidence.get("repro"), edge.message
     cases = edge.evidence["minimal_example"]["cases"]
     repro = edge.evidence["repro"]
-    assert all(f"case{i} = specverify.StepCase(" in repro for i in range(len(cases)))  # every case of the shrunk batch
+    assert all(f"case{i} = specverify.replay.StepCase(" in repro for i in range(len(cases)))  # every case of the shrunk batch
     env_root = str(Path(__file__).resolve().parent)
     script = tmp_path / "repro.py"
     script.write_text(repro)

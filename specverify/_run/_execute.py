@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from .._budgets import Budget
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._loop_calling import LoopUnderTest
 from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
@@ -27,6 +27,7 @@ from ..checks._base import fault_result
 from ..checks._loop import LoopCheck, LoopContext
 from ._info import run_info
 from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
+from ..errors import SamplerFault
 
 __all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 

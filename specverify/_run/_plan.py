@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._budgets import Budget
-from .._errors import UsageError
 from .._tree_calling import TreeSamplerUnderTest
 from ..checks import battery, tree_battery
 from ..checks._base import Check
+from ..errors import UsageError
 
 __all__ = [
     "PlannedCheck",

@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import torch
 
 from .._budgets import Budget
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
 from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
+from ..errors import SamplerFault
 
 __all__ = [
     "Check", "Context", "Decision", "check_id", "fault_result", "law_verdict", "registered", "step_cases_code"]
@@ -105,7 +106,7 @@ def step_cases_code(cases: Sequence[StepCase]) -> str:
     for i, case in enumerate(cases):
         parts.append(
             f"# case {i}\n{case.to_code()}\n"
-            f"case{i} = specverify.StepCase(target_probs, draft_probs, draft_tokens, label={case.label!r}, precision={case.precision!r})"
+            f"case{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, label={case.label!r}, precision={case.precision!r})"
         )
     return "\n".join(parts) + f"\ncases = [{', '.join(f'case{i}' for i in range(len(cases)))}]"
 

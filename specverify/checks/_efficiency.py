@@ -20,11 +20,12 @@ import dataclasses
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase
 from .._exact import emitted_law, sequence_offsets
 from .._evidence import Evidence
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import mean_test
 from ._base import Check, Context, check_id, fault_result, law_verdict
 from ._fixtures import random_table_model, seed_chain_case
@@ -91,7 +92,7 @@ class AcceptanceCheck(Check):
             if status == "fail":  # the same samples (seed, model, precision) and the same one-sided test
                 side = "pvalue_low" if finding == "suboptimal" else "pvalue_high"
                 evidence["repro"] = ctx.repro(
-                    f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={samples}, "
+                    f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, "
                     f"seed={ctx.seed_for(self.id, 'tally')}, precision={case.precision!r}, law='accepted', alpha={ctx.alpha / 2!r})\n"
                     + law_verdict(self.id, ctx.alpha / 2, finding).replace("result.pvalue", f"result.accepted.{side}")
                 )

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._layout import StepInputs
 from .._exact import all_sequences, emitted_law, sequence_of
@@ -30,6 +30,7 @@ from .._models import step_inputs
 from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
+from ..errors import SamplerFault
 from ..stats import gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result, law_verdict, step_cases_code
 from ._fixtures import random_table_model, seed_chain_case
@@ -142,7 +143,7 @@ class UniformGridCheck(Check):
         canonical = m["expected"]["tokens"][: m["expected"]["num_accepted"] + 1]
         repro = ctx.repro(
             f"{case.to_code()}\nuniforms = torch.tensor([{m['uniforms']!r}], dtype=torch.float64)\n"
-            f"tokens, num_accepted = specverify.call_sampler(sampler, target_probs[None], draft_probs[None], draft_tokens[None], "
+            f"tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs[None], draft_probs[None], draft_tokens[None], "
             f"torch.Generator(), uniforms=uniforms, dtype=torch.{str(ctx.dtype_for(case.precision)).removeprefix('torch.')})\n"
             "emitted = tokens[0, : int(num_accepted[0]) + 1].tolist()\n"
             f"canonical = {canonical!r}  # what the canonical algorithm emits for these uniforms\n"
@@ -230,7 +231,7 @@ class ConditionalEnumerationCheck(Check):
             evidence["minimal_example"] = worst_case.describe()
             evidence["repro"] = ctx.repro(
                 f"# the draft sequence that deviates most of the {len(drawn)} the check tested together\n{step_cases_code([worst_case])}\n"
-                f"result = specverify.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, alpha={ctx.alpha!r})\n"
+                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, alpha={ctx.alpha!r})\n"
                 + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
@@ -287,7 +288,7 @@ class EmittedLawCheck(Check):
                 tally.emitted, expected, lambda g, c: f"emitted sequence {sequence_of(c, case.vocab_size, case.k)}"
             )
             evidence["repro"] = ctx.repro(
-                f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, "
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, "
                 f"precision={case.precision!r}, law='emitted', alpha={ctx.alpha!r})\n" + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)

@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, tv_record
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
 from ._base import Check, Context, Decision, check_id, fault_result, law_verdict, step_cases_code
@@ -130,7 +131,7 @@ class StepLawCheck(Check):
                 rows = min(rows, outcome.samples // max(1, len(cases)))  # a sequential stop drew fewer
             alpha = found.confirm_alpha / 2
             return ctx.repro(
-                f"{step_cases_code(cases)}\nresult = specverify.step_law_test(sampler, cases, rows_per_case={rows}, seed={outcome.seed or 0}, alpha={alpha!r})\n"
+                f"{step_cases_code(cases)}\nresult = specverify.replay.step_law_test(sampler, cases, rows_per_case={rows}, seed={outcome.seed or 0}, alpha={alpha!r})\n"
                 + law_verdict(decision.id, alpha, decision.finding)
             )
 
@@ -250,7 +251,7 @@ class ModelFitCheck(Check):
                 worst = min(positions, key=lambda r: r["pvalue"])
                 law, alpha = f"law='given-previous', position={worst['position']}", alpha / max(1, case.k)
             return ctx.repro(
-                f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={samples}, seed={outcome.seed or 0}, "
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={outcome.seed or 0}, "
                 f"precision={case.precision!r}, {law}, alpha={alpha!r})\n" + law_verdict(decision.id, alpha, decision.finding)
             )
 
@@ -356,7 +357,7 @@ class EveryShapeCheck(Check):
             model = worst["model"]
             evidence["repro"] = ctx.repro(
                 f"{model.to_code()}\n# position {worst['position']} of the completed sequence on its own, at this shape's share of the level\n"
-                f"result = specverify.model_law_test(sampler, model, k, samples={worst['samples']}, seed={worst['seed']}, "
+                f"result = specverify.replay.model_law_test(sampler, model, k, samples={worst['samples']}, seed={worst['seed']}, "
                 f"precision={model.precision!r}, law='position', position={worst['position']}, alpha={share!r})\n"
                 + law_verdict(self.id, share, "loss")
             )
@@ -456,7 +457,7 @@ class RenormalisationCheck(Check):
             evidence["minimal_example"] = case.describe()
             evidence["repro"] = ctx.repro(
                 f"{step_cases_code([case])}\n"
-                f"result = specverify.step_law_test(sampler, cases, rows_per_case={int(observed[worst].sum())}, "
+                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={int(observed[worst].sum())}, "
                 f"seed={ctx.seed_for(self.id, 'rows', worst)}, alpha={share!r})\n" + law_verdict(self.id, share, "renormalisation")
             )
             return CheckResult(

@@ -27,13 +27,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._contract import Violation
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
-from .._loop_calling import LoopFault
 from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
+from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
@@ -83,11 +84,11 @@ class LoopContext:
         rows = prompt.shape[0]
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
             described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
-            raise LoopFault(f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")
+            raise SamplerFault(Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"))
         bad = (out < 0) | (out >= target.vocab_size)
         if bool(bad.any()):
             row = int(bad.any(-1).nonzero()[0, 0])
-            raise LoopFault(f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})")
+            raise SamplerFault(Violation("output", f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})"))
         return out.cpu()
 
 
@@ -143,8 +144,8 @@ class LoopCheck(Check):
     def run(self, ctx: LoopContext) -> CheckResult:
         try:
             return getattr(self, f"_{self.name}")(ctx)
-        except LoopFault as fault:
-            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation, **fault.evidence})
+        except SamplerFault as fault:
+            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation.rule, **fault.details})
         except Exception as exc:  # everything the loop raises is evidence against it
             text = str(exc).strip().splitlines()
             message = f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}"

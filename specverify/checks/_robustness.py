@@ -16,9 +16,10 @@ import dataclasses
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ._base import Check, Context, check_id, fault_result, step_cases_code
 from ._fixtures import random_laws
 from ._search import Outcome, search_and_confirm
@@ -78,7 +79,7 @@ class EdgeValidityCheck(Check):
             repro = ctx.repro(
                 f"{step_cases_code(cases)}\n"
                 "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                f"specverify.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
+                f"specverify.replay.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
                 f"print({self.id!r} + ': not reproduced (every output valid)')"
             )
             result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})

@@ -35,13 +35,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._contract import Violation
 from .._cases import StepCase
 from .._layout import StepInputs
 from .._oracle import canonical_emit, normalise, residual_distribution
 from .._evidence import AcceptedShapeRecord, Evidence, ShapeRecord, tv_record
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import gof_test, identity_plan, identity_test, mean_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
     EDGE_LAW_KINDS,

@@ -14,21 +14,17 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import SpecverifyError
 from .._families import FAMILIES
 from .._record import RunInfo
 from .._result import RunResult
 from .._vocabulary import lossless
+from ..errors import RunFileError
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
 from ._view import STATUSES, VERDICT_TEXT
 
 __all__ = ["build_index", "load_run"]
-
-
-class RunFileError(SpecverifyError):
-    """A run JSON that cannot be read or is not a run result; the message is one line."""
 
 
 @dataclasses.dataclass
