@@ -376,10 +376,22 @@ def malformed_pair(
         elif device is not None and value.device != device:
             problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
         elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
+            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}{_shape_hint(tuple(value.shape), shape)}"))
         elif value.dtype != torch.int64:
             problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
     return problems
+
+
+def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """The known cause of a wrong output shape, where there is one: one row back for a batch of
+    several is a one-row function declared batched (the default)."""
+    if len(expected) >= 1 and expected[0] > 1 and (got[:1] == (1,) and got[1:] == expected[1:] or got == expected[1:]):
+        return (
+            "; one row for a batch of several: a function that handles one row per call must declare "
+            "batched=False (@specverify.sampler(batched=False), or capabilities = specverify.Capabilities(batched=False)), "
+            "and the harness then calls it row by row"
+        )
+    return ""
 
 
 def _first(values: torch.Tensor, mask: torch.Tensor) -> int:

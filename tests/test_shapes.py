@@ -139,9 +139,9 @@ def test_guarantee_states_each_claim_on_its_own_reach():
         return CheckResult(id=f"x{vocab}", family="fit", status="pass", min_detectable_tv=tv, reach=reach)
 
     single = guarantee([result(0.0137, 8), result(0.012, 4)], power=0.99, alpha=1e-4)
-    assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in [2, 8]")
+    assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in 2..8")
     line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
-    assert "TV >= 0.0137 on V in [2, 8]" in line and "TV >= 0.3 on V in [2, 262,144]" in line
+    assert "TV >= 0.0137 on V in 2..8" in line and "TV >= 0.3 on V in 2..262144" in line
 
 
 def test_after_a_hang_the_family_makes_no_further_call():

@@ -139,13 +139,13 @@ def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
     confirmation = Outcome({first.id: 0.2, step.id: 1e-12}, 5000, {first.id: 0.03, step.id: 0.013})
     found = SearchResult(examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6)
     ctx = SimpleNamespace(budget=get_budget("standard"), alpha=1e-5)
-    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o, d: "")
     assert failed.status == "fail" and failed.min_detectable_tv == 0.013
     # the search stopped at the failing case: first-token was decided by its own confirmation test
     assert passed.status == "inconclusive" and passed.min_detectable_tv == 0.03  # 0.03 > the ceiling 0.02
     assert passed.p_value == 0.2 and passed.samples == 5000 and "fit.step[random] failed" in passed.message
     confirmation.min_detectable_tv[first.id] = 0.015
-    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o, d: "")
     assert passed.status == "pass" and passed.min_detectable_tv == 0.015 and "detects TV >= 0.015" in passed.message
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from .._threads import sampler_env, sampler_threads
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
     GENERATE,
@@ -124,7 +125,7 @@ class SamplerProcess:
             self._spawn()
         for lane in self._lanes:  # the worker maps afresh for this sampler
             lane.drop()
-        self._send((LOAD, {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": _HARNESS_THREADS.theirs(), "page_watch": self.page_watch}))
+        self._send((LOAD, {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": sampler_threads(_HARNESS_THREADS.theirs()), "page_watch": self.page_watch}))
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
         except WorkerDied as died:
@@ -154,7 +155,7 @@ class SamplerProcess:
                 stderr=subprocess.PIPE,
                 pass_fds=(fd,),
                 start_new_session=True,  # the terminal's SIGINT reaches the harness only
-                env={**_ALLOCATOR, **os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**_ALLOCATOR, **sampler_env(), **os.environ, "PYTHONUNBUFFERED": "1"},  # threads: specverify._threads
             )
         finally:
             os.close(fd)

@@ -221,7 +221,7 @@ class LoopCheck(Check):
         out = ctx.run(target, draft, prompt_row.expand(rows, -1), length, _params(groups, which, names), ctx.seed_for(self.id, "loop"))
         code = (out * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
         counts = np.stack([np.bincount(code[which == g].numpy(), minlength=vocab**length) for g in range(len(groups))])
-        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))))
+        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows)
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 24
@@ -241,9 +241,17 @@ class LoopCheck(Check):
         rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
         out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), length, _params([group], torch.zeros(rows, dtype=torch.int64), names), ctx.seed_for(self.id, "loop"))
         counts = np.stack([np.bincount((out[:, t - 1] * vocab + out[:, t]).numpy(), minlength=vocab * vocab) for t in range(1, length)])
-        return self._decide(ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}")
+        return self._decide(
+            ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
+            generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens",
+        )
 
-    def _decide(self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str]) -> CheckResult:
+    def _decide(
+        self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
+        *, generations: int, counted: str | None = None,
+    ) -> CheckResult:
+        """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
+        (``counted``: what was tallied from them, where that is not one outcome a generation)."""
         tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
@@ -266,7 +274,8 @@ class LoopCheck(Check):
             message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
             return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
-        message = f"{len(groups)} groups, {samples:,} generations, no deviation found" if status == "pass" else f"could only detect TV >= {claim:.3g}"
+        made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
+        message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
 
 
