@@ -70,11 +70,11 @@ class EventSize(TypedDict):
     """A law finding's two sizes: given the event its case conditions on, and in the emitted law
     (``specverify.checks._event``; docs/statistics.md, "Two sizes of a law finding")."""
 
-    event: str  # the conditioning event in words (the forced drafts, the first one's probability)
+    event: str  # the event in words: a draft as rare as the case's rarest forced one, at its position
     probability: float  # P(event) under the case's own draft rows (0.0 where it underflows a float)
     log10_probability: float  # log10 P(event), exact where ``probability`` underflows (-inf: impossible)
     tv_given: float  # the TV of the law given the event (the estimate)
-    tv_bound: float  # P(event) * the upper end of that TV's interval: a bound on the emitted law's TV
+    tv_bound: float  # P(event) * TV given the event <= P(event): a bound on the emitted law's TV
     log10_tv_bound: float  # log10 of the bound
     resolution: float  # below this bound the finding is a float-edge finding, never a verdict
 

@@ -1,16 +1,19 @@
 """How often a law finding happens: the probability of the event a case conditions on.
 
 A check that forces the drafts tests the law *given* them.  In a run of the sampler the drafts are
-drawn from the draft law, so a difference of TV ``t`` given drafts ``d`` moves the law the user's
-requests see (the emitted law, the drafts drawn) by at most ``P(d) * t``: the unconditional law is
-the mixture over drafts, and TV is convex (``TV(sum_d P(d) L_d, sum_d P(d) L*_d) <= sum_d P(d)
-TV(L_d, L*_d)``).  ``P(d)`` is computed exactly from the case's own draft rows (each draft's
-probability under its normalised row, multiplied in log space, so 1e-20 ** 16 does not underflow).
+drawn from the draft law, so the law the user's requests see (the emitted law) is the mixture over
+drafts, and a difference confined to an event ``E`` of the drafts moves it by at most ``P(E)``
+times the TV given ``E``, so by at most ``P(E)`` (TV is convex, and at most 1).  The event of a case is the class of its rarest draft:
+a draft at that position of draft probability at most the forced one's (the sub-ulp tails: 1,023
+tokens of 2e-20, ``P(E)`` 2e-17).  It holds the forced drafts, so it is never smaller than their
+own probability, and where the forced drafts are ordinary (a structured case: the rarest one holds
+a few tenths of its row) ``P(E)`` is of order 1 and the finding decides as it always did.
+``P(E)`` is summed exactly from the case's own normalised draft rows (float64; logarithms kept, so
+a bound below the smallest float is still stated).
 
 Below :data:`RESOLUTION` such a difference is a *float-edge finding* (status ``float-edge``): real,
-reported, and never a verdict by itself; the sub-ulp edge cases are the example (a first draft of
-probability 2e-20 whose residual vanishes in float).  A support violation is never sized away: the
-calling layer reports a token of target probability 0 as a fault, whatever its frequency.
+reported, and never a verdict by itself.  A support violation is never sized away: the calling
+layer reports a token of target probability 0 as a fault, whatever its frequency.
 """
 
 from __future__ import annotations
@@ -31,24 +34,24 @@ RESOLUTION = 1e-9
 
 
 def draft_event(case: StepCase) -> tuple[float, str]:
-    """``(log10 P(drafts), words)``: the probability of the case's forced drafts under its own
-    draft rows (each row normalised, float64), and the event in words."""
+    """``(log10 P(E), words)``: ``E`` = a draft at the position of the case's rarest forced draft
+    of draft probability at most that one's, under the case's own draft rows (normalised, float64)."""
     q = case.draft_probs.to(torch.float64)
-    picked = q.gather(1, case.draft_tokens.to(torch.int64)[:, None])[:, 0]
-    if bool((picked <= 0).any()):
-        return -math.inf, f"drafts {case.draft_tokens.tolist()} (a draft of draft probability 0)"
-    log10 = math.fsum((torch.log10(picked) - torch.log10(q.sum(-1))).tolist())
-    first = float(picked[0] / q[0].sum())
-    return log10, f"drafts {case.draft_tokens.tolist()} (the first of draft probability {first:.2g})"
+    q = q / q.sum(-1, keepdim=True)
+    picked = q.gather(1, case.draft_tokens.to(torch.int64)[:, None])  # [K, 1]
+    classes = torch.where(q <= picked, q, 0.0).sum(-1)  # [K] each position's class of drafts as rare
+    position = int(classes.argmin())
+    mass, token = float(classes[position]), int(case.draft_tokens[position])
+    words = f"a draft at position {position} as rare as token {token} (draft probability {float(picked[position, 0]):.2g})"
+    return (math.log10(mass) if mass > 0 else -math.inf), words
 
 
-def event_size(case: StepCase, tv_given: float, tv_high: float) -> EventSize:
+def event_size(case: StepCase, tv_given: float) -> EventSize:
     """Both sizes of a difference seen given ``case``'s drafts: the TV given them (``tv_given``,
-    an estimate or exact) and the bound on the emitted law's TV, ``P(drafts) * tv_high`` (the
-    upper end of that TV's interval, at most 1; the TV itself where it is exact)."""
+    an estimate or exact) and the bound on the emitted law's TV, ``P(E) * TV(given E) <= P(E)``
+    (the TV given the other drafts of ``E`` is not measured, so it is bounded by 1)."""
     log10_p, words = draft_event(case)
-    high = min(1.0, max(tv_high, 0.0))
-    log10_bound = log10_p + math.log10(high) if high > 0 else -math.inf
+    log10_bound = log10_p
     return EventSize(
         event=words,
         probability=10.0**log10_p,

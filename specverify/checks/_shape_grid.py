@@ -134,7 +134,7 @@ class FullSizeGridCheck(Check):
             mismatched = float(volume[wrong].sum())
             evidence["first_mismatch"] = {"uniforms": uniforms[r].tolist(), "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
                                           "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])}, "mismatched_volume": mismatched}
-            size = evidence["event"] = event_size(case, tv, max(tv, mismatched))  # TV <= the mismatched volume
+            size = evidence["event"] = event_size(case, tv)
             status = sized_status(size)
             result = new_result(status=status, finding="non-canonical" if status == "fail" else None, min_detectable_tv=0.0, evidence=evidence,
                                 message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "

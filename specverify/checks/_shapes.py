@@ -199,7 +199,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     new_result = functools.partial(CheckResult, id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
     if test.pvalue <= alpha:
         tv = evidence["tv"] = tv_record(tv_estimate(counts.reshape(batches, cells).sum(0), law, random_state=0))
-        found = evidence["event"] = event_size(case, tv["estimate"], tv["high"])
+        found = evidence["event"] = event_size(case, tv["estimate"])
         status = sized_status(found)
         result = new_result(status=status, finding="non-canonical" if status == "fail" else None, message=(
             f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
@@ -256,7 +256,7 @@ def _lumped_result(
     new_result = functools.partial(CheckResult, id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
     if gof.pvalue <= alpha:
         tv = evidence["tv"] = tv_record(tv_estimate(counts, law, random_state=0))
-        size = evidence["event"] = event_size(case, tv["estimate"], tv["high"])
+        size = evidence["event"] = event_size(case, tv["estimate"])
         status = sized_status(size)
         result = new_result(status=status, finding="non-canonical" if status == "fail" else None, evidence=evidence,
                              message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {sizes_text(size)}; {deviation}")

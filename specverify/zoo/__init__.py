@@ -10,6 +10,7 @@ runs both.
 
 from __future__ import annotations
 
+from . import _float_edges  # noqa: F401  (registers the float-edge members in MEMBERS)
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler
