@@ -242,3 +242,13 @@ def test_a_float_edge_result_decides_nothing_and_a_failure_still_does():
     assert judge([law((2, 1025)), _edge("float-edge"), support]).verdict == "non-conformant"  # whatever its frequency
     summary = RunResult(run={}, checks=[law((2, 1025)), _edge("float-edge")]).to_json()["summary"]
     assert summary["float-edge"] == 1 and summary["fail"] == 0
+
+
+def test_cli_prints_a_float_edge_finding_on_its_own_line_with_both_sizes(capsys):
+    code = main(["check", "specverify.zoo:target_fallback_below_1e_12", "--only", "shapes.edge-law[*]", "--budget", "quick", "--no-progress", "--in-process"])
+    out = capsys.readouterr().out
+    assert code == 3  # a subset: never a pass; nothing failed
+    after = " ".join(out.split("target-fallback-below-1e-12 (")[-1].split())  # after the verdict, unwrapped
+    assert "float-edge shapes.edge-law[small-residual]: TV 1 given" in after
+    assert "probability 5e-13" in after and "moves by at most 5e-13" in after
+    assert " fail " not in out
