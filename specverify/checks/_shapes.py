@@ -11,8 +11,8 @@ where a residual rounds to zero.  These checks give the sampler those inputs and
   law at the common vocabulary sizes, the emitted tokens completed with the target, against the
   target's own law (failure: ``loss``); ``shapes.acceptance``: accepted drafts per call against
   the exact expectation (failure: ``suboptimal``);
-* ``shapes.edge-law[<kind>]``: float edges (sub-ulp and zero residuals, exact zeros next to
-  sub-ulp mass, one-ulp and near-equal laws, bf16/fp16 rounding) as law tests;
+* ``shapes.edge-law[<kind>]``: float edges (sub-ulp, zero and small residuals, exact zeros next
+  to sub-ulp mass, one-ulp and near-equal laws, bf16/fp16 rounding) as law tests;
 * ``shapes.uniform-driven[<V>x<K>]`` (samplers that take injected uniforms): the exact family's
   uniform grid at full size (V up to 262,144, K up to 16) on a structured case, one point per cell
   of the partition by accepted prefix (``K + 1`` prefixes, not ``2^K`` corners) and residual token:
@@ -23,6 +23,11 @@ not grow with ``V``; the sampler's own cost does (it reads every probability of 
 budget affords fewer rows at the largest vocabularies, and each result claims the TV its rows
 reach, held to :attr:`~specverify.Budget.shape_ceiling_tv`, its own ceiling (stated in its
 message and evidence).  A sampler's declared limits bound every shape; what was reduced is said.
+
+Every law difference found given forced drafts states two sizes (:mod:`._event`): its TV given the
+drafts, and the probability of drafts as rare, which bounds how far the emitted law moves; below
+the resolution it is a ``float-edge`` result, shown and deciding nothing.  The target-law checks
+(:mod:`._shape_target`) and the uniform grid (:mod:`._shape_grid`) are modules of their own.
 """
 
 from __future__ import annotations
