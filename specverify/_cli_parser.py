@@ -1,0 +1,164 @@
+"""The ``specverify`` command line's arguments: one parser, one helper per subcommand.
+
+Kept apart from :mod:`specverify._cli` (what each command does) so the options and their help
+texts read in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._budgets import BUDGETS
+
+__all__ = ["EPILOG", "parser"]
+
+EPILOG = """\
+exit status of 'check':
+  0  lossless: conformant, or lossless but suboptimal
+  1  not lossless: lossy, or the sampler contract is broken (a crash, exit or hang of the sampler included)
+  2  the harness could not run (bad spec, import or factory failure, absent device, unwritable output)
+  3  inconclusive: the budget could not decide
+  130 interrupted (Ctrl-C); the JSON and HTML of what finished are written; a second Ctrl-C exits at once
+
+examples:
+  specverify check specverify.samplers:reference --json out.json
+  specverify check mypkg.kernels:sampler --budget thorough --report reports/mine.html
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line: one subcommand each for check, loop, report, zoo and adapters."""
+    parser = argparse.ArgumentParser(
+        prog="specverify",
+        description="Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_check(commands)
+    _add_loop(commands)
+    _add_report(commands)
+    _add_zoo(commands)
+    commands.add_parser(
+        "adapters",
+        help="list the built-in adapters and whether each can run here",
+        description="List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine.",
+    )
+    return parser
+
+
+def _add_check(commands: Any) -> None:
+    check = commands.add_parser(
+        "check",
+        help="put a sampler through the conformance battery",
+        description=(
+            "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler named "
+            "by SPEC and print the verdict; a tree sampler (contract = 'tree', docs/trees.md) gets the trees family instead, "
+            "run in this process. Statistical checks share one family-wise false-positive budget and "
+            "each states the smallest deviation (total variation) it detects with probability 0.99."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_options(
+        check,
+        what="sampler",
+        spec_help="the sampler as 'package.module:attribute' (a sampler or a zero-argument factory)",
+        only_example="'fit.*', 'fit.conditional[*]'",
+        timeout_help="seconds one sampler call may take before it is a hang (default: the first calls get 120 s, "
+        "later ones a limit scaled to the sampler's measured speed; 5 s plus that once a call has hung)",
+        in_process_help="call the sampler in the harness's own process and thread, for debugging with pdb: "
+        "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
+    )
+    check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
+    check.add_argument("--no-progress", action="store_true", help="no progress bar")
+    check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+
+
+def _add_loop(commands: Any) -> None:
+    loop = commands.add_parser(
+        "loop",
+        help="put a whole speculative generation loop through the loop family",
+        description=(
+            "Run the loop family (output, determinism, per-request seeds, warped laws of short generations by "
+            "sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
+            "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in a supervised process of "
+            "its own: a crash, exit or hang of the loop fails the check it happened in and the run goes on."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_options(
+        loop,
+        what="loop",
+        spec_help="the loop as 'package.module:attribute' (a loop or a zero-argument factory)",
+        only_example="'loop.law[*]', 'loop.law[top-k]'",
+        timeout_help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
+        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness "
+        "(default: a supervised process of its own)",
+    )
+    loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+
+
+def _add_report(commands: Any) -> None:
+    report = commands.add_parser(
+        "report",
+        help="one HTML page comparing several runs (sampler by check family)",
+        description="Render each run's JSON as its own HTML page and an index comparing them, sampler by check family.",
+    )
+    report.add_argument("inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'")
+    report.add_argument("-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)")
+
+
+def _add_zoo(commands: Any) -> None:
+    zoo = commands.add_parser(
+        "zoo",
+        help="run the known-bug zoo through the battery and print the kill matrix",
+        description=(
+            "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
+            "through the battery, print which family caught each and at what cost, count false alarms, and write "
+            "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json, after every run (marked partial until "
+            "the last one ends). Exits 1 on a false alarm, or on a bug missed at a budget it is declared catchable at; "
+            "130 on Ctrl-C, with the partial matrix of the runs that finished."
+        ),
+    )
+    zoo.add_argument("--budget", choices=list(BUDGETS), default="standard")
+    zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
+    zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
+    zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
+    zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
+    zoo.add_argument("--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)")
+    zoo.add_argument(
+        "--loops",
+        action="store_true",
+        help="add the generation-loop members (named loop:NAME, e.g. --members 'loop:*') through the loop family, in a 'loop' column",
+    )
+
+
+def _add_run_options(
+    parser: argparse.ArgumentParser, *, what: str, spec_help: str, only_example: str, timeout_help: str, in_process_help: str
+) -> None:
+    """The options 'check' and 'loop' share: what to run, its budget and seed, where to write, how to isolate."""
+    parser.add_argument("spec", metavar="SPEC", help=spec_help)
+    parser.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
+    parser.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")
+    parser.add_argument("--seed", type=int, default=0, help="run seed; every random draw derives from it (default 0)")
+    parser.add_argument(
+        "--budget",
+        choices=list(BUDGETS),
+        default="standard",
+        help="how small a deviation to detect: "
+        + ", ".join(f"{name} TV {budget.tv:g}" for name, budget in BUDGETS.items())
+        + " (default standard)",
+    )
+    parser.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help=f"run only checks whose id or family matches (repeatable; globs, with [ ] literal: {only_example}); "
+        f"a subset can fail a {what} but not pass it",
+    )
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=timeout_help)
+    parser.add_argument("--in-process", action="store_true", help=in_process_help)
