@@ -129,8 +129,8 @@ def exact_accepted_per_call(k: int) -> float:
     stationary = stationary / stationary.sum()
     expected = torch.zeros(())
     for start in range(VOCAB):
-        model = specverify.ChainModel(TARGET, DRAFT, (start,))
-        law = specverify.emitted_law(model, k)
+        model = specverify.models.ChainModel(TARGET, DRAFT, (start,))
+        law = specverify.laws.emitted_law(model, k)
         offsets = [0]
         for n in range(1, k + 2):
             offsets.append(offsets[-1] + VOCAB**n)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from specverify._tree import TreeBatch
-from specverify._tree_layouts import sglang_arrays, to_sglang
+from specverify.trees import TreeBatch, sglang_arrays, to_sglang
 
 # --- the library (imagine `from sgl_kernel import tree_speculative_sampling_target_only`) ----
 

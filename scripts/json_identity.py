@@ -44,7 +44,7 @@ def record(directory: Path, budget: str, seed: int, only: list[str]) -> int:
             continue
         path = directory / f"{stem}.json"
         argv = [sys.executable, "-m", "specverify", command, spec, "--budget", budget, "--seed", str(seed)]
-        argv += ["--json", str(path), "--no-progress", "-q"]
+        argv += ["--json", str(path), "-q"] + (["--no-progress"] if command == "check" else [])  # the loop shows no progress
         done = subprocess.run(argv, check=False)
         print(f"{stem}: exit {done.returncode}", flush=True)
         if done.returncode == 2 or not path.exists():

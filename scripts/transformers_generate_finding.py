@@ -4,7 +4,7 @@ Run: ``python scripts/transformers_generate_finding.py [--rows N]``; writes
 ``reports/transformers-<version>-generate-finding.md`` with each setting's counts, p-value and TV estimate.
 Each setting is a chain model over a few tokens, a prompt, two generated tokens, and one set of
 sampling parameters; the law of the generated pair is set against
-:func:`specverify._loop.generation_law` by a G-test at alpha 1e-4 (Bonferroni over the settings).
+:func:`specverify.laws.generation_law` by a G-test at alpha 1e-4 (Bonferroni over the settings).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import time
 import numpy as np
 import torch
 
-from specverify._loop import MarkovLM, generation_law
-from specverify._warp import SamplingParams
+from specverify import SamplingParams
 from specverify.adapters.transformers_generate import loop
+from specverify.laws import generation_law
+from specverify.models import MarkovLM
 from specverify.stats import gof_test, tv_estimate
 
 SETTINGS = {

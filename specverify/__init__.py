@@ -8,124 +8,103 @@ Put a sampler through the battery::
 
 or from the shell: ``specverify check mypackage.module:sampler``.
 
-The names below are imported on first use, so ``import specverify`` is cheap and reading a run's
-JSON (``specverify report``, :mod:`specverify.report`) never imports torch or Hypothesis.
+This facade holds what a run needs: :func:`check` and :func:`check_loop`, the declarations
+(:func:`sampler`, :func:`loop`, :func:`tree_sampler`, :class:`Capabilities`), the budgets, the
+results and the errors (:mod:`specverify.errors`).  The rest lives in public submodules:
+:mod:`specverify.laws` (exact laws), :mod:`specverify.models` (models with exact laws),
+:mod:`specverify.replay` (rerunning a finding by hand), :mod:`specverify.trees` (the tree contract,
+its converters and references), :mod:`specverify.samplers`, :mod:`specverify.adapters`,
+:mod:`specverify.strategies`, :mod:`specverify.report`.
+
+Every name is imported on first use, so ``import specverify`` is cheap and reading a run's JSON
+(``specverify report``, :mod:`specverify.report`) never imports torch or Hypothesis.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SpecverifyError, UsageError
-from ._version import __version__
+from ._version import __version__ as __version__
 
-if TYPE_CHECKING:
-    from ._budgets import BUDGETS, Budget
-    from ._cases import ModelCase, StepCase
-    from ._contract import Capabilities, Sampler, SamplerSpecError, load_sampler, sampler
-    from ._exact import completed_law, emitted_law, step_law, target_law
-    from ._loop import MarkovLM, generation_law, loop
-    from ._models import ChainModel, Model, TableModel
-    from ._pytest import battery as pytest_battery
-    from ._replay import LawTest, SamplerFault, call_sampler, model_law_test, step_law_test
-    from ._result import CheckResult, RunResult
-    from ._runner import check
-    from ._seeds import derive_seed
-    from ._warp import SamplingParams, warp
-    from .checks._loop import check_loop
-    from .samplers import reference
+if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (tests/test_public_api.py)
+    from ._budgets import BUDGETS as BUDGETS
+    from ._budgets import Budget as Budget
+    from ._contract import Capabilities as Capabilities
+    from ._contract import Sampler as Sampler
+    from ._layout import load_sampler as load_sampler
+    from ._contract import sampler as sampler
+    from ._loop import loop as loop
+    from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
+    from ._result import CheckResult as CheckResult
+    from ._result import RunResult as RunResult
+    from ._runner import check as check
+    from ._tree_calling import tree_sampler as tree_sampler
+    from ._vocabulary import Verdict as Verdict
+    from ._warp import SamplingParams as SamplingParams
+    from ._runner import check_loop as check_loop
+    from .errors import Interrupted as Interrupted
+    from .errors import SamplerFault as SamplerFault
+    from .errors import SamplerSpecError as SamplerSpecError
+    from .errors import SpecverifyError as SpecverifyError
+    from .errors import UsageError as UsageError
+    from .samplers import reference as reference
 
-__all__ = [
-    "BUDGETS",
-    "Budget",
-    "Capabilities",
-    "ChainModel",
-    "CheckResult",
-    "LawTest",
-    "MarkovLM",
-    "Model",
-    "ModelCase",
-    "RunResult",
-    "Sampler",
-    "SamplerFault",
-    "SamplerSpecError",
-    "SamplingParams",
-    "SpecverifyError",
-    "StepCase",
-    "TableModel",
-    "UsageError",
-    "__version__",
-    "call_sampler",
-    "check",
-    "check_loop",
-    "completed_law",
-    "derive_seed",
-    "emitted_law",
-    "generation_law",
-    "load_sampler",
-    "loop",
-    "model_law_test",
-    "pytest_battery",
-    "reference",
-    "sampler",
-    "step_law",
-    "step_law_test",
-    "target_law",
-    "warp",
-]
-
-#: Where each public name lives: (module, attribute).
-_LAZY = {
+#: The one list of public names: name -> (module, attribute).  ``__all__`` and the lazy loading
+#: follow from it; the ``TYPE_CHECKING`` imports above must agree (a test compares them).
+_PUBLIC: dict[str, tuple[str, str]] = {
     "BUDGETS": ("._budgets", "BUDGETS"),
     "Budget": ("._budgets", "Budget"),
     "Capabilities": ("._contract", "Capabilities"),
-    "ChainModel": ("._models", "ChainModel"),
     "CheckResult": ("._result", "CheckResult"),
-    "LawTest": ("._replay", "LawTest"),
-    "MarkovLM": ("._loop", "MarkovLM"),
-    "Model": ("._models", "Model"),
-    "ModelCase": ("._cases", "ModelCase"),
+    "Interrupted": (".errors", "Interrupted"),
     "RunResult": ("._result", "RunResult"),
     "Sampler": ("._contract", "Sampler"),
-    "SamplerFault": ("._replay", "SamplerFault"),
-    "SamplerSpecError": ("._contract", "SamplerSpecError"),
+    "SamplerFault": (".errors", "SamplerFault"),
+    "SamplerSpecError": (".errors", "SamplerSpecError"),
     "SamplingParams": ("._warp", "SamplingParams"),
-    "StepCase": ("._cases", "StepCase"),
-    "TableModel": ("._models", "TableModel"),
-    "call_sampler": ("._replay", "call_sampler"),
+    "SpecverifyError": (".errors", "SpecverifyError"),
+    "UsageError": (".errors", "UsageError"),
+    "Verdict": ("._vocabulary", "Verdict"),
     "check": ("._runner", "check"),
-    "check_loop": (".checks._loop", "check_loop"),
-    "completed_law": ("._exact", "completed_law"),
-    "derive_seed": ("._seeds", "derive_seed"),
-    "emitted_law": ("._exact", "emitted_law"),
-    "generation_law": ("._loop", "generation_law"),
-    "load_sampler": ("._contract", "load_sampler"),
+    "check_loop": ("._runner", "check_loop"),
+    "load_sampler": ("._layout", "load_sampler"),
     "loop": ("._loop", "loop"),
-    "model_law_test": ("._replay", "model_law_test"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest
     "reference": (".samplers", "reference"),
     "sampler": ("._contract", "sampler"),
-    "step_law": ("._exact", "step_law"),
-    "step_law_test": ("._replay", "step_law_test"),
-    "target_law": ("._exact", "target_law"),
-    "warp": ("._warp", "warp"),
+    "tree_sampler": ("._tree_calling", "tree_sampler"),
 }
 
-#: Subpackages reachable as attributes after a bare ``import specverify``, as before the names were lazy.
-_SUBPACKAGES = ("adapters", "checks", "report", "samplers", "stats", "strategies", "zoo")
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+#: Public submodules, reachable as attributes after a bare ``import specverify``.
+_SUBMODULES = ("adapters", "checks", "errors", "laws", "models", "replay", "report", "samplers", "stats", "strategies", "trees", "zoo")
+
+#: Names the facade held before they moved to a submodule: still found there, with a warning, so
+#: old scripts and the repro snippets of old run files keep working.
+_MOVED = {
+    **dict.fromkeys(("completed_law", "emitted_law", "generation_law", "step_law", "target_law", "warp"), "laws"),
+    **dict.fromkeys(("ChainModel", "MarkovLM", "Model", "TableModel"), "models"),
+    **dict.fromkeys(("LawTest", "ModelCase", "StepCase", "call_sampler", "derive_seed", "model_law_test", "step_law_test"), "replay"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module, attribute = _LAZY[name]
+    if name in _PUBLIC:
+        module, attribute = _PUBLIC[name]
         value = getattr(importlib.import_module(module, __name__), attribute)
         globals()[name] = value
         return value
-    if name in _SUBPACKAGES:
+    if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _MOVED:
+        where = f"specverify.{_MOVED[name]}"
+        warnings.warn(f"specverify.{name} moved to {where}.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(where), name)
     raise AttributeError(f"module 'specverify' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, *_SUBPACKAGES})
+    return sorted({*__all__, *_SUBMODULES})

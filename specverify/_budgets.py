@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ._errors import UsageError
+from .errors import UsageError
 
 __all__ = ["BUDGETS", "Budget", "get_budget"]
 

@@ -31,11 +31,12 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
+from ._contract import Capabilities, Violation, capabilities_of, name_of
 from ._evidence import Evidence
-from ._layout import ChainLayout, StepInputs, StepLayout, layout_of
+from ._layout import ChainLayout, StepInputs, StepLayout, layout_of, load_sampler
 from ._reach import ReachRecorder
 from ._worker import PendingCall, SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised, identity, unchanged
+from .errors import SamplerFault, SamplerSpecError
 
 __all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "importable_source", "check_device"]
 
@@ -43,19 +44,6 @@ __all__ = ["CallLimit", "SamplerFault", "SamplerUnderTest", "importable_source",
 DEFAULT_CHUNK = 65_536
 #: An unbatched sampler's outputs are audited together, this many rows at a time.
 UNBATCHED_AUDIT_ROWS = 4_096
-
-
-class SamplerFault(Exception):
-    """The sampler raised, hung, died, or returned something the contract forbids.
-
-    ``details`` holds what a user needs to debug it (the sampler's traceback, its last output),
-    attached to the failing result's evidence by the runner.
-    """
-
-    def __init__(self, violation: Violation, details: Evidence | None = None) -> None:
-        super().__init__(violation.message)
-        self.violation = violation
-        self.details: Evidence = details or {}
 
 
 def check_device(device: str | None) -> None:

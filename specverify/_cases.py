@@ -2,7 +2,7 @@
 
 * :class:`StepCase`: one verification step's inputs, fixed: ``target_probs [K+1, V]``,
   ``draft_probs [K, V]``, ``draft_tokens [K]``.  Its exact output law is :func:`step_law`.
-* :class:`ModelCase`: a :class:`~specverify.Model` and ``K``; the harness draws the drafts from the
+* :class:`ModelCase`: a :class:`~specverify.models.Model` and ``K``; the harness draws the drafts from the
   draft model, so the emitted tokens can be set against the target's own law.
 
 Both know how to print themselves as Python a user can paste (``to_code``) and how to fingerprint
@@ -143,7 +143,7 @@ class ModelCase:
         model = self.model
         if isinstance(model, ChainModel):
             return (
-                "model = specverify.ChainModel(\n"
+                "model = specverify.models.ChainModel(\n"
                 f"    target_table={tensor_code(model.target_table)},\n"
                 f"    draft_table={tensor_code(model.draft_table)},\n"
                 f"    context={model.context!r},\n)\nk = {self.k}"
@@ -152,7 +152,7 @@ class ModelCase:
             targets = ",\n        ".join(tensor_code(t) for t in model.target_tables)
             drafts = ",\n        ".join(tensor_code(t) for t in model.draft_tables)
             return (
-                "model = specverify.TableModel(\n"
+                "model = specverify.models.TableModel(\n"
                 f"    target_tables=(\n        {targets},\n    ),\n"
                 f"    draft_tables=(\n        {drafts},\n    ),\n)\nk = {self.k}"
             )

@@ -52,7 +52,7 @@ def _check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from ._calling import check_device
-    from ._contract import SamplerSpecError
+    from .errors import SamplerSpecError
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
@@ -79,7 +79,7 @@ def _check(args: argparse.Namespace) -> int:
         from ._worker import prestart
 
         prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
-    from .checks._plan import check_selection
+    from ._run import check_selection
 
     problem = check_selection(args.only)
     if problem:
@@ -119,7 +119,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
     """Ctrl-C: write the report of what finished (the JSON is already written), say where it is; 130."""
     import signal
 
-    from ._runner import Interrupted
+    from .errors import Interrupted
 
     signal.signal(signal.SIGINT, exit_now)
     result = exc.result if isinstance(exc, Interrupted) else None
@@ -132,7 +132,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
-    from ._contract import SamplerSpecError
+    from .errors import SamplerSpecError
     from ._runner import check, load_failure
 
     def fail(message: str) -> int:
@@ -233,8 +233,8 @@ def _loop(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
-    from ._contract import SamplerSpecError
-    from .checks._loop import check_loop
+    from .errors import SamplerSpecError
+    from ._runner import check_loop
 
     try:
         result = check_loop(

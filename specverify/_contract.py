@@ -47,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from ._errors import SpecverifyError
+from .errors import SamplerSpecError, Violation
 
 __all__ = [
     "Capabilities",
@@ -58,7 +58,7 @@ __all__ = [
     "audit_output",
     "capabilities_of",
     "describe",
-    "load_sampler",
+    "resolve_sampler",
     "malformed",
     "malformed_pair",
     "name_of",
@@ -104,7 +104,7 @@ class Capabilities:
             kernels) means the sampler is given only rows normalised as well as their dtype allows.
         inputs: ``"probs"`` (the contract above) or ``"logits"``: the sampler takes
             ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator, params)`` and must
-            preserve ``specverify.warp(target_logits, params)`` (see docs/loops.md); every case of
+            preserve ``specverify.laws.warp(target_logits, params)`` (see docs/loops.md); every case of
             the battery is posed to it as logits and per-row parameters whose warp is the case's law.
         params: the sampling parameters a logits sampler honours (``temperature``, ``top_k``,
             ``top_p``, ``min_p``, and ``seeds`` for per-request seeds: the ``seeds`` family then
@@ -155,13 +155,6 @@ class Capabilities:
         return data
 
 
-class SamplerSpecError(SpecverifyError):
-    """A sampler spec (``module:attribute``) could not be turned into a sampler.
-
-    The message is one line that says what to fix; the CLI prints it and exits with status 2.
-    """
-
-
 @dataclasses.dataclass(frozen=True)
 class ForeignTensor:
     """A tensor the sampler returned on another device than its inputs' (``meta`` included), as the
@@ -170,16 +163,6 @@ class ForeignTensor:
     shape: tuple[int, ...]
     dtype: torch.dtype
     device: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    """One broken rule of the contract, with the first row that shows it."""
-
-    rule: str  # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang, crashed, ...
-    message: str
-    finding: str = "contract"  # or "support"
-    row: int | None = None
 
 
 def capabilities_of(sampler: Callable[..., Any]) -> Capabilities:
@@ -227,13 +210,14 @@ def sampler(
     return decorate(fn) if fn is not None else decorate
 
 
-def load_sampler(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:attribute"`` to a sampler.
+def resolve_sampler(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler, as it declares itself.
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
-    signature: a callable taking four positional arguments is a sampler).  It is returned posed as
-    the harness calls it (:meth:`specverify._layout.StepLayout.posed`: a logits sampler on
-    probabilities).  Every failure raises :class:`SamplerSpecError` with a one-line message.
+    signature: a callable taking four positional arguments is a sampler).  It is returned as
+    written; :func:`specverify._layout.load_sampler` poses it as the harness calls it (the layouts
+    build on this contract, so this module never imports them).  Every failure raises
+    :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
@@ -282,9 +266,7 @@ def load_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    from ._layout import layout_of  # the layouts build on this contract: imported when first loading
-
-    return layout_of(obj).posed(obj)
+    return obj
 
 
 def _is_factory(obj: Callable[..., Any]) -> bool:

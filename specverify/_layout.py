@@ -25,14 +25,14 @@ from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import torch
 
-from ._contract import Violation, audit_output, capabilities_of, malformed
+from ._contract import Violation, audit_output, capabilities_of, malformed, resolve_sampler
 from ._exact import sequence_index, step_law
 from ._logits_layout import PosedSampler
 from ._tree import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
 from ._tree_draw import emitted_sequences
 from ._tree_exact import tree_law
 
-__all__ = ["ChainLayout", "LogitsLayout", "StepInputs", "StepLayout", "TreeLayout", "layout_of"]
+__all__ = ["ChainLayout", "LogitsLayout", "StepInputs", "StepLayout", "TreeLayout", "layout_of", "load_sampler"]
 
 Inputs = TypeVar("Inputs")
 Output = tuple[torch.Tensor, torch.Tensor]
@@ -189,3 +189,14 @@ def layout_of(sampler: Any) -> StepLayout[Any]:
     if capabilities.inputs == "logits":
         return LogitsLayout(capabilities.params)
     return ChainLayout()
+
+
+def load_sampler(spec: str) -> Callable[..., Any]:
+    """Resolve ``"package.module:attribute"`` to a sampler (:func:`specverify._contract.resolve_sampler`),
+    posed as the harness calls it (:meth:`StepLayout.posed`: a logits sampler on probabilities).
+
+    Raises:
+        SamplerSpecError: the spec cannot be imported, built or read as a sampler.
+    """
+    sampler = resolve_sampler(spec)
+    return layout_of(sampler).posed(sampler)

@@ -17,29 +17,18 @@ from typing import Any
 import torch
 
 from ._calling import importable_source, process_evidence
-from ._contract import SamplerSpecError, load_sampler
+from ._contract import Violation
+from ._layout import load_sampler
 from ._evidence import Evidence
 from ._loop import MarkovLM
 from ._warp import SamplingParams
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
+from .errors import SamplerFault, SamplerSpecError
 
-__all__ = ["DEFAULT_TIMEOUT", "LoopFault", "LoopUnderTest"]
+__all__ = ["DEFAULT_TIMEOUT", "LoopUnderTest"]
 
 #: Seconds a loop may go without calling a model (or returning) before it is a hang.
 DEFAULT_TIMEOUT = 120.0
-
-
-class LoopFault(Exception):
-    """The loop raised, crashed, hung, or returned something the contract forbids.
-
-    ``violation`` names what (``"output"``, ``"raised"``, ``"crashed"``, ``"hang"``); ``evidence``
-    holds the traceback and the loop's last output where there are any.
-    """
-
-    def __init__(self, message: str, violation: str = "output", evidence: Evidence | None = None) -> None:
-        super().__init__(message)
-        self.violation = violation
-        self.evidence: Evidence = evidence.copy() if evidence else {}
 
 
 class LoopUnderTest:
@@ -100,12 +89,12 @@ class LoopUnderTest:
                 return self._loop(target, draft, prompt, num_tokens, params, generator)
             except Exception as exc:  # noqa: BLE001 - everything the loop raises is evidence
                 trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))
-                raise LoopFault(f"the loop raised {type(exc).__name__}: {_first_line(str(exc))}", "raised", {"traceback": trace}) from exc
+                raise SamplerFault(Violation("raised", f"the loop raised {type(exc).__name__}: {_first_line(str(exc))}"), {"traceback": trace}) from exc
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             try:
                 self._load()
             except SamplerSpecError as exc:
-                raise LoopFault(f"the loop's process could not be restarted: {exc}", "crashed") from None
+                raise SamplerFault(Violation("crashed", f"the loop's process could not be restarted: {exc}")) from None
         request = {
             "target": ("markov", target.logits, target.context),
             "draft": ("markov", draft.logits, draft.context),
@@ -117,17 +106,14 @@ class LoopUnderTest:
         try:
             output, _ = self._process.call_loop(request, limit=self.timeout)
         except WorkerRaised as exc:
-            raise LoopFault(f"the loop raised {exc.type_name}: {exc.text}", "raised", self._evidence(exc.trace)) from None
+            raise SamplerFault(Violation("raised", f"the loop raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)) from None
         except WorkerHung as exc:
             self.hangs += 1
-            raise LoopFault(
-                f"the loop made no model call and did not return within {exc.limit:g} s (after {exc.calls} model calls); its process was killed",
-                "hang",
-                self._evidence(),
-            ) from None
+            message = f"the loop made no model call and did not return within {exc.limit:g} s (after {exc.calls} model calls); its process was killed"
+            raise SamplerFault(Violation("hang", message), self._evidence()) from None
         except WorkerDied as exc:
             self.crashes += 1
-            raise LoopFault(f"the loop's process died (after {exc.calls} model calls): {exc.how}", "crashed", self._evidence()) from None
+            raise SamplerFault(Violation("crashed", f"the loop's process died (after {exc.calls} model calls): {exc.how}"), self._evidence()) from None
         return output
 
     def _evidence(self, trace: str | None = None) -> Evidence:

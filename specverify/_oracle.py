@@ -5,7 +5,7 @@ expected law: the exact law (:mod:`specverify._exact`) and the exact checks impo
 (the reference, the zoo, the Triton wrapper) may import it too, never the reverse.  The tests set it
 against :class:`fractions.Fraction` enumeration (``tests/test_oracle.py``).
 
-Numerical conventions (the exact law, ``specverify.step_law`` and its kin, uses them too):
+Numerical conventions (the exact law, ``specverify.laws.step_law`` and its kin, uses them too):
 
 * Each probability row is divided by its sum first, so rounded, not-quite-normalised inputs stand
   for the law they approximate.

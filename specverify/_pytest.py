@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._budgets import get_budget
-from ._contract import SamplerSpecError
-from ._errors import UsageError
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
 from ._vocabulary import lossless
-from .checks._plan import PlannedCheck, left_out_of, selects
+from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
+from .errors import CheckFailed, SamplerSpecError, UsageError
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -51,14 +50,6 @@ __all__ = [
 ]
 
 _PROPERTY = "specverify"
-
-
-class CheckFailed(Exception):
-    """A check of the battery did not pass; carries its results for the failure report."""
-
-    def __init__(self, results: list[CheckResult]) -> None:
-        super().__init__("; ".join(f"{r.id}: {r.status}" for r in results))
-        self.results = results
 
 
 def describe_failure(results: list[CheckResult]) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from ._budgets import get_budget
 import torch
 
-from ._calling import SamplerFault, SamplerUnderTest
+from ._calling import SamplerUnderTest
 from ._cases import ModelCase, StepCase
 from ._exact import emitted_law, target_law
 from ._models import Model
@@ -25,7 +25,7 @@ from .checks._base import Context
 from .checks._tally import model_tally, step_counts
 from .stats import GoodnessOfFit, TVEstimate, gof_test, tv_estimate
 
-__all__ = ["LawTest", "SamplerFault", "call_sampler", "model_law_test", "step_law_test"]
+__all__ = ["LawTest", "call_sampler", "model_law_test", "step_law_test"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""Put a sampler through the battery: loading it, progress, Ctrl-C, incremental JSON.
+"""Put a subject through its battery: loading it, progress, Ctrl-C, incremental JSON.
 
-:func:`check` is the face of :class:`specverify._run.Run` that the CLI and ``specverify.check``
-use; the pytest plugin and the loop runner drive the same Run (its plan, its record, its verdict),
-so a check's share of the false-positive budget does not depend on which face, or which xdist
-worker, runs it.
+:func:`check` is the one driver of :class:`specverify._run.Run` for every kind of subject (a chain,
+logits or tree sampler, and a generation loop: :func:`check_loop` is ``check(..., kind="loop")``);
+the CLI's ``check`` and ``loop`` and ``specverify.check`` use it, and the pytest plugin drives the
+same Run (its plan, its record, its verdict), so a check's share of the false-positive budget does
+not depend on which face, or which xdist worker, runs it.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from typing import Any
 
 from ._budgets import Budget, get_budget
 from ._calling import SamplerUnderTest, importable_source
+from ._loop_calling import LoopUnderTest
+from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
-from ._run import Run, base_info, run_check, run_info
+from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from ._tree_calling import TreeSamplerUnderTest
-from .checks._plan import PlannedCheck
+from .checks._loop import loop_battery
+from .errors import Interrupted, UsageError
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
-__all__ = ["Interrupted", "Run", "check", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
+__all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
@@ -41,15 +45,7 @@ def load_failure(spec: str, message: str, budget: str | Budget = "standard", see
     """The result of a run whose sampler could not be imported or built: verdict ``error``."""
     budget = get_budget(budget) if isinstance(budget, str) else budget
     failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
-    return RunResult(run=base_info({"name": spec, "capabilities": None}, budget, seed, spec), checks=[failure], finished=False)
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`check`: the sampler's process is ended; ``result`` holds what finished."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__()
-        self.result = result
+    return RunResult(run=base_info(SamplerInfo(name=spec), budget, seed, spec), checks=[failure], finished=False)
 
 
 def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
@@ -83,18 +79,20 @@ def check(
     timeout: float | None = None,
     on_plan: Callable[[list[PlannedCheck]], None] | None = None,
     on_wait: Callable[[float, float], None] | None = None,
+    kind: str | None = None,
 ) -> RunResult:
-    """Put a sampler through the battery and return the :class:`~specverify.RunResult`.
+    """Put a sampler (or a generation loop) through its battery and return the :class:`~specverify.RunResult`.
 
     A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through the ``trees`` family
-    instead (``specverify.checks._trees``), in this process: ``run["isolation"]`` says why.
+    instead (``specverify.checks._trees``); a generation loop (``kind="loop"``, or an object that
+    declares ``contract = "loop"``) through the ``loop`` family (``specverify.checks._loop``).
 
     Args:
-        sampler: the sampler (see :class:`~specverify.Sampler`), or its ``"module:attribute"`` spec.
+        sampler: the sampler (see :class:`~specverify.Sampler`) or loop, or its ``"module:attribute"`` spec.
         budget: ``"quick"``, ``"standard"``, ``"thorough"`` or a :class:`~specverify.Budget`.
         seed: the run seed; every random draw derives from it.
         alpha: family-wise false-positive probability (default: the budget's, 1e-4).
-        device: where to run a sampler that declares none.
+        device: where to run a sampler that declares none (not for loops).
         select: glob patterns of check ids or family names to run (default: all).
         spec: the sampler's spec, used in repro snippets (and to load a callable by name).
         json_path: written after every check, so a crash or Ctrl-C keeps what finished.
@@ -109,54 +107,123 @@ def check(
         timeout: seconds one call may take (default: derived from the budget's ``timeout`` and the
             sampler's measured speed).
         on_plan: called with the planned checks before the first runs.
-        on_wait: called with ``(seconds, limit)`` while a call is slow (isolated runs only).
+        on_wait: called with ``(seconds, limit)`` while a call is slow (isolated samplers only).
+        kind: ``"loop"`` for a generation loop given by its spec (an object says so itself);
+            ``None``: what the subject declares.
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.
-        UsageError: ``select`` matches no check of the sampler's battery.
+        UsageError: ``select`` matches no check of the subject's battery (for a loop, before it loads).
         Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
     budget = get_budget(budget) if isinstance(budget, str) else budget
     if alpha is not None:
         budget = budget.with_(alpha=alpha)
+    if isinstance(sampler, str) and spec is None:
+        spec = sampler
+    start = time.perf_counter()
+    subject, reason = _load(sampler, kind, budget, select, device=device, isolation=isolation, timeout=timeout, spec=spec)
+    if on_wait is not None and isinstance(subject, (SamplerUnderTest, TreeSamplerUnderTest)):
+        subject.on_wait = on_wait
+    try:
+        run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
+    except KeyboardInterrupt:
+        subject.kill()
+        raise
+    except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
+        subject.kill() if isinstance(subject, LoopUnderTest) else subject.close()
+        raise
+    return _drive(run, subject, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+
+
+def _drive(
+    run: Run,
+    subject: SamplerUnderTest | TreeSamplerUnderTest | LoopUnderTest,
+    *,
+    json_path: str | os.PathLike[str] | None,
+    on_result: Callable[[CheckResult], None] | None,
+    progress: Callable[[PlannedCheck, int], None] | None,
+    on_plan: Callable[[list[PlannedCheck]], None] | None,
+) -> RunResult:
+    """Run every planned check of ``run`` in plan order, writing the JSON after each; the subject
+    is closed (kept for the next run) after, or killed on Ctrl-C (:class:`Interrupted`)."""
+    try:
+        if on_plan:
+            on_plan(run.planned)
+        for item in run.planned:
+            for check_result in run.execute(item, advance=_progress_of(item, progress)):
+                if on_result:
+                    on_result(check_result)
+            if json_path is not None:
+                write_json(run.result(), json_path)
+    except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
+        subject.kill()
+        run.interrupted = True
+    except BaseException:
+        if isinstance(subject, LoopUnderTest):
+            subject.kill()  # a loop's worker may be mid-call: never kept for the next run
+        raise
+    finally:
+        result = run.result()
+        subject.close()
+        if json_path is not None:
+            write_json(result, json_path)
+    if run.interrupted:
+        raise Interrupted(result) from None
+    return result
+
+
+def check_loop(
+    loop: Callable[..., Any] | str,
+    *,
+    budget: str | Budget = "standard",
+    seed: int = 0,
+    alpha: float | None = None,
+    select: list[str] | None = None,
+    isolation: str = "auto",
+    timeout: float | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+    json_path: str | os.PathLike[str] | None = None,
+    spec: str | None = None,
+) -> RunResult:
+    """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
+
+    ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
+    default a loop importable by name runs in a supervised process of its own, so a crash, exit or
+    hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
+
+    Raises:
+        UsageError: ``select`` matches no check of the loop family (before the loop is loaded).
+        SamplerSpecError: the loop cannot be loaded or is not declared a loop.
+        Interrupted: Ctrl-C; the loop's process is ended, ``result`` (and the JSON) hold what
+            finished, marked unfinished.
+    """
+    return check(
+        loop, budget=budget, seed=seed, alpha=alpha, select=select, isolation=isolation, timeout=timeout,
+        on_result=on_result, json_path=json_path, spec=spec, kind="loop",
+    )
+
+
+def _load(
+    sampler: Any, kind: str | None, budget: Budget, select: Iterable[str] | None, *, device: str | None, isolation: str, timeout: float | None, spec: str | None
+) -> tuple[SamplerUnderTest | TreeSamplerUnderTest | LoopUnderTest, str | None]:
+    """The subject under test, and why it runs in this process where it does (``None``: the
+    subject records its own reason, or it runs isolated)."""
+    if kind == "loop" or (kind is None and getattr(sampler, "contract", None) == "loop"):
+        patterns = list(select or [])
+        if not selected(loop_battery(), patterns):  # before loading: a typo costs no worker
+            raise UsageError(no_match(patterns, loop=True))
+        return LoopUnderTest(sampler, isolation=isolation, timeout=timeout), None
+    if kind is not None:
+        raise ValueError(f"kind must be 'loop' or None, not {kind!r}")
     mode, reason = isolation, None
     if isolation == "auto":
         source = importable_source(sampler, spec)
         mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
     elif isolation == "in-process":
         reason = "asked for (isolation='in-process', the CLI's --in-process)"
-    if isinstance(sampler, str) and spec is None:
-        spec = sampler
-    start = time.perf_counter()
     sut = load_sut(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto")
-    run: Run | None = None
-    interrupted = False
-    try:
-        sut.on_wait = on_wait
-        run = Run(sut, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
-        if on_plan:
-            on_plan(run.planned)
-        for item in run.planned:
-            advance = _progress_of(item, progress)
-            for check_result in run.execute(item, advance=advance):
-                if on_result:
-                    on_result(check_result)
-            if json_path is not None:
-                write_json(run.result(), json_path)
-    except KeyboardInterrupt:
-        sut.kill()
-        if run is None:
-            raise
-        run.interrupted = interrupted = True
-    finally:
-        result = run.result() if run is not None else None
-        sut.close()
-        if json_path is not None and result is not None:
-            write_json(result, json_path)
-    assert result is not None  # a run that could not be planned raised above
-    if interrupted:
-        raise Interrupted(result)
-    return result
+    return sut, reason
 
 
 def _progress_of(item: PlannedCheck, progress: Callable[[PlannedCheck, int], None] | None) -> Callable[[int], None]:

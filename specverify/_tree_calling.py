@@ -25,13 +25,14 @@ from typing import Any
 
 import torch
 
-from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, SamplerFault, Supervised, _CallThread, _last_frames, _raised, check_device, importable_source
-from ._contract import Capabilities, SamplerSpecError, Violation, capabilities_of, load_sampler, name_of
+from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, Supervised, _CallThread, _last_frames, _raised, check_device, importable_source
+from ._contract import Capabilities, Violation, capabilities_of, name_of
 from ._evidence import Evidence
-from ._layout import StepLayout, layout_of
+from ._layout import StepLayout, layout_of, load_sampler
 from ._reach import ReachRecorder
 from ._tree import ALGORITHMS, TreeBatch, rows_of
 from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerRaised
+from .errors import SamplerFault, SamplerSpecError
 
 __all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
 

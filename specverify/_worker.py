@@ -809,8 +809,8 @@ def _well_formed(output: Any, rows: int, k: int, device: torch.device) -> bool:
 
 
 def _serve() -> None:  # pragma: no cover - runs in the worker process (covered by tests/test_isolation.py)
-    from ._contract import capabilities_of, load_sampler, name_of
-    from ._layout import layout_of
+    from ._contract import capabilities_of, name_of
+    from ._layout import layout_of, load_sampler
 
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerFault, SamplerUnderTest
+from specverify._calling import SamplerUnderTest
+from specverify.errors import SamplerFault
 from specverify._contract import audit_output
 
 

@@ -12,7 +12,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specverify import ChainModel, TableModel, completed_law, emitted_law, step_law, target_law
+from specverify.laws import completed_law, emitted_law, step_law, target_law
+from specverify.models import ChainModel, TableModel
 from specverify._exact import (
     chain_law_fns,
     emitted_law_scalar,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy import stats
 
-from specverify import step_law
+from specverify.laws import step_law
 from specverify._seeded import seeded_uniforms
 from specverify._warp import SamplingParams, warp
 from specverify.samplers._logits_reference import logits_reference

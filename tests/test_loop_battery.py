@@ -7,7 +7,8 @@ import torch
 
 from specverify._budgets import get_budget
 from specverify._evidence import unknown_keys
-from specverify.checks._loop import LoopCheck, LoopContext, check_loop, loop_battery
+from specverify._runner import check_loop
+from specverify.checks._loop import LoopCheck, LoopContext, loop_battery
 from specverify.samplers._loop_reference import LoopReference
 from specverify.zoo._loops import LOOP_MEMBERS
 

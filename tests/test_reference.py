@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import specverify
-from specverify import StepCase, step_law
+from specverify.laws import step_law
+from specverify.replay import StepCase
 from specverify._contract import audit_output
 from specverify.checks._exact import uniform_grid
 from specverify._oracle import canonical_emit

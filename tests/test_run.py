@@ -16,7 +16,7 @@ from specverify._calling import SamplerUnderTest
 from specverify._pytest import verdict_failure
 from specverify._result import CheckResult
 from specverify._run import Run
-from specverify.checks._plan import PlannedCheck, result_ids
+from specverify._run import PlannedCheck, result_ids
 
 BUDGET = get_budget("quick")
 
@@ -37,7 +37,7 @@ def sut():
 
 def test_a_run_is_finished_only_when_every_planned_check_has_results_and_never_passes_before(sut):
     run = Run(sut, BUDGET, seed=0)
-    assert run.info["planned_checks"] == len(run.planned) > 10 and run.info["left_out"] == [] and not run.finished
+    assert run.info.planned_checks == len(run.planned) > 10 and run.info.left_out == [] and not run.finished
     assert run.result().verdict == "inconclusive" and run.result().checks == []
     for planned in reversed(run.planned[1:]):  # recorded out of order, the first check missing
         run.record(planned.id, outcome(planned))
@@ -69,7 +69,7 @@ def test_one_failing_check_of_a_whole_run_fails_its_verdict(sut):
 def test_counters_shipped_from_other_processes_are_summed_and_their_time_not_called_the_harness(sut):
     run = Run(sut, BUDGET, seed=0, select=["contract.one-hot"])
     (planned,) = run.planned
-    assert run.info["select"] == ["contract.one-hot"] and run.info["alpha_per_decision"] == 0.0
+    assert run.info.select == ["contract.one-hot"] and run.info.alpha_per_decision == 0.0
     here = run.result().run
     assert here["sampler_calls"] == 0 and here["timing"]["harness_seconds"] is not None
     run.record(planned.id, outcome(planned), {"calls": 3, "rows": 12, "seconds": 0.5, "crashes": 1, "hangs": 0, "worker_starts": 1})
@@ -96,7 +96,22 @@ def test_the_loop_runner_records_every_runs_fields():
     run = Run(loop, BUDGET, seed=0, select=["loop.output"])
     chain = Run(SamplerUnderTest(specverify.reference), BUDGET, seed=0, select=["contract.output"])
     common = set(chain.result().run) - {"sampler_calls", "sampler_rows", "sampler_seconds"}  # a loop's calls are not counted
-    assert common <= set(run.result().run) and run.info["contract"] == "loop" and run.info["budget"]["name"] == "quick"
-    assert run.info["left_out"] and run.result().verdict == "inconclusive"
+    assert common <= set(run.result().run) and run.info.contract == "loop" and run.info.budget is not None and run.info.budget["name"] == "quick"
+    assert run.info.left_out and run.result().verdict == "inconclusive"
     with pytest.raises(specverify.UsageError, match="no loop check"):
         Run(SimpleNamespace(contract="loop", parameters=()), BUDGET, select=["contract"])
+
+
+def test_one_driver_runs_every_kind_the_loop_included():
+    from specverify._runner import check, check_loop
+    from specverify.samplers._loop_reference import LoopReference
+
+    # a loop object declares its kind: specverify.check puts it through the loop family
+    by_object = check(LoopReference(), budget=BUDGET, seed=0, select=["loop.output"], isolation="in-process")
+    by_alias = check_loop(LoopReference(), budget=BUDGET, seed=0, select=["loop.output"], isolation="in-process")
+    assert [c.id for c in by_object.checks] == [c.id for c in by_alias.checks] == ["loop.output"]
+    assert by_object.run.contract == by_alias.run.contract == "loop" and by_object.checks[0].status == "pass"
+    chain = check(specverify.reference, budget=BUDGET, seed=0, select=["contract.output"], isolation="in-process")
+    assert chain.run.contract is None and [c.id for c in chain.checks] == ["contract.output"]
+    with pytest.raises(ValueError, match="kind must be 'loop' or None"):
+        check(specverify.reference, budget=BUDGET, kind="chain")

@@ -22,7 +22,7 @@ if importlib.util.find_spec("triton") is None:  # not importorskip: triton must 
     pytest.skip("the Triton sampler needs the 'triton' package (pip install triton)", allow_module_level=True)
 
 import specverify  # noqa: E402
-from specverify import StepCase  # noqa: E402
+from specverify.replay import StepCase  # noqa: E402
 from specverify._contract import audit_output  # noqa: E402
 from specverify._seeds import derive_seed  # noqa: E402
 from specverify._oracle import canonical_emit  # noqa: E402
@@ -239,7 +239,7 @@ def test_philox_draws_are_exact_in_law_across_vocabulary_blocks():
     df = int((case.law() > 0).sum()) - 1
     rows = samples_needed(0.03, df, 1e-6, 0.99)
     seed = derive_seed("tests/test_triton", "law")
-    result = specverify.step_law_test(TritonSampler(block_v=4), [case], rows_per_case=rows, seed=seed)
+    result = specverify.replay.step_law_test(TritonSampler(block_v=4), [case], rows_per_case=rows, seed=seed)
     assert result.pvalue > 1e-6, str(result)
 
 

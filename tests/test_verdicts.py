@@ -17,6 +17,7 @@ from specverify._budgets import get_budget
 from specverify._cli import main
 from specverify._reach import Reach
 from specverify._result import judge
+from specverify._run import migrate
 
 QUICK = get_budget("quick").with_(timeout=60.0)
 
@@ -44,16 +45,28 @@ SUBOPTIMAL = CheckResult(id="efficiency.acceptance[random]", family="efficiency"
 # --- item 4: a subset never passes ---------------------------------------------------------------
 
 
+def _read(run: dict, checks: list) -> RunResult:
+    """A result of the older form (a selection, no ``left_out``), read as the report reads it."""
+    return RunResult.from_json(migrate(RunResult(run=run, checks=checks).to_json()))
+
+
 def test_a_subset_with_a_target_law_test_is_still_inconclusive():
-    run = RunResult(run={"select": ["fit.first-token[random]"], "planned_checks": 1}, checks=[law((1, 2))])
+    run = _read({"select": ["fit.first-token[random]"], "planned_checks": 1}, [law((1, 2))])
     assert run.verdict == "inconclusive" and run.exit_code == 3
     assert "contract.determinism" in run.verdict_reason and "subset" in run.verdict_reason
     assert run.to_json()["verdict_reason"] == run.verdict_reason
     # failures of a subset stand
-    failed = RunResult(run={"select": ["fit.*"], "planned_checks": 1}, checks=[law((1, 2), status="fail")])
+    failed = _read({"select": ["fit.*"], "planned_checks": 1}, [law((1, 2), status="fail")])
     assert failed.verdict == "lossy"
     # a selection that matches the whole battery is the whole battery
-    assert RunResult(run={"select": ["*"], "planned_checks": 40}, checks=[law((1, 2))]).verdict == "conformant"
+    assert _read({"select": ["*"], "planned_checks": 40}, [law((1, 2))]).verdict == "conformant"
+
+
+def test_an_old_subset_read_without_migration_never_passes():
+    # the record plans nothing: a selection whose left-out results it does not hold is a subset
+    unread = RunResult(run={"select": ["*"], "planned_checks": 40}, checks=[law((1, 2))])
+    assert unread.verdict == "inconclusive" and "subset" in unread.verdict_reason
+    assert RunResult(run={"select": ["*"], "left_out": []}, checks=[law((1, 2))]).verdict == "conformant"
 
 
 def test_cli_subset_on_a_sampler_that_ignores_its_generator_is_inconclusive(tmp_path):

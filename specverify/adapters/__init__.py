@@ -15,7 +15,7 @@ Adapters never import the checks: they only translate calling conventions.
 
 from __future__ import annotations
 
-from ._common import AdapterUnavailable
+from ..errors import AdapterUnavailable
 from ._registry import ADAPTERS, Adapter, Readiness, print_adapters, readiness
 
 __all__ = ["ADAPTERS", "Adapter", "AdapterUnavailable", "Readiness", "print_adapters", "readiness"]

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from .._errors import SpecverifyError
+from ..errors import AdapterUnavailable
 
 __all__ = [
     "AdapterUnavailable",
@@ -33,14 +33,6 @@ __all__ = [
 
 #: The largest seed drawn from a contract generator (torch seeds are 64-bit; stay signed).
 _SEED_BOUND = 2**62
-
-
-class AdapterUnavailable(SpecverifyError, RuntimeError):
-    """An adapter cannot run here; the message is one line that says why and what would fix it.
-
-    Adapter factories raise it, so ``specverify check`` exits with status 2 and prints the reason
-    and tests skip with it.
-    """
 
 
 def import_library(module: str, *, adapter: str, install: str) -> ModuleType:

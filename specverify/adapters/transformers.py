@@ -28,15 +28,8 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from ._common import (
-    AdapterUnavailable,
-    contract_output,
-    import_library,
-    logits_from_probs,
-    parameter_names,
-    seed_from,
-    seeded_global_rng,
-)
+from ..errors import AdapterUnavailable
+from ._common import contract_output, import_library, logits_from_probs, parameter_names, seed_from, seeded_global_rng
 
 __all__ = ["TransformersSampler", "ensemble", "sampler"]
 

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from .._warp import SamplingParams
-from ._common import AdapterUnavailable, import_library, seed_from, seeded_global_rng
+from ..errors import AdapterUnavailable
+from ._common import import_library, seed_from, seeded_global_rng
 
 __all__ = ["TransformersGenerateLoop", "loop"]
 

@@ -13,7 +13,7 @@ Specs:
   (as ``RejectionSampler.forward`` does) and ``rejection_sample`` verifies them, greedy rows
   (temperature 0) through its greedy kernel.  Versions after #32852 only (``target_logits``).
   vLLM draws the bonus token with its main sampler, outside both functions, so the adapter draws it
-  from :func:`specverify.warp` of the last position: the bonus is the harness's, not vLLM's.
+  from :func:`specverify.laws.warp` of the last position: the bonus is the harness's, not vLLM's.
   Penalties, ``min_p`` and logit bias are outside ``rejection_sample``'s reach and not declared.
 
 Argument mapping (the contract on the left, vLLM on the right):
@@ -46,17 +46,8 @@ from typing import Any
 
 import torch
 
-from ._common import (
-    AdapterUnavailable,
-    contract_output,
-    cuda_device,
-    float32_kernel_capabilities,
-    import_library,
-    logits_from_probs,
-    parameter_names,
-    seed_from,
-    seeded_global_rng,
-)
+from ._common import contract_output, cuda_device, float32_kernel_capabilities, import_library, logits_from_probs, parameter_names, seed_from, seeded_global_rng
+from ..errors import AdapterUnavailable
 
 __all__ = ["VLLMLogitsSampler", "VLLMSampler", "logits", "sampler", "synthetic"]
 

@@ -14,11 +14,11 @@ Families and their stable ids (``family.name[case]``):
 * ``shapes``: the law at production shapes (V up to 262,144, K up to 16, 512-row calls) and at
   float edges (vanishing residuals, exact zeros next to sub-ulp mass, bf16/fp16 rounding).
 
-A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through :func:`tree_battery`
+A tree sampler (``contract = "tree"``, :mod:`specverify.trees`) is put through :func:`tree_battery`
 instead, the ``trees`` family (``specverify.checks._trees``).
 
 Each family's checks live in the module named after it (``support`` beside ``robustness``, in
-``_robustness``); every check derives from :class:`Check`, and :mod:`specverify.checks._plan`
+``_robustness``); every check derives from :class:`Check`, and :mod:`specverify._run._plan`
 plans a run from what the checks declare.
 """
 

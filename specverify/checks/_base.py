@@ -5,7 +5,7 @@ Every check of every battery (chains, trees, loops) is a :class:`Check`: it has 
 ``decisions`` shares), what its failure proves (``proves``), whether a run plans it for a sampler at
 all (``applies``), why it may decline to run (``skip_reason``), which results it reports
 (``decision_list``), and turns a context into those results (``run``).  Planning reads only these
-(:mod:`specverify.checks._plan`).  Checks never import a sampler's library and never decide the
+(:mod:`specverify._run._plan`).  Checks never import a sampler's library and never decide the
 verdict: they report evidence and a finding.
 """
 
@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 import torch
 
 from .._budgets import Budget
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
 from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
+from ..errors import SamplerFault
 
 __all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "registered"]
 

@@ -25,7 +25,7 @@ outcome law is known exactly (so every chance is computed, not guessed):
 Without ``seeds`` given (every other check), such a sampler draws from its generator, as engines do
 for requests without a seed, so the rest of the battery is unchanged.  A run of a sampler that
 declares no seeds leaves these checks out (:meth:`RequestSeedsCheck.applies`, read by
-:func:`specverify.checks._plan.plan`).
+:func:`specverify._run.plan`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase, tensor_code
 from .._evidence import Evidence
 from .._layout import StepInputs
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import homogeneity_test, independence_test
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_step_batch
@@ -128,7 +129,7 @@ class OutputContractCheck(_ContractCheck):
                 body = (
                     f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = {tensor_code(drafts)}\n"
                     "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                    "tokens, num_accepted = specverify.call_sampler(sampler, target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
+                    "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
                 )
                 return fault_result(self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)})
             rows += batch

@@ -20,11 +20,12 @@ import dataclasses
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase
 from .._exact import emitted_law, sequence_offsets
 from .._evidence import Evidence
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import mean_test
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_table_model, seed_chain_case

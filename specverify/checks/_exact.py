@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._layout import StepInputs
 from .._exact import all_sequences, emitted_law, sequence_of
@@ -30,6 +30,7 @@ from .._models import step_inputs
 from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
+from ..errors import SamplerFault
 from ..stats import gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_table_model, seed_chain_case

@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, tv_record
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
 from ._base import Check, Context, Decision, check_id, fault_result
@@ -120,13 +121,13 @@ class StepLawCheck(Check):
 
         def repro(cases: list[StepCase], outcome: Outcome) -> str:
             body = "\n".join(
-                f"# case {i}\n{c.to_code()}\ncase{i} = specverify.StepCase(target_probs, draft_probs, draft_tokens, precision={c.precision!r})"
+                f"# case {i}\n{c.to_code()}\ncase{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, precision={c.precision!r})"
                 for i, c in enumerate(cases)
             )
             names = ", ".join(f"case{i}" for i in range(len(cases)))
             rows = outcome.samples // max(1, len(cases))
             return ctx.repro(
-                f"{body}\nresult = specverify.step_law_test(sampler, [{names}], rows_per_case={rows}, seed=0)\nprint(result)"
+                f"{body}\nresult = specverify.replay.step_law_test(sampler, [{names}], rows_per_case={rows}, seed=0)\nprint(result)"
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, _describe_cases, repro)
@@ -234,7 +235,7 @@ class ModelFitCheck(Check):
 
         def repro(case: ModelCase, outcome: Outcome) -> str:
             return ctx.repro(
-                f"{case.to_code()}\nresult = specverify.model_law_test(sampler, model, k, samples={outcome.samples}, seed=0, precision={case.precision!r})\nprint(result)"
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={outcome.samples}, seed=0, precision={case.precision!r})\nprint(result)"
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, lambda c: c.describe(), repro)
@@ -428,8 +429,8 @@ class RenormalisationCheck(Check):
             evidence["tv"] = tv_record(tv_estimate(observed[worst], laws[worst], random_state=0))
             evidence["minimal_example"] = case.describe()
             evidence["repro"] = ctx.repro(
-                f"{case.to_code()}\ncase = specverify.StepCase(target_probs, draft_probs, draft_tokens)\n"
-                f"print(specverify.step_law_test(sampler, [case], rows_per_case={int(observed[worst].sum())}, seed=0))"
+                f"{case.to_code()}\ncase = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens)\n"
+                f"print(specverify.replay.step_law_test(sampler, [case], rows_per_case={int(observed[worst].sum())}, seed=0))"
             )
             return CheckResult(
                 **common, status="fail", finding="renormalisation", evidence=evidence,

@@ -21,27 +21,24 @@ from the run seed alone (no search): chain models over a few tokens, heterogeneo
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from .._budgets import Budget
+from .._contract import Violation
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
-from .._loop_calling import LoopFault, LoopUnderTest
-from .._result import CheckResult, RunResult
+from .._result import CheckResult
 from .._seeds import derive_seed
 from .._warp import PARAMETERS, SamplingParams, warp
+from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
-from ._plan import PlannedCheck
 
-__all__ = ["LoopCheck", "LoopContext", "check_loop", "loop_battery", "loop_info", "loop_parameters", "run_loop_check"]
+__all__ = ["REACH", "LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -87,11 +84,11 @@ class LoopContext:
         rows = prompt.shape[0]
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
             described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
-            raise LoopFault(f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")
+            raise SamplerFault(Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"))
         bad = (out < 0) | (out >= target.vocab_size)
         if bool(bad.any()):
             row = int(bad.any(-1).nonzero()[0, 0])
-            raise LoopFault(f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})")
+            raise SamplerFault(Violation("output", f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})"))
         return out.cpu()
 
 
@@ -147,8 +144,8 @@ class LoopCheck(Check):
     def run(self, ctx: LoopContext) -> CheckResult:
         try:
             return getattr(self, f"_{self.name}")(ctx)
-        except LoopFault as fault:
-            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation, **fault.evidence})
+        except SamplerFault as fault:
+            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation.rule, **fault.details})
         except Exception as exc:  # everything the loop raises is evidence against it
             text = str(exc).strip().splitlines()
             message = f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}"
@@ -294,94 +291,3 @@ REACH = (
     "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
     f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
 )
-
-
-def loop_info(loop: LoopUnderTest) -> dict[str, Any]:
-    """What a loop run records beyond every run's record (:func:`specverify._run.run_info`)."""
-    return {"contract": "loop", "reach": REACH, "isolation": loop.info()}
-
-
-def run_loop_check(planned: PlannedCheck, loop: Any, budget: Budget, seed: int) -> list[CheckResult]:
-    """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
-    failure of the loop is the check's failing result."""
-    check = planned.check
-    assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
-    if planned.skip_reason is not None:
-        return [check._result("skip", message=planned.skip_reason)]
-    start = time.perf_counter()
-    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha))
-    result.duration_s = time.perf_counter() - start
-    return [result]
-
-
-def check_loop(
-    loop: Callable[..., torch.Tensor] | str,
-    *,
-    budget: str | Budget = "standard",
-    seed: int = 0,
-    alpha: float | None = None,
-    select: list[str] | None = None,
-    isolation: str = "auto",
-    timeout: float | None = None,
-    on_result: Callable[[CheckResult], None] | None = None,
-    json_path: str | os.PathLike[str] | None = None,
-    spec: str | None = None,
-) -> RunResult:
-    """Put a generation loop through the loop family; a :class:`~specverify.RunResult`.
-
-    ``loop`` is the loop or its ``"module:attribute"`` spec; ``budget`` a budget's name or a
-    :class:`~specverify.Budget`.  The statistical checks share ``alpha`` (default the budget's) by
-    Bonferroni, each sized to detect the budget's TV with its power.  ``select`` holds glob
-    patterns on check ids (a subset can fail a loop, never pass it: its run records the selection).
-    ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
-    default a loop importable by name runs in a supervised process of its own, so a crash, exit or
-    hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
-    ``on_result`` is called with each result as it finishes; ``json_path`` is written after every
-    check, so a crash or Ctrl-C keeps what finished; ``spec`` is recorded as ``run["spec"]``.
-    The run is a :class:`specverify._run.Run`, so its record has every run's fields.
-
-    Raises:
-        UsageError: ``select`` matches no check of the loop family (before the loop is loaded).
-        SamplerSpecError: the loop cannot be loaded or is not declared a loop.
-        Interrupted: Ctrl-C; the loop's process is ended, ``result`` (and the JSON) hold what
-            finished, marked unfinished.
-    """
-    from .._budgets import get_budget
-    from .._errors import UsageError
-    from .._run import Run
-    from .._runner import Interrupted, write_json
-    from ._plan import no_match, selected
-
-    spent = get_budget(budget) if isinstance(budget, str) else budget
-    if alpha is not None:
-        spent = spent.with_(alpha=alpha)
-    if not selected(loop_battery(), select):
-        raise UsageError(no_match(list(select or []), loop=True))
-    start = time.perf_counter()
-    under_test = LoopUnderTest(loop, isolation=isolation, timeout=timeout)
-    run: Run | None = None
-    try:
-        run = Run(under_test, spent, seed, select=select, spec=spec, since=start)
-        for planned in run.planned:
-            for check_result in run.execute(planned):
-                if on_result:
-                    on_result(check_result)
-            if json_path is not None:
-                write_json(run.result(), json_path)
-    except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
-        under_test.kill()
-        if run is None:
-            raise
-        run.interrupted = True
-        result = run.result()
-        if json_path is not None:
-            write_json(result, json_path)
-        raise Interrupted(result) from None
-    except BaseException:
-        under_test.kill()
-        raise
-    under_test.close()
-    result = run.result()
-    if json_path is not None:
-        write_json(result, json_path)
-    return result

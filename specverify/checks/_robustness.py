@@ -16,9 +16,10 @@ import dataclasses
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_laws
 from ._search import Outcome, search_and_confirm
@@ -77,7 +78,7 @@ class EdgeValidityCheck(Check):
             repro = ctx.repro(
                 f"{body}\nrows = {self.rows_per_case}\n"
                 "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                "tokens, num_accepted = specverify.call_sampler(sampler, target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
+                "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
                 "draft_tokens.expand(rows, -1), torch.Generator().manual_seed(0))"
             )
             result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})

@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from .._calling import SamplerFault
 from .._evidence import CaseRecord, Evidence
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
 
@@ -109,6 +109,20 @@ class SearchResult(Generic[C]):
     exhausted: bool = False
 
 
+def _search_settings(max_examples: int) -> settings:
+    """One round's search: generate then shrink, no database, no deadline, quiet; the seed is ours."""
+    return settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+    )
+
+
 def search_and_confirm(
     ctx: Context,
     check_id: str,
@@ -161,20 +175,10 @@ def search_and_confirm(
                 state["generated"] = state["calls"]  # generation stops at the first alarm
             return alarm
 
-        search_settings = settings(
-            max_examples=examples - generated,
-            database=None,
-            deadline=None,
-            derandomize=False,
-            phases=(Phase.generate, Phase.shrink),
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-            verbosity=Verbosity.quiet,
-        )
         rng = random.Random(ctx.seed_for(check_id, "search", round_))
         try:
             with _isolated_search(budget.shrink_seconds):
-                minimal = find(strategy, alarms, settings=search_settings, random=rng)
+                minimal = find(strategy, alarms, settings=_search_settings(examples - generated), random=rng)
         except (NoSuchExample, Unsatisfiable):
             break
         generated += state["generated"]
@@ -322,21 +326,7 @@ def decisions_from_search(
                     )
                 )
                 continue
-        status = "pass"
-        message = f"{found.examples} cases, no deviation found"
-        if found.examples == 0:
-            status, message = "inconclusive", "no case could be generated"
-        elif found.exhausted:
-            status = "inconclusive"
-            message = (
-                f"{len(found.unconfirmed)} screen alarms in {MAX_ROUNDS} search rounds, none confirmed on fresh "
-                "samples: a deviation near the detection limit is likely; rerun with a larger budget"
-            )
-        elif claim is None:
-            status, message = "inconclusive", "no case could be tested"
-        elif claim > ctx.budget.ceiling_tv:
-            status = "inconclusive"
-            message = f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+        status, message = _unfailed(ctx, found, claim)
         evidence = base_evidence.copy()
         if pvalues:
             evidence["smallest_screen_pvalue"] = min(pvalues)
@@ -357,6 +347,23 @@ def decisions_from_search(
             )
         )
     return results
+
+
+def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tuple[str, str]:
+    """Status and message of a decision the search found no confirmed deviation for: a pass only
+    when cases were tested and the budget's ceiling was reached."""
+    if found.examples == 0:
+        return "inconclusive", "no case could be generated"
+    if found.exhausted:
+        return "inconclusive", (
+            f"{len(found.unconfirmed)} screen alarms in {MAX_ROUNDS} search rounds, none confirmed on fresh "
+            "samples: a deviation near the detection limit is likely; rerun with a larger budget"
+        )
+    if claim is None:
+        return "inconclusive", "no case could be tested"
+    if claim > ctx.budget.ceiling_tv:
+        return "inconclusive", f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+    return "pass", f"{found.examples} cases, no deviation found"
 
 
 def _sibling_result(

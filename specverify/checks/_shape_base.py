@@ -13,10 +13,10 @@ import weakref
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase
-from .._contract import Violation
 from .._result import CheckResult
+from ..errors import SamplerFault, Violation
 from ..stats import samples_needed
 from ._base import Context
 

@@ -12,12 +12,13 @@ import functools
 
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase
 from .._evidence import Evidence
 from .._layout import StepInputs
 from .._oracle import canonical_emit, normalise, residual_distribution
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..strategies._internal.shapes import structured_case
 from ._base import Check, Context, Decision, check_id, fault_result
 from ._event import event_size, sized_status, sizes_text

@@ -14,10 +14,10 @@ import functools
 import numpy as np
 import torch
 
-from .._calling import SamplerFault
 from .._cases import StepCase
 from .._evidence import AcceptedShapeRecord, ShapeRecord
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import gof_test, mean_test
 from ..strategies._internal.shapes import active_tokens, cell_map, structured_case
 from ._base import Check, Context, Decision, check_id, fault_result

@@ -39,10 +39,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerFault, SamplerUnderTest
+from .._calling import SamplerUnderTest
 from .._cases import StepCase
 from .._evidence import Evidence, tv_record
 from .._result import CheckResult
+from ..errors import SamplerFault
 from ..stats import gof_test, identity_plan, identity_test, samples_needed, tv_estimate
 from ..strategies._internal.shapes import (
     EDGE_LAW_KINDS,

@@ -4,6 +4,8 @@
   plugin's ``--specverify-html``); :func:`render_report` returns it as a string.
 * :func:`build_index` writes a page per run and an index comparing them, sampler by check family
   (``specverify report A.json B.json -o reports/index.html``).
+* :class:`Evidence` is the schema of a result's ``evidence`` (docs/report.md); :func:`unknown_keys`
+  names what a record holds beyond it.
 
 A page loads nothing at view time (styles, script and plots are inline, and its Content-Security-
 Policy forbids fetching), reads in light and dark mode, and shows everything that comes from the
@@ -12,7 +14,8 @@ sampler as escaped text.
 
 from __future__ import annotations
 
+from .._evidence import Evidence, unknown_keys
 from ._index import build_index
 from ._page import render_report, write_report
 
-__all__ = ["build_index", "render_report", "write_report"]
+__all__ = ["Evidence", "build_index", "render_report", "unknown_keys", "write_report"]

@@ -14,20 +14,17 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._errors import SpecverifyError
 from .._families import FAMILIES
+from .._record import RunInfo
 from .._result import RunResult
 from .._vocabulary import lossless
+from ..errors import RunFileError
 from ._format import number, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
 from ._view import STATUSES, VERDICT_TEXT
 
 __all__ = ["build_index", "load_run"]
-
-
-class RunFileError(SpecverifyError):
-    """A run JSON that cannot be read or is not a run result; the message is one line."""
 
 
 @dataclasses.dataclass
@@ -61,6 +58,11 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise RunFileError(f"{os.fspath(path)} is not JSON: {exc.msg} at line {exc.lineno}") from exc
     if not isinstance(raw, dict):
         raise RunFileError(f"{os.fspath(path)} is not a run result (a JSON object written by 'specverify check --json')")
+    run = raw.get("run")
+    if isinstance(run, dict) and run.get("select") and run.get("left_out") is None:
+        from .._run import migrate  # a result of an older form: planned again (the battery needs torch)
+
+        raw = migrate(raw)
     try:
         return RunResult.from_json(raw).to_json()
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -108,7 +110,7 @@ def page_names(runs: Sequence[Mapping[str, Any]], *, reserved: Collection[str] =
 
 def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
     checks = run["checks"]
-    info = run.get("run") or {}
+    record = RunInfo.from_json(run.get("run") or {})  # load_run checked it
     cells: list[FamilyCell | None] = []
     for family in families:
         members = [c for c in checks if c.get("family") == family]
@@ -118,20 +120,18 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         counts = [(s, sum(c.get("status") == s for c in members)) for s in STATUSES]
         counts = [(s, n) for s, n in counts if n]
         cells.append(FamilyCell(dict(counts).get("pass", 0), len(members), counts[0][0], counts))
-    budget = info.get("budget")
-    versions = info.get("versions")
-    versions = versions if isinstance(versions, Mapping) else {}
+    versions = record.versions if isinstance(record.versions, Mapping) else {}
     facts = [
-        f"budget {budget.get('name')}" if isinstance(budget, Mapping) and budget.get("name") else "",
-        f"seed {info['seed']}" if "seed" in info else "",
-        f"{info.get('device')}, {info.get('dtype')}" if info.get("device") else "",
+        f"budget {record.budget.get('name')}" if isinstance(record.budget, Mapping) and record.budget.get("name") else "",
+        f"seed {record.seed}" if record.seed is not None else "",
+        f"{record.device}, {record.dtype}" if record.device else "",
         f"torch {versions['torch']}" if versions.get("torch") else "",
-        timestamp(info["started"]) if info.get("started") else "",
+        timestamp(record.started) if record.started else "",
     ]
     claims = [c.get("min_detectable_tv") for c in checks if c.get("status") == "pass" and isinstance(c.get("min_detectable_tv"), (int, float))]
     summary = [(s, sum(c.get("status") == s for c in checks)) for s in STATUSES]
     return IndexRow(
-        sampler=str((info.get("sampler") or {}).get("name") or "unnamed sampler"),
+        sampler=str(record.sampler.name or "unnamed sampler"),
         href=href,
         verdict=str(run.get("verdict")),
         verdict_text=VERDICT_TEXT.get(str(run.get("verdict")), ""),

@@ -9,7 +9,7 @@
 * ``tree_triton``: the target-only tree verifier as one Triton kernel (tree contract), lazy like ``triton``.
 * ``tree_reference`` (SpecInfer), ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
   (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
-  (``specverify._tree``); imported on first use.
+  (:mod:`specverify.trees`, which exports them too); imported on first use.
 """
 
 from typing import Any

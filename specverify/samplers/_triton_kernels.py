@@ -194,6 +194,34 @@ def _reservoir(p_base, q_base, live, rejected, s_p, s_q, seed, rows64, V,
 
 
 @triton.jit
+def _accept_drafts(target_rows, draft_rows, drafts_ptr, rows64, in_batch, positions, accept_uniforms, K, V,
+                   BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Pass 1 of :func:`verify_kernel`: the accepted count of each row, and the masses S_p, S_q of
+    the position it rejected at (a row that accepts every draft keeps S_p = 0, S_q = 1)."""
+    alive = in_batch
+    accepted = tl.zeros([BLOCK_B], tl.int32)
+    rejected_s_p = tl.zeros([BLOCK_B], tl.float64)
+    rejected_s_q = tl.zeros([BLOCK_B], tl.float64) + 1.0
+    for i in range(0, K):
+        if tl.sum(alive.to(tl.int32)) > 0:
+            p_base = target_rows + i * V
+            q_base = draft_rows + i * V
+            s_p, s_q = _masses(p_base, q_base, alive, V, BLOCK_B, BLOCK_V)
+            y = tl.load(drafts_ptr + rows64 * K + i, mask=alive, other=-1)
+            y_valid = alive & (y >= 0) & (y < V)
+            p_y = tl.load(p_base + y, mask=y_valid, other=0.0).to(tl.float32).to(tl.float64)
+            q_y = tl.load(q_base + y, mask=y_valid, other=0.0).to(tl.float32).to(tl.float64)
+            u = tl.sum(tl.where(positions[None, :] == i, accept_uniforms, 0.0), axis=1)
+            accept = alive & (u * q_y * s_p < p_y * s_q)
+            reject = alive & ~accept
+            rejected_s_p = tl.where(reject, s_p, rejected_s_p)
+            rejected_s_q = tl.where(reject, s_q, rejected_s_q)
+            accepted += accept.to(tl.int32)
+            alive = accept
+    return accepted, rejected_s_p, rejected_s_q
+
+
+@triton.jit
 def verify_kernel(
     target_ptr,  # [B, K+1, V], contiguous
     draft_ptr,  # [B, K, V], contiguous
@@ -227,26 +255,8 @@ def verify_kernel(
         accept_uniforms = _uniform53(seed, (rows64[:, None] << 32) | (_STREAM_ACCEPT << 28) | positions[None, :])
 
     # Pass 1: accept while every earlier draft was accepted.
-    alive = in_batch
-    accepted = tl.zeros([BLOCK_B], tl.int32)
-    rejected_s_p = tl.zeros([BLOCK_B], tl.float64)  # bonus rows keep S_p = 0, S_q = 1
-    rejected_s_q = tl.zeros([BLOCK_B], tl.float64) + 1.0
-    for i in range(0, K):
-        if tl.sum(alive.to(tl.int32)) > 0:
-            p_base = target_rows + i * V
-            q_base = draft_rows + i * V
-            s_p, s_q = _masses(p_base, q_base, alive, V, BLOCK_B, BLOCK_V)
-            y = tl.load(drafts_ptr + rows64 * K + i, mask=alive, other=-1)
-            y_valid = alive & (y >= 0) & (y < V)
-            p_y = tl.load(p_base + y, mask=y_valid, other=0.0).to(tl.float32).to(tl.float64)
-            q_y = tl.load(q_base + y, mask=y_valid, other=0.0).to(tl.float32).to(tl.float64)
-            u = tl.sum(tl.where(positions[None, :] == i, accept_uniforms, 0.0), axis=1)
-            accept = alive & (u * q_y * s_p < p_y * s_q)
-            reject = alive & ~accept
-            rejected_s_p = tl.where(reject, s_p, rejected_s_p)
-            rejected_s_q = tl.where(reject, s_q, rejected_s_q)
-            accepted += accept.to(tl.int32)
-            alive = accept
+    accepted, rejected_s_p, rejected_s_q = _accept_drafts(target_rows, draft_rows, drafts_ptr, rows64, in_batch, positions,
+                                                          accept_uniforms, K, V, BLOCK_B, BLOCK_V)
 
     # Pass 2: the emitted token at position `accepted`, from the residual or the bonus row.
     rejected = in_batch & (accepted < K)

@@ -3,14 +3,15 @@
 Every member is importable as a spec, ``specverify.zoo:<name with underscores>`` (for example
 ``specverify.zoo:replacement_from_target``), and is listed in :data:`ZOO` with the verdict the
 harness must reach, the families expected to catch it and the smallest budget that does.
-Tree samplers (the tree contract, ``specverify._tree``) are in :data:`TREE_MEMBERS`, one per bug
+Tree samplers (the tree contract, :mod:`specverify.trees`) are in :data:`TREE_MEMBERS`, one per bug
 class of trees (``specverify.zoo:tree_coin_zero_accepts_zero_mass`` and kin); ``specverify zoo``
 runs both.
 """
 
 from __future__ import annotations
 
-from . import _float_edges  # noqa: F401  (registers the float-edge members in MEMBERS)
+from . import _logits_members  # noqa: F401 - registers the logits-level members after the step ones
+from . import _float_edges  # noqa: F401 - registers the float-edge members after them
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler

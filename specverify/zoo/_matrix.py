@@ -95,7 +95,7 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
 
 def _run_loop_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     """A loop member (``loop:<name>``) through the loop family, its loop in a worker of its own."""
-    from ..checks._loop import check_loop
+    from .._runner import check_loop
     from ._loops import LOOP_MEMBERS
 
     member = LOOP_MEMBERS[name.removeprefix(LOOP_PREFIX)]

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerFault, SamplerUnderTest
+from specverify._calling import SamplerUnderTest
+from specverify.errors import SamplerFault
 from specverify._contract import audit_output
 from specverify._seeds import derive_seed
 from specverify.adapters import AdapterUnavailable

@@ -155,9 +155,9 @@ def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_tar
     assert not metadata.all_random and not metadata.all_greedy
     sampled = torch.tensor([0, 1, 2, 4, 5])  # every row but the greedy one
     verified = call["target"].softmax(-1).reshape(6, 2, 5)[sampled]
-    assert torch.allclose(verified.double(), specverify.warp(logits[:, :2].float().double(), params).float().double()[sampled], atol=1e-6)
+    assert torch.allclose(verified.double(), specverify.laws.warp(logits[:, :2].float().double(), params).float().double()[sampled], atol=1e-6)
     tokens_out, accepted = output
-    warped = specverify.warp(logits, params)
+    warped = specverify.laws.warp(logits, params)
     assert audit_output(output, warped, tokens) == []
     greedy_first = warped[3, 0].argmax()
     assert int(tokens_out[3, 0]) == (int(tokens[3, 0]) if int(tokens[3, 0]) == int(greedy_first) else int(greedy_first))

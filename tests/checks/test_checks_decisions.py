@@ -6,7 +6,7 @@ and when a check cannot pass), not the run's verdict table, which lives in ``_re
 
 from __future__ import annotations
 
-from specverify._calling import SamplerFault
+from specverify.errors import SamplerFault
 from specverify._contract import Violation
 from specverify.checks._base import Decision
 from specverify.checks._search import Outcome, SearchResult, decisions_from_search

@@ -1,4 +1,4 @@
-"""Planning (``specverify.checks._plan``): which checks run, and each one's Bonferroni share.
+"""Planning (``specverify._run._plan``): which checks run, and each one's Bonferroni share.
 
 Planning reads only the sampler's declared capabilities, so no sampler runs here.
 """
@@ -13,10 +13,10 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._calling import SamplerUnderTest
-from specverify._result import left_out
+from specverify._result import UNKNOWN_LEFT_OUT, left_out
 from specverify.checks import Check, battery, tree_battery
 from specverify.checks._loop import loop_battery
-from specverify.checks._plan import left_out_among, left_out_of, plan, plan_checks, result_ids, selected
+from specverify._run import left_out_among, left_out_of, migrate, plan, plan_checks, result_ids, selected
 
 BUDGET = get_budget("quick")
 #: The reference takes every check but fit.unnormalised (it declares no unnormalised=True), so every
@@ -140,7 +140,10 @@ def test_a_subset_names_what_it_left_out_of_the_battery():
     efficiency = ["efficiency.acceptance[seed-chain]", "efficiency.acceptance[random]"]
     assert left_out_of(sut, None) == left_out_of(sut, []) == []
     assert left_out_of(sut, ["efficiency"]) == [i for i in every if i not in efficiency]
-    assert left_out({"select": ["efficiency"]}) == left_out_of(sut, ["efficiency"])  # a result read without its record
+    # an older result (a selection, no left_out) is planned again where it is read, never by the record
+    old = {"run": {"select": ["efficiency"]}, "checks": []}
+    assert left_out(migrate(old)["run"]) == left_out_of(sut, ["efficiency"]) and "left_out" not in old["run"]
+    assert left_out(old["run"]) == [UNKNOWN_LEFT_OUT]
     assert "fit.position[chain]" not in left_out_of(sut, ["fit.step[chain]"])  # a decision's check is wholly in
     trees = left_out_among(tree_battery(), ["trees.output*"])
     assert len(trees) == len(tree_battery()) - 2 and not any(i.startswith("trees.output") for i in trees)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from specverify._calling import SamplerFault
+from specverify.errors import SamplerFault
 from specverify._contract import Violation
 from specverify.checks._search import Outcome, search_and_confirm
 from specverify.stats import confirmation_alpha

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify import derive_seed
+from specverify.replay import derive_seed
 from specverify.stats import identity_min_tv, identity_plan, identity_test
 from specverify.stats._identity import BATCH_LEVEL, _threshold
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import find, given
 from hypothesis import strategies as st
 
-from specverify import StepCase
+from specverify.replay import StepCase
 from specverify import strategies as sv
 
 from ._helpers import assert_probability_rows, ci, examples

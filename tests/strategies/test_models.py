@@ -7,7 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specverify import ChainModel, ModelCase, TableModel
+from specverify.models import ChainModel, TableModel
+from specverify.replay import ModelCase
 from specverify import strategies as sv
 from specverify._models import draw_drafts, step_inputs
 from specverify._seeds import derive_seed

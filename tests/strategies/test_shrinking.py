@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from hypothesis import find
 
-from specverify import ModelCase, StepCase
+from specverify.replay import ModelCase, StepCase
 from specverify import strategies as sv
 
 from ._helpers import ci

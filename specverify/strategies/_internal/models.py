@@ -3,9 +3,9 @@
 The harness draws the drafts from the draft model, so the law at position ``i`` depends on the
 draft tokens before it.  Two shapes of model:
 
-* a :class:`~specverify.TableModel`: an arbitrary pair of laws after every prefix up to depth ``K``
+* a :class:`~specverify.models.TableModel`: an arbitrary pair of laws after every prefix up to depth ``K``
   (every position sees its own prefix), the pair of any :data:`PAIR_KINDS` relation;
-* a :class:`~specverify.ChainModel`: an order-``m`` Markov chain (``m = 1`` is the seed document's
+* a :class:`~specverify.models.ChainModel`: an order-``m`` Markov chain (``m = 1`` is the seed document's
   experiment; ``m`` up to 3), its context drawn too.
 
 Every table of a model is drawn at once (see :func:`pair_rows`), so a model of hundreds of rows
@@ -52,7 +52,7 @@ def model_cases(
     k: int | None = None,
     max_order: int = MAX_CHAIN_ORDER,
 ) -> st.SearchStrategy[ModelCase]:
-    """A :class:`~specverify.ModelCase`: a model whose laws depend on the prefix, and ``K``.
+    """A :class:`~specverify.replay.ModelCase`: a model whose laws depend on the prefix, and ``K``.
 
     ``kind`` is one of :data:`MODEL_KINDS` or ``"mixed"``.  ``K`` is lowered until the last
     target table, ``V**(K+1)`` cells, fits in ``max_cells`` (a chain's order likewise).

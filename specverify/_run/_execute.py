@@ -1,8 +1,8 @@
 """One run of a battery on one subject: its plan, what it recorded, and its result.
 
 Every face of the harness drives a :class:`Run`: :func:`specverify.check` and the CLI's ``check``
-(:mod:`specverify._runner`), the pytest plugin and :func:`specverify.pytest_battery`
-(:mod:`specverify._pytest`), and the loop runner (:func:`specverify.checks._loop.check_loop`).
+and ``loop`` (:mod:`specverify._runner`, one driver for every kind), the pytest plugin and
+:func:`specverify.pytest_battery` (:mod:`specverify._pytest`).
 So the plan (each check's share of the false-positive budget), the run's record (the JSON's
 ``run``) and the verdict are the same whichever face ran it, and a run that did not get results
 from every planned check is never finished, so never a pass.
@@ -10,23 +10,26 @@ from every planned check is never finished, so never a pass.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import platform
+import copy
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from ._budgets import Budget
-from ._calling import SamplerFault, SamplerUnderTest
-from ._result import CheckResult, RunResult
-from ._tree_calling import TreeSamplerUnderTest
-from .checks import Check, Context
-from .checks._base import fault_result
-from .checks._plan import PlannedCheck, left_out_of, plan, result_ids
+from .._budgets import Budget
+from .._calling import SamplerUnderTest
+from .._loop_calling import LoopUnderTest
+from .._record import Isolation, RunInfo, Timing
+from .._result import CheckResult, RunResult
+from .._tree_calling import TreeSamplerUnderTest
+from ..checks import Check, Context
+from ..checks._base import fault_result
+from ..checks._loop import LoopCheck, LoopContext
+from ._info import run_info
+from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
+from ..errors import SamplerFault
 
-__all__ = ["COUNTERS", "Run", "run_check", "run_info"]
+__all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 
 #: What a sampler under test counts as it is called; a run sums them over the processes that ran its checks.
 COUNTERS = ("calls", "rows", "seconds", "crashes", "hangs", "worker_starts")
@@ -68,12 +71,12 @@ class Run:
         self.select = list(select) if select else None
         self.planned = plan(subject, budget, self.select)
         self.info = run_info(subject, budget, seed, spec)
-        if isolation_reason is not None:
-            self.info["isolation"]["reason"] = isolation_reason
-        self.info["planned_checks"] = len(self.planned)
-        self.info["select"] = self.select
-        self.info["left_out"] = left_out_of(subject, self.select)
-        self.info["alpha_per_decision"] = max((p.alpha for p in self.planned), default=0.0)
+        if isolation_reason is not None and self.info.isolation is not None:
+            self.info.isolation.reason = isolation_reason
+        self.info.planned_checks = len(self.planned)
+        self.info.select = self.select
+        self.info.left_out = left_out_of(subject, self.select)
+        self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
         self.interrupted = False
         self._since = time.perf_counter() if since is None else since
         self._results: dict[str, list[CheckResult]] = {}
@@ -82,13 +85,11 @@ class Run:
 
     @property
     def is_loop(self) -> bool:
-        return getattr(self.subject, "contract", None) == "loop"
+        return subject_kind(self.subject) == "loop"
 
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
         if self.is_loop:
-            from .checks._loop import run_loop_check
-
             results = run_loop_check(planned, self.subject, self.budget, self.seed)
         else:
             results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance)
@@ -131,33 +132,32 @@ class Run:
     def result(self) -> RunResult:
         """The run so far: its record, every result in plan order, and whether it finished."""
         checks = [r for p in self.planned for r in self._results.get(p.id, [])]
-        info = dict(self.info)
+        record = copy.deepcopy(self.info)
         if self.interrupted:
-            info["interrupted"] = True
-        info.update(self._tally())
-        return RunResult(run=info, checks=checks, finished=self.finished)
+            record.interrupted = True
+        self._tally(record)
+        return RunResult(run=record, checks=checks, finished=self.finished)
 
-    def _tally(self) -> dict[str, Any]:
+    def _tally(self, record: RunInfo) -> None:
         """What the subject was put through: its calls, and where the run's time went."""
         total = time.perf_counter() - self._since
         if self.is_loop:
-            return {"isolation": self.subject.info(), "timing": {"total_seconds": round(total, 3)}}
+            record.isolation = Isolation.from_json(self.subject.info())
+            record.timing = Timing(total_seconds=round(total, 3))
+            return
         count = {name: getattr(self.subject, name) + self._elsewhere[name] for name in COUNTERS}
         seconds = count["seconds"]
         here = not any(self._elsewhere.values())  # else the sampler's time was spent in parallel, elsewhere
-        isolation = {**self.info["isolation"], "crashes": int(count["crashes"]), "hangs": int(count["hangs"]), "worker_starts": int(count["worker_starts"])}
-        return {
-            "isolation": isolation,
-            "sampler_calls": int(count["calls"]),
-            "sampler_rows": int(count["rows"]),
-            "sampler_seconds": round(seconds, 3),
-            "timing": {
-                "total_seconds": round(total, 3),
-                "sampler_seconds": round(seconds, 3),
-                "harness_seconds": round(total - seconds, 3) if here else None,
-                "harness_share": round((total - seconds) / total, 4) if here and total > 0 else None,
-            },
-        }
+        isolation = record.isolation if record.isolation is not None else Isolation()
+        isolation.crashes, isolation.hangs, isolation.worker_starts = int(count["crashes"]), int(count["hangs"]), int(count["worker_starts"])
+        record.isolation = isolation
+        record.sampler_calls, record.sampler_rows, record.sampler_seconds = int(count["calls"]), int(count["rows"]), round(seconds, 3)
+        record.timing = Timing(
+            total_seconds=round(total, 3),
+            sampler_seconds=round(seconds, 3),
+            harness_seconds=round(total - seconds, 3) if here else None,
+            harness_share=round((total - seconds) / total, 4) if here and total > 0 else None,
+        )
 
 
 def run_check(
@@ -214,7 +214,7 @@ def run_check(
 
 def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
     """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
-    from ._logits_layout import warps_evidence
+    from .._logits_layout import warps_evidence
 
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
@@ -228,51 +228,14 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
     return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
-def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
-    if getattr(subject, "contract", None) == "loop":
-        from .checks._loop import loop_info
-
-        info = base_info({"name": subject.name, "parameters": list(subject.parameters)}, budget, seed, spec)
-        info.update(loop_info(subject))
-        return info
-    info = base_info({"name": subject.name, "capabilities": subject.capabilities.to_json()}, budget, seed, spec)
-    info.update(device=str(subject.device), dtype=str(subject.dtype).removeprefix("torch."))
-    info["isolation"] = {"mode": subject.isolation, "reason": None, "timeout": subject.timeout, "first_timeout": subject.limit.first}
-    if isinstance(subject, TreeSamplerUnderTest):
-        info["contract"] = "tree"
-        info["sampler"]["algorithm"] = subject.algorithm
-    return info
-
-
-def base_info(sampler: dict[str, Any], budget: Budget, seed: int, spec: str | None) -> dict[str, Any]:
-    """The record every run starts from, whatever its subject (a sampler that could not load included)."""
-    import hypothesis
-    import numpy
-    import scipy
-    import torch
-
-    from ._version import __version__
-
-    versions = {
-        "specverify": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "hypothesis": hypothesis.__version__,
-    }
-    return {
-        "sampler": sampler,
-        "spec": spec,
-        "seed": seed,
-        "budget": dataclasses.asdict(budget),
-        "family_wise_alpha": budget.alpha,
-        "power": budget.power,
-        "tv": budget.tv,
-        "device": None,
-        "dtype": None,
-        "platform": platform.platform(),
-        "versions": versions,
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+def run_loop_check(planned: PlannedCheck, loop: LoopUnderTest, budget: Budget, seed: int) -> list[CheckResult]:
+    """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
+    failure of the loop is the check's failing result."""
+    check = planned.check
+    assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
+    if planned.skip_reason is not None:
+        return [check._result("skip", message=planned.skip_reason)]
+    start = time.perf_counter()
+    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha))
+    result.duration_s = time.perf_counter() - start
+    return [result]

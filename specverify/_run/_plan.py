@@ -1,9 +1,10 @@
 """Planning a run: which checks of which battery run, why some skip, and each one's share of alpha.
 
-One module for every face of the harness: the CLI and :func:`specverify._runner.check`, the pytest
-plugin and :func:`specverify.pytest_battery` (:mod:`specverify._pytest`), and the loop runner
-(:func:`specverify.checks._loop.check_loop`) plan with it, through :class:`specverify._run.Run`, so a check's share of the false-positive
-budget does not depend on which face, or which xdist worker, runs it.  Planning reads only what the
+One module for every face of the harness: the CLI and :func:`specverify._runner.check` (every
+kind, loops included), the pytest plugin and :func:`specverify.pytest_battery`
+(:mod:`specverify._pytest`) plan with it, through :class:`specverify._run.Run`, so a check's share
+of the false-positive budget does not depend on which face, or which xdist worker, runs it.  It
+lives above :mod:`specverify.checks` (the checks know nothing of plans).  Planning reads only what the
 checks declare (:class:`~specverify.checks._base.Check`) and what the subject declares; it calls
 no sampler.
 """
@@ -16,10 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._budgets import Budget
-from .._errors import UsageError
 from .._tree_calling import TreeSamplerUnderTest
-from . import battery, tree_battery
-from ._base import Check
+from ..checks import battery, tree_battery
+from ..checks._base import Check
+from ..errors import UsageError
 
 __all__ = [
     "PlannedCheck",
@@ -34,6 +35,7 @@ __all__ = [
     "selected",
     "selects",
     "skip_reason",
+    "subject_kind",
 ]
 
 #: Why a check that proves ``non-canonical`` skips on a sampler that declares ``canonical=False``.
@@ -53,14 +55,23 @@ class PlannedCheck:
         return self.check.id
 
 
+def subject_kind(sut: Any) -> str:
+    """What the run layer asks of a subject under test, in one place: ``"loop"`` (a generation
+    loop), ``"tree"`` (a tree sampler under test) or ``"chain"`` (a chain or logits sampler)."""
+    if getattr(sut, "contract", None) == "loop":
+        return "loop"
+    return "tree" if isinstance(sut, TreeSamplerUnderTest) else "chain"
+
+
 def battery_for(sut: Any) -> list[Check]:
     """The battery a subject is put through: the ``loop`` family for a generation loop, the
     ``trees`` family for a tree sampler, else the chain battery."""
-    if getattr(sut, "contract", None) == "loop":
-        from ._loop import loop_battery  # imported late: the loop family imports torch's models
+    kind = subject_kind(sut)
+    if kind == "loop":
+        from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
 
         return list(loop_battery())
-    return tree_battery() if isinstance(sut, TreeSamplerUnderTest) else battery()
+    return tree_battery() if kind == "tree" else battery()
 
 
 def result_ids(check: Check) -> list[str]:
@@ -125,7 +136,7 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=getattr(sut, "contract", None) == "loop"))
+        raise UsageError(no_match(patterns, loop=subject_kind(sut) == "loop"))
     return plan_checks(checks, sut, budget.alpha)
 
 

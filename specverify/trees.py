@@ -1,0 +1,60 @@
+"""Tree samplers: the tree contract, its declaration, the converters for real layouts, the references.
+
+A tree sampler is ``sampler(tree: TreeBatch, generator, *, uniforms=None) -> (path, token)``
+(docs/trees.md); declare one with :func:`specverify.tree_sampler` (or ``sampler.contract = "tree"``) and
+:func:`specverify.check` puts it through the trees family.
+
+* :class:`TreeBatch`: one tree of candidate nodes per row (parents, tokens, target and draft laws);
+  ``PADDING`` marks padding nodes, ``ALGORITHMS`` names the lossless algorithms.
+* Converters, so an adapter to an engine's own layout is a few lines: :class:`SGLangTree`
+  (:func:`to_sglang`, :func:`from_sglang`, :func:`sglang_arrays`), :class:`EagleTree`
+  (:func:`to_eagle`, :func:`from_eagle`); :func:`as_chain_sampler` and :func:`chain_output` between
+  the chain and the tree contracts.
+* Exact laws: :func:`tree_law` (the law of the accepted path and the token after it under an
+  algorithm), :func:`block_law`, :func:`expected_accepted`; :func:`draw_tree` draws a tree's
+  candidates from a model as a drafter does.
+* References: ``tree_specinfer`` (also ``tree_reference``), ``tree_without_replacement``,
+  ``tree_target_only``, ``block_verification``, and ``TREE_REFERENCES`` by algorithm.
+
+Import it as ``from specverify import trees``; it imports torch.
+"""
+
+from __future__ import annotations
+
+from ._tree import ALGORITHMS, PADDING, TreeBatch, as_chain_sampler, chain_output
+from ._tree_draw import draw_tree
+from ._tree_exact import block_law, expected_accepted, tree_law
+from ._tree_layouts import EagleTree, SGLangTree, from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from .samplers._tree_reference import (
+    TREE_REFERENCES,
+    block_verification,
+    tree_reference,
+    tree_specinfer,
+    tree_target_only,
+    tree_without_replacement,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "EagleTree",
+    "PADDING",
+    "SGLangTree",
+    "TREE_REFERENCES",
+    "TreeBatch",
+    "as_chain_sampler",
+    "block_law",
+    "block_verification",
+    "chain_output",
+    "draw_tree",
+    "expected_accepted",
+    "from_eagle",
+    "from_sglang",
+    "sglang_arrays",
+    "to_eagle",
+    "to_sglang",
+    "tree_law",
+    "tree_reference",
+    "tree_specinfer",
+    "tree_target_only",
+    "tree_without_replacement",
+]
