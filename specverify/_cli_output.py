@@ -114,6 +114,11 @@ def print_verdict(console, result, args) -> None:
     reason = getattr(result, "verdict_reason", None)  # why the verdict is no better (an inconclusive subset, ...)
     if reason:
         console.print(f"  why: {escape(reason)}")
+    for check in result.checks:  # on their own lines: real differences that decide nothing
+        if check.status == "float-edge" and "event" in check.evidence:
+            from .checks._event import sizes_text
+
+            console.print(f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}")
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):
         console.print(escape(promise))

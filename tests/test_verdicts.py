@@ -237,3 +237,31 @@ def test_a_repro_snippet_calls_the_sampler_in_the_batches_it_declares():
     with pytest.raises(specverify.SamplerFault) as info:  # the contract's finding, not the sampler's complaint about its batch
         exec(failing[0].evidence["repro"], {})
     assert info.value.violation.rule == "shape-dtype"
+
+
+# --- issue 31: a law difference on a 1e-20 event is a float-edge finding, not a verdict -----------
+
+
+def _edge(status: str) -> CheckResult:
+    finding = "non-canonical" if status == "fail" else None
+    return CheckResult(id="shapes.edge-law[sub-ulp-residual]", family="shapes", case="sub-ulp-residual", status=status, finding=finding, proves="non-canonical")
+
+
+def test_a_float_edge_result_decides_nothing_and_a_failure_still_does():
+    assert judge([law((2, 1025)), _edge("float-edge")]).verdict == "conformant"
+    assert judge([law((2, 1025), status="fail"), _edge("float-edge")]).verdict == "lossy"  # the rest decides
+    assert judge([law((2, 1025)), _edge("fail")]).verdict == "lossy"  # above the resolution: as before
+    support = CheckResult(id="shapes.edge-law[zeros-next-to-sub-ulp]", family="shapes", status="fail", finding="support")
+    assert judge([law((2, 1025)), _edge("float-edge"), support]).verdict == "non-conformant"  # whatever its frequency
+    summary = RunResult(run={}, checks=[law((2, 1025)), _edge("float-edge")]).to_json()["summary"]
+    assert summary["float-edge"] == 1 and summary["fail"] == 0
+
+
+def test_cli_prints_a_float_edge_finding_on_its_own_line_with_both_sizes(capsys):
+    code = main(["check", "specverify.zoo:target_fallback_below_1e_12", "--only", "shapes.edge-law[*]", "--budget", "quick", "--no-progress", "--in-process"])
+    out = capsys.readouterr().out
+    assert code == 3  # a subset: never a pass; nothing failed
+    after = " ".join(out.split("target-fallback-below-1e-12 (")[-1].split())  # after the verdict, unwrapped
+    assert "float-edge shapes.edge-law[small-residual]: TV 1 given" in after
+    assert "probability 5e-13" in after and "moves by at most 5e-13" in after
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("fail ")]  # no check failed
