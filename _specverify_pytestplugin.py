@@ -14,7 +14,7 @@ BUDGETS = ("quick", "standard", "thorough")
 
 def pytest_addoption(parser):
     group = parser.getgroup("specverify", "speculative-sampling conformance (specverify)")
-    group.addoption("--specverify-sampler", metavar="SPEC", help="run the conformance battery on the sampler 'package.module:attribute' (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)")
+    group.addoption("--specverify-sampler", metavar="SPEC", help="run the conformance battery on the sampler 'package.module:attribute', a module in the current directory or the rootdir included (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)")
     group.addoption("--specverify-budget", choices=BUDGETS, help="quick (TV 0.05), standard (TV 0.01, default) or thorough (TV 0.003)")
     group.addoption("--specverify-seed", type=int, help="run seed (default 0)")
     group.addoption("--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")

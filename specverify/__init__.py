@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._budgets import Budget as Budget
     from ._contract import Capabilities as Capabilities
     from ._contract import Sampler as Sampler
-    from ._layout import load_sampler as load_sampler
+    from ._kinds import load_sampler as load_sampler
     from ._contract import sampler as sampler
     from ._loop import loop as loop
     from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
@@ -69,7 +69,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "Verdict": ("._vocabulary", "Verdict"),
     "check": ("._runner", "check"),
     "check_loop": ("._runner", "check_loop"),
-    "load_sampler": ("._layout", "load_sampler"),
+    "load_sampler": ("._kinds", "load_sampler"),
     "loop": ("._loop", "loop"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest
     "reference": (".samplers", "reference"),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cli_output import print_verdict, result_printer
 from ._cli_parser import parser as _parser
+from ._threads import use_default_threads
 from ._vocabulary import Verdict
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def _check(args: argparse.Namespace) -> int:
     # As `python -m` and pytest do: a spec names modules relative to where the command runs.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    use_default_threads()  # one thread each for the harness and the sampler's process, unless OMP_NUM_THREADS is set
     if ":" not in args.spec or not all(args.spec.partition(":")[::2]):
         return fail(
             f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example specverify.samplers:reference)"
@@ -224,6 +226,7 @@ def _loop(args: argparse.Namespace) -> int:
     err, out = Console(stderr=True, soft_wrap=True), Console(soft_wrap=True)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    use_default_threads()
     problem = _validate(args)
     if problem is not None:
         err.print(f"specverify: error: {problem}", markup=False, highlight=False)

@@ -14,10 +14,79 @@ from ._vocabulary import Status, Verdict, lossless
 if TYPE_CHECKING:
     from ._result import CheckResult
 
-__all__ = ["print_verdict", "result_printer"]
+__all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "result_printer"]
 
 _STATUS_STYLE = {s.value: s.style for s in Status}
 _VERDICT_STYLE = {v.value: v.style for v in Verdict}
+
+
+#: The repro printed under a failing line: this many lines at most (all of it is in the JSON).
+REPRO_LINES = 14
+
+
+def detects(min_detectable_tv: float | None) -> str:
+    """What a check's test detects, in words: an exact check any deviation, a statistical one a TV."""
+    if min_detectable_tv is None:
+        return ""
+    if min_detectable_tv == 0:
+        return " (exact: any deviation)"
+    return f" (detects TV >= {min_detectable_tv:.3g})"
+
+
+def failure_lines(result: CheckResult) -> list[str]:
+    """What is printed under a failing line: the smallest case, its probabilities when they are
+    small enough to read, and the start of the repro (the whole of it is the JSON's
+    ``evidence.repro``), then the sampler's traceback and output (their last lines)."""
+    lines = case_lines(result)
+    evidence = result.evidence
+    repro = str(evidence.get("repro") or "").strip().splitlines()
+    if repro:
+        lines += _short_repro(repro)
+    for label, text in (("traceback", evidence.get("traceback")), ("sampler output", evidence.get("sampler_output"))):
+        tail = str(text or "").strip().splitlines()[-4:]
+        if tail:
+            lines.append(f"{label} (last lines; all in the JSON):")
+            lines += [f"  {line[:200]}" for line in tail]
+    return lines
+
+
+def case_lines(result: CheckResult) -> list[str]:
+    """The smallest failing case in a few lines: its shape, and its probabilities where they are
+    small enough to read (at most 8 tokens and 5 rows a table)."""
+    from .report._example import example
+
+    case = result.evidence.get("minimal_example")
+    if not case:
+        return []
+    shown = example(case)
+    lines = [f"smallest case: {shown.summary or 'in the JSON (evidence.minimal_example)'}"]
+    for part in shown.parts or [shown]:
+        for table in part.tables[:4]:
+            if table.columns <= 8 and len(table.rows) <= 5:
+                lines += [f"  {table.title} {label}: [{', '.join(row)}]" for label, row in zip(table.row_labels, table.rows)]
+    return lines
+
+
+def _short_repro(repro: list[str]) -> list[str]:
+    """The repro's short form: its set-up (tensors too long to read left out, at most
+    :data:`REPRO_LINES` lines in all), then always the call that fails and the lines after it."""
+    kept = [line for line in repro if line and not line.startswith(("import ", "#"))]
+    calls = ("specverify.replay.step_law_test(", "specverify.replay.model_law_test(", "specverify.replay.call_sampler(")
+    at = next((i for i, line in enumerate(kept) if any(c in line for c in calls)), len(kept))
+    setup, tail = kept[:at], kept[at:]
+    shown: list[str] = []
+    for line in setup:
+        if len(line) > 160 or len(shown) >= max(2, REPRO_LINES - len(tail)):
+            if shown[-1:] != ["..."]:
+                shown.append("...")
+            continue
+        shown.append(line)
+    shown += tail
+    if "..." in shown:
+        head = "repro (it exits 1 the same way; in full, to paste: the JSON's evidence.repro):"
+    else:
+        head = "repro (paste into python: it exits 1 the same way; also the JSON's evidence.repro):"
+    return [head] + [f"  {line}" for line in shown]
 
 
 def result_printer(console: Any) -> Callable[[CheckResult], None]:
@@ -25,15 +94,10 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 
     def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
-        tv = f" TV>={result.min_detectable_tv:.3g}" if result.min_detectable_tv is not None else ""
-        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{tv}  [dim]{escape(result.message or '')}[/]")
+        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv)}  [dim]{escape(result.message or '')}[/]")
         if result.status in ("fail", "error"):
-            for label, text in (("traceback", result.evidence.get("traceback")), ("sampler output", result.evidence.get("sampler_output"))):
-                lines = str(text or "").strip().splitlines()[-4:]
-                if lines:
-                    console.print(f"{'':>12}   [dim]{label} (last lines; all in the JSON):[/]")
-                    for line in lines:
-                        console.print(f"{'':>12}     [dim]{escape(line[:200])}[/]")
+            for line in failure_lines(result):
+                console.print(f"{'':>15}[dim]{escape(line)}[/]")
 
     return show
 
@@ -47,6 +111,14 @@ def print_verdict(console, result, args) -> None:
     verdict = result.verdict
     line = f"[{_VERDICT_STYLE[verdict]}]{verdict}[/]  {escape(result.run['sampler']['name'])}  ({summary})"
     console.print(line)
+    reason = getattr(result, "verdict_reason", None)  # why the verdict is no better (an inconclusive subset, ...)
+    if reason:
+        console.print(f"  why: {escape(reason)}")
+    for check in result.checks:  # on their own lines: real differences that decide nothing
+        if check.status == "float-edge" and "event" in check.evidence:
+            from .checks._event import sizes_text
+
+            console.print(f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}")
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):
         console.print(escape(promise))

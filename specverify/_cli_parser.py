@@ -7,34 +7,83 @@ texts read in one place.
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from ._budgets import BUDGETS
+from ._version import __version__
 
 __all__ = ["EPILOG", "parser"]
 
-EPILOG = """\
-exit status of 'check':
-  0  lossless: conformant, or lossless but suboptimal
-  1  not lossless: lossy, or the sampler contract is broken (a crash, exit or hang of the sampler included)
-  2  the harness could not run (bad spec, import or factory failure, absent device, unwritable output)
-  3  inconclusive: the budget could not decide
-  130 interrupted (Ctrl-C); the JSON and HTML of what finished are written; a second Ctrl-C exits at once
+WIDTH = 88  # descriptions are wrapped here; epilogs are laid out by hand within it
 
+
+def _exits(command: str, *codes: str) -> str:
+    return f"exit status of '{command}':\n" + "".join(f"  {code}\n" for code in codes)
+
+
+_USAGE_ERROR = "2  also: a usage error (an unknown option or a missing argument)"
+
+EPILOG = (
+    _exits(
+        "check",
+        "0  lossless: conformant, or lossless but suboptimal",
+        "1  not lossless: lossy, or the sampler contract is broken (a crash, exit or hang of the sampler included)",
+        "2  the harness could not run (bad spec, import or factory failure, absent device, unwritable output)",
+        "3  inconclusive: the budget could not decide",
+        "130 interrupted (Ctrl-C); the JSON and HTML of what finished are written; a second Ctrl-C exits at once",
+    )
+    + """
 examples:
   specverify check specverify.samplers:reference --json out.json
   specverify check mypkg.kernels:sampler --budget thorough --report reports/mine.html
 """
+)
+
+LOOP_EPILOG = (
+    _exits(
+        "loop",
+        "0  lossless: every loop check passed (conformant)",
+        "1  not lossless: a law, determinism or seed check failed, or the loop crashed, exited or hung",
+        "2  the harness could not run (bad spec, not a @specverify.loop, a selection that matches nothing, unwritable output)",
+        "3  inconclusive: the budget could not decide",
+        "130 interrupted (Ctrl-C); the JSON and HTML of what finished are written",
+    )
+    + """
+examples:
+  specverify loop specverify.samplers:loop_reference --budget quick
+  specverify loop mypkg.engine:generate --only 'loop.law[*]' --json loop.json --report loop.html
+"""
+)
+
+TOP_EPILOG = """\
+commands and their exit status (each command's --help gives its own in full):
+  check     0 lossless, 1 not lossless, 2 could not run, 3 inconclusive, 130 interrupted
+  loop      the same codes as check, for a generation loop
+  report    0 written, 2 an input could not be read (nothing written)
+  zoo       0 every member met its declaration, 1 a false alarm or a due bug missed, 2 no member matched, 130 interrupted
+  adapters  0 (the list is printed whatever can run here)
+
+examples:
+  specverify check specverify.samplers:reference --json out.json --report out.html
+  specverify check mypkg.kernels:sampler --budget quick
+"""
+
+
+def _wrap(text: str) -> str:
+    """A description as paragraphs of at most :data:`WIDTH` columns (argparse keeps raw text as is)."""
+    return textwrap.fill(" ".join(text.split()), WIDTH)
 
 
 def parser() -> argparse.ArgumentParser:
     """The whole command line: one subcommand each for check, loop, report, zoo and adapters."""
     parser = argparse.ArgumentParser(
         prog="specverify",
-        description="Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly.",
-        epilog=EPILOG,
+        description=_wrap("Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly."),
+        epilog=TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"specverify {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_check(commands)
     _add_loop(commands)
@@ -43,7 +92,9 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "adapters",
         help="list the built-in adapters and whether each can run here",
-        description="List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine.",
+        description=_wrap("List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine."),
+        epilog=_exits("adapters", "0  the list was printed (an adapter that cannot run here is listed with the reason)", _USAGE_ERROR),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
 
@@ -52,7 +103,7 @@ def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check",
         help="put a sampler through the conformance battery",
-        description=(
+        description=_wrap(
             "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler named "
             "by SPEC and print the verdict; a tree sampler (contract = 'tree', docs/trees.md) gets the trees family instead, "
             "run in this process. Statistical checks share one family-wise false-positive budget and "
@@ -80,13 +131,13 @@ def _add_loop(commands: Any) -> None:
     loop = commands.add_parser(
         "loop",
         help="put a whole speculative generation loop through the loop family",
-        description=(
+        description=_wrap(
             "Run the loop family (output, determinism, per-request seeds, warped laws of short generations by "
             "sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
             "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in a supervised process of "
             "its own: a crash, exit or hang of the loop fails the check it happened in and the run goes on."
         ),
-        epilog=EPILOG,
+        epilog=LOOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_run_options(
@@ -105,7 +156,10 @@ def _add_report(commands: Any) -> None:
     report = commands.add_parser(
         "report",
         help="one HTML page comparing several runs (sampler by check family)",
-        description="Render each run's JSON as its own HTML page and an index comparing them, sampler by check family.",
+        description=_wrap("Render each run's JSON as its own HTML page and an index comparing them, sampler by check family."),
+        epilog=_exits("report", "0  the pages and the index were written", "2  an input could not be read as a run's JSON (nothing is written)", _USAGE_ERROR)
+        + "\nexample:\n  specverify report a.json b.json -o reports/index.html\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'")
     report.add_argument("-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)")
@@ -115,15 +169,29 @@ def _add_zoo(commands: Any) -> None:
     zoo = commands.add_parser(
         "zoo",
         help="run the known-bug zoo through the battery and print the kill matrix",
-        description=(
+        description=_wrap(
             "Run every zoo member (known bugs, correct-but-different, suboptimal and lossy-by-design samplers) "
             "through the battery, print which family caught each and at what cost, count false alarms, and write "
             "the matrix to reports/kill-matrix/kill-matrix-BUDGET.md and .json, after every run (marked partial until "
-            "the last one ends). Exits 1 on a false alarm, or on a bug missed at a budget it is declared catchable at; "
-            "130 on Ctrl-C, with the partial matrix of the runs that finished."
+            "the last one ends)."
         ),
+        epilog=_exits(
+            "zoo",
+            "0  every member got its declared verdict (no false alarm, no bug missed at a budget it is due at)",
+            "1  a false alarm, or a bug missed at a budget it is declared catchable at",
+            "2  --members matches no zoo member (or a usage error)",
+            "130 interrupted (Ctrl-C); the partial matrix of the runs that finished is written",
+        )
+        + "\nexample:\n  specverify zoo --budget quick --members 'nan-*' --jobs 2\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    zoo.add_argument("--budget", choices=list(BUDGETS), default="standard")
+    zoo.add_argument(
+        "--budget",
+        choices=list(BUDGETS),
+        default="standard",
+        help="the budget every member runs at (default standard); a bug declared catchable at a larger budget "
+        "is not counted as missed at a smaller one",
+    )
     zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")

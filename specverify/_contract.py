@@ -34,7 +34,7 @@ with no sampling error.
 
 :func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
 rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
-tree contract; :mod:`specverify._layout` puts each behind its step layout.
+tree contract; :mod:`specverify._kinds` puts each behind its kind's step layout.
 """
 
 from __future__ import annotations
@@ -223,8 +223,8 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
 
     The attribute may be a sampler or a zero-argument factory that returns one (told apart by
     signature: a callable taking four positional arguments is a sampler).  It is returned as
-    written; :func:`specverify._layout.load_sampler` poses it as the harness calls it (the layouts
-    build on this contract, so this module never imports them).  Every failure raises
+    written; :func:`specverify._kinds.load_sampler` poses it as its kind is called (the kinds build
+    on this contract, so this module never imports them).  Every failure raises
     :class:`SamplerSpecError` with a one-line message.
     """
     module_name, sep, attr_path = spec.partition(":")
@@ -390,10 +390,22 @@ def malformed_pair(
         elif device is not None and value.device != device:
             problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
         elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}"))
+            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}{_shape_hint(tuple(value.shape), shape)}"))
         elif value.dtype != torch.int64:
             problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
     return problems
+
+
+def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """The known cause of a wrong output shape, where there is one: one row back for a batch of
+    several is a one-row function declared batched (the default)."""
+    if len(expected) >= 1 and expected[0] > 1 and (got[:1] == (1,) and got[1:] == expected[1:] or got == expected[1:]):
+        return (
+            "; one row for a batch of several: a function that handles one row per call must declare "
+            "batched=False (@specverify.sampler(batched=False), or capabilities = specverify.Capabilities(batched=False)), "
+            "and the harness then calls it row by row"
+        )
+    return ""
 
 
 def _first(values: torch.Tensor, mask: torch.Tensor) -> int:

@@ -22,6 +22,7 @@ __all__ = [
     "CallShape",
     "CaseRecord",
     "EmittedToken",
+    "EventSize",
     "Evidence",
     "FirstMismatch",
     "Neighbours",
@@ -63,6 +64,19 @@ class _TVLike(Protocol):
 def tv_record(tv: _TVLike) -> TVRecord:
     """A :class:`~specverify.stats.TVEstimate` as its evidence record (the fields in their order)."""
     return TVRecord(estimate=tv.estimate, low=tv.low, high=tv.high, confidence=tv.confidence, plug_in=tv.plug_in)
+
+
+class EventSize(TypedDict):
+    """A law finding's two sizes: given the event its case conditions on, and in the emitted law
+    (``specverify.checks._event``; docs/statistics.md, "Two sizes of a law finding")."""
+
+    event: str  # the event in words: a draft as rare as the case's rarest forced one, at its position
+    probability: float  # P(event) under the case's own draft rows (0.0 where it underflows a float)
+    log10_probability: float  # log10 P(event), exact where ``probability`` underflows (-inf: impossible)
+    tv_given: float  # the TV of the law given the event (the estimate)
+    tv_bound: float  # P(event) * TV given the event <= P(event): a bound on the emitted law's TV
+    log10_tv_bound: float  # log10 of the bound
+    resolution: float  # below this bound the finding is a float-edge finding, never a verdict
 
 
 class CaseRecord(TypedDict, total=False):
@@ -262,6 +276,7 @@ class Evidence(TypedDict, total=False):
     outcome_labels: list[str]  # [cells] what each column of ``observed`` is (e.g. "a1:t3")
     where: str  # the cell that deviates most from the law, in words
     tv: TVRecord  # a failure's estimated total variation from the law, with its interval
+    event: EventSize  # a law finding given forced drafts: its TV there and its bound in the emitted law
     case_pvalues: list[float]  # fit.batched: each case's p-value
     log_e_value: float  # fit.batched (a failure): log of the sequential test's e-value
     stopped_early: bool  # fit.batched (a failure): the sequential test stopped before the planned rows

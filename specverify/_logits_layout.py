@@ -2,7 +2,7 @@
 
 A logits-level sampler takes ``(target_logits [B, K+1, V], draft_probs, draft_tokens, generator,
 params)`` and must preserve ``warp(target_logits, params)``.  Every case of the battery names the
-law to preserve, ``target_probs``; the logits layout (:class:`specverify._layout.LogitsLayout`)
+law to preserve, ``target_probs``; the logits layout (:class:`specverify._kinds.LogitsLayout`)
 calls the sampler as a :class:`PosedSampler`, which poses each row as logits and per-row
 parameters whose warp *is* that law (:func:`pose`), so every family (exact, fit, shapes,
 efficiency) judges the sampler on its usual expected laws, while the sampler has to get

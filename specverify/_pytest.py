@@ -21,6 +21,8 @@ battery.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._budgets import get_budget
+from ._cli_output import case_lines
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json
+from ._threads import use_default_threads
 from ._vocabulary import lossless
 from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
@@ -47,6 +51,7 @@ __all__ = [
     "SubsetVerdictItem",
     "battery",
     "describe_failure",
+    "importable_from",
 ]
 
 _PROPERTY = "specverify"
@@ -67,9 +72,8 @@ def describe_failure(results: list[CheckResult]) -> str:
         tv = r.evidence.get("tv")
         if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
             lines.append(f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]")
-        example = r.evidence.get("minimal_example")
-        if example:
-            lines.append(f"  smallest case: {json.dumps(example)[:600]}")
+        if r.evidence.get("minimal_example"):
+            lines += [f"  {line}" for line in case_lines(r)]
         repro = r.evidence.get("repro")
         if repro:
             lines.append("  repro:")
@@ -171,6 +175,17 @@ class SpecverifyCollector(pytest.Collector):
         return items
 
 
+def importable_from(config: pytest.Config) -> list[str]:
+    """Put the current directory and the rootdir on ``sys.path`` (the sampler's process inherits
+    it), so ``--specverify-sampler=mod:sampler`` finds ``mod.py`` there, as ``specverify check``
+    and ``python -m`` do; returns the directories added or already there."""
+    places = list(dict.fromkeys([os.getcwd(), str(config.rootpath)]))
+    for place in reversed(places):
+        if place not in sys.path:
+            sys.path.insert(0, place)
+    return places
+
+
 class SpecverifyPlugin:
     """Adds the battery to the session and aggregates its results."""
 
@@ -185,10 +200,18 @@ class SpecverifyPlugin:
         if alpha is not None:
             self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
+        searched = importable_from(config)
+        use_default_threads()  # as the CLI: one thread each for the harness and the sampler, unless OMP_NUM_THREADS is set
         try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
             self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
-            raise pytest.UsageError(f"specverify: {exc}") from None
+            hint = ""
+            if "no module named" in str(exc):
+                hint = (
+                    f" (looked in {', '.join(searched)} and on sys.path: run pytest where the module lies, "
+                    "install its package with 'pip install -e .', or add its directory to PYTHONPATH)"
+                )
+            raise pytest.UsageError(f"specverify: {exc}{hint}") from None
         try:
             self.run = Run(self.sut, self.budget, self.seed, select=config.getoption("specverify_only"), spec=spec)
         except UsageError as exc:
@@ -245,6 +268,12 @@ class SpecverifyPlugin:
         summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
         terminalreporter.section("specverify")
         terminalreporter.write_line(f"verdict: {result.verdict} for {self.sut.name} ({summary})")
+        items, results = sum(self.run.recorded(p.id) for p in self.planned), len(result.checks)
+        if results != items:  # a test item is one planned check; some report several results (decisions)
+            terminalreporter.write_line(
+                f"({items} test items ran, one per planned check; the verdict counts their {results} results: a check "
+                "that makes several decisions on the same samples, such as the first token, the step and each position, reports each)"
+            )
         if result.verdict_reason:
             terminalreporter.write_line(f"({result.verdict_reason})")
         json_path = self.config.getoption("specverify_json")

@@ -193,4 +193,10 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
 def _where(reach: Reach | None) -> str:
     if reach is None:
         return ""
-    return f" on V in [{reach.vocab[0]:,}, {reach.vocab[1]:,}], K in [{reach.k[0]}, {reach.k[1]}]"
+    return f" on {_span('V', reach.vocab)}, {_span('K', reach.k)}"
+
+
+def _span(name: str, bounds: tuple[int, int]) -> str:
+    """``V in 1025..4097`` (no thousands separators: a comma inside a range reads as a list), or ``V = 8``."""
+    low, high = bounds
+    return f"{name} = {low}" if low == high else f"{name} in {low}..{high}"

@@ -14,6 +14,11 @@ findings into a verdict, so no check decides the outcome of the run on its own:
   otherwise it is a bias the marginal checks were too weak to see (``lossy``);
 * ``suboptimal``: fewer accepted drafts than the canonical algorithm -> ``lossless-suboptimal``.
 
+A law difference seen given an event so rare that it moves the emitted law by less than the
+resolution (1e-9; ``specverify.checks._event``) has the status ``float-edge``, not ``fail``: it is
+reported on its own and decides nothing, the verdict comes from the other checks.  A support
+violation is a fault of the calling layer, never sized away.
+
 A lossless verdict needs evidence for it: at least one check whose failure would have proved a
 ``loss`` (a test of the emitted tokens against the target's own law) must have passed, and where the
 sampler differs from the canonical algorithm (a ``non-canonical`` or ``suboptimal`` failure), a

@@ -19,11 +19,10 @@ from typing import Any
 
 from ._budgets import Budget, get_budget
 from ._calling import SamplerUnderTest, importable_source
-from ._loop_calling import LoopUnderTest
+from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
-from ._tree_calling import TreeSamplerUnderTest
 from .checks._loop import loop_battery
 from .errors import Interrupted, UsageError
 
@@ -31,14 +30,10 @@ from .errors import Interrupted, UsageError
 __all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
 
 
-def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest | TreeSamplerUnderTest:
-    """The sampler, loaded and called safely (``options``: :class:`SamplerUnderTest`'s): a tree
-    sampler (``contract = "tree"``) as a :class:`TreeSamplerUnderTest`, in the same mode."""
-    sut = SamplerUnderTest(sampler, **options)
-    if sut.contract != "tree":
-        return sut
-    # loaded once: the tree sampler under test takes over the process (or the object) that loaded it
-    return TreeSamplerUnderTest(sut.sampler or sampler, process=sut.hand_over(), **options)
+def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest:
+    """The sampler, loaded once and called safely (``options``: :class:`SamplerUnderTest`'s), its
+    kind (chain, logits, tree) detected as it loads."""
+    return SamplerUnderTest(sampler, **options)
 
 
 def load_failure(spec: str, message: str, budget: str | Budget = "standard", seed: int = 0) -> RunResult:
@@ -123,7 +118,7 @@ def check(
         spec = sampler
     start = time.perf_counter()
     subject, reason = _load(sampler, kind, budget, select, device=device, isolation=isolation, timeout=timeout, spec=spec)
-    if on_wait is not None and isinstance(subject, (SamplerUnderTest, TreeSamplerUnderTest)):
+    if on_wait is not None and not subject.kind.generation:
         subject.on_wait = on_wait
     try:
         run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
@@ -131,14 +126,14 @@ def check(
         subject.kill()
         raise
     except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
-        subject.kill() if isinstance(subject, LoopUnderTest) else subject.close()
+        subject.kill() if subject.kind.generation else subject.close()
         raise
     return _drive(run, subject, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
 
 
 def _drive(
     run: Run,
-    subject: SamplerUnderTest | TreeSamplerUnderTest | LoopUnderTest,
+    subject: SamplerUnderTest,
     *,
     json_path: str | os.PathLike[str] | None,
     on_result: Callable[[CheckResult], None] | None,
@@ -160,7 +155,7 @@ def _drive(
         subject.kill()
         run.interrupted = True
     except BaseException:
-        if isinstance(subject, LoopUnderTest):
+        if subject.kind.generation:
             subject.kill()  # a loop's worker may be mid-call: never kept for the next run
         raise
     finally:
@@ -188,7 +183,7 @@ def check_loop(
 ) -> RunResult:
     """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
 
-    ``isolation`` and ``timeout`` are :class:`~specverify._loop_calling.LoopUnderTest`'s: by
+    ``isolation`` and ``timeout`` are :class:`~specverify._calling.SamplerUnderTest`'s: by
     default a loop importable by name runs in a supervised process of its own, so a crash, exit or
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
 
@@ -206,14 +201,14 @@ def check_loop(
 
 def _load(
     sampler: Any, kind: str | None, budget: Budget, select: Iterable[str] | None, *, device: str | None, isolation: str, timeout: float | None, spec: str | None
-) -> tuple[SamplerUnderTest | TreeSamplerUnderTest | LoopUnderTest, str | None]:
+) -> tuple[SamplerUnderTest, str | None]:
     """The subject under test, and why it runs in this process where it does (``None``: the
     subject records its own reason, or it runs isolated)."""
-    if kind == "loop" or (kind is None and getattr(sampler, "contract", None) == "loop"):
+    if kind == LoopKind.name or (kind is None and kind_of(sampler).generation):
         patterns = list(select or [])
         if not selected(loop_battery(), patterns):  # before loading: a typo costs no worker
             raise UsageError(no_match(patterns, loop=True))
-        return LoopUnderTest(sampler, isolation=isolation, timeout=timeout), None
+        return SamplerUnderTest(sampler, isolation=isolation, timeout=timeout, generation=True), None
     if kind is not None:
         raise ValueError(f"kind must be 'loop' or None, not {kind!r}")
     mode, reason = isolation, None

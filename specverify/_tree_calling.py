@@ -1,11 +1,10 @@
-"""Calling a tree sampler under test: batching, time limits, reach and an exact audit of every output.
+"""Calling a sampler of the tree kind: batching, time limits, reach and an exact audit of every output.
 
-The tree counterpart of :class:`specverify._calling.SamplerUnderTest`, with the same surface for the
-runner (``reach``, ``last_fault``, counters, ``close``), so :func:`specverify.check` runs the
-``trees`` family through :func:`specverify._runner.run_check` like any other.  Every output is
-audited by its layout (:class:`specverify._layout.TreeLayout`) and every input is checked
-unmodified, so a broken output stops its check with a :class:`~specverify._calling.SamplerFault`
-naming the rule.
+:class:`TreeCalls` are the calls :class:`specverify._calling.SamplerUnderTest` makes of a tree
+sampler, so :func:`specverify.check` runs the ``trees`` family through
+:func:`specverify._runner.run_check` like any other.  Every output is audited by its kind's layout
+(:class:`specverify._kinds.TreeLayout`) and every input is checked unmodified, so a broken output
+stops its check with a :class:`~specverify._calling.SamplerFault` naming the rule.
 
 With ``isolation="process"`` (what :func:`specverify.check` and the CLI choose for a spec or a
 callable importable by name) a tree sampler runs, like a chain sampler, in the supervised worker of
@@ -20,29 +19,33 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ._calling import UNBATCHED_AUDIT_ROWS, CallLimit, Supervised, _CallThread, _last_frames, _raised, check_device, importable_source
-from ._contract import Capabilities, Violation, capabilities_of, name_of
+from ._contract import Capabilities, Violation
 from ._evidence import Evidence
-from ._layout import StepLayout, layout_of, load_sampler
-from ._reach import ReachRecorder
+from ._kinds import TreeKind, kind_of
+from ._supervised import (
+    UNBATCHED_AUDIT_ROWS,
+    CallThread,
+    Supervised,
+    last_frames,
+    raised,
+)
 from ._tree import ALGORITHMS, TreeBatch, rows_of
-from ._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerRaised
-from .errors import SamplerFault, SamplerSpecError
+from ._worker import WorkerDied, WorkerHung, WorkerRaised
+from .errors import SamplerFault
 
-__all__ = ["TreeSamplerUnderTest", "is_tree_sampler", "tree_sampler"]
+__all__ = ["TreeCalls", "is_tree_sampler", "tree_sampler"]
 
 #: Most input elements (rows x N x V, both laws counted) in one call when the sampler sets no max_batch.
 MAX_CALL_ELEMENTS = 2**23
 
 
 def is_tree_sampler(sampler: Any) -> bool:
-    """Whether ``sampler`` declares the tree contract (``contract = "tree"``)."""
-    return getattr(sampler, "contract", None) == "tree"
+    """Whether ``sampler`` is of the tree kind (declares ``contract = "tree"``)."""
+    return isinstance(kind_of(sampler), TreeKind)
 
 
 def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | None = None, **capabilities: Any) -> Any:
@@ -55,7 +58,7 @@ def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | No
         raise ValueError(f"unknown tree algorithm {algorithm!r}; known: {ALGORITHMS}")
 
     def declare(f: Any) -> Any:
-        f.contract = "tree"
+        f.contract = TreeKind.declared
         f.algorithm = algorithm
         if name is not None:
             f.name = name
@@ -66,75 +69,13 @@ def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | No
     return declare(fn) if fn is not None else declare
 
 
-class TreeSamplerUnderTest(Supervised):
-    """A tree sampler with its capabilities, called safely.
+class TreeCalls(Supervised):
+    """The calls of a tree sampler, as the sampler under test makes them."""
 
-    Args:
-        sampler: the tree sampler, or its ``"package.module:attribute"`` spec.
-        device: where to put inputs when the sampler declares no device.
-        timeout: seconds one call may take (``None``: derived from its measured speed).
-        first_timeout: the limit of a call before the sampler's speed is known.
-        isolation: ``"process"`` (a supervised worker; a callable must be importable by name,
-            see :func:`~specverify._calling.importable_source`) or ``"in-process"``.
-        spec: the sampler's spec, tried to load a callable by name.
-        timed: in-process only: calls in a helper thread under the time limit (``False``: in the
-            caller's thread, untimed, so ``breakpoint()`` works).
-        process: isolated only: a process that has loaded this sampler already, taken over
-            (:meth:`~specverify._calling.Supervised.hand_over`).
-
-    Raises:
-        SamplerSpecError: the sampler cannot be loaded (import or factory failure, bad device).
-    """
-
-    contract = "tree"
-
-    def __init__(
-        self,
-        sampler: Callable[..., Any] | str,
-        *,
-        device: str | None = None,
-        timeout: float | None = None,
-        first_timeout: float = 120.0,
-        isolation: str = "in-process",
-        spec: str | None = None,
-        timed: bool = True,
-        process: SamplerProcess | None = None,
-    ) -> None:
-        if isolation not in ("process", "in-process"):
-            raise ValueError(f"isolation must be 'process' or 'in-process', not {isolation!r}")
-        check_device(device)
-        self.isolation = isolation
-        self.timed = timed
-        self.limit = CallLimit(timeout=timeout, first=first_timeout)
-        self.reach = ReachRecorder()
-        self.last_fault: SamplerFault | None = None
-        self.calls = self.rows = self.crashes = self.hangs = 0
-        self.seconds = 0.0
-        self._thread: _CallThread | None = None
-        self._process: SamplerProcess | None = None
-        self._warm = False
-        if isolation == "process":
-            self.sampler: Callable[..., Any] | None = None
-            if process is not None:
-                self._process, info = process, process.info
-            else:
-                source = importable_source(sampler, spec)
-                if isinstance(source, str):
-                    raise SamplerSpecError(source)
-                self._process = SamplerProcess.acquire(source, device)
-                info = self._load()
-            self.worker_starts = 1
-            self.name, self.capabilities, self.algorithm = info["name"], info["capabilities"], info.get("algorithm")
-            self.device = torch.device(info["device"])
-        else:
-            self.sampler = load_sampler(sampler) if isinstance(sampler, str) else sampler
-            self.worker_starts = 0
-            self.name = name_of(self.sampler)
-            self.capabilities = capabilities_of(self.sampler)
-            self.algorithm = getattr(self.sampler, "algorithm", None)
-            self.device = torch.device(self.capabilities.device or device or "cpu")
-        self.dtype = self.capabilities.dtypes[0]
-        self.layout: StepLayout[TreeBatch] = layout_of(self)  # the tree layout: how its outputs are audited
+    @property
+    def algorithm(self) -> str | None:
+        """The tree algorithm the sampler declares (``None``: an unlisted verifier, or not a tree sampler)."""
+        return getattr(self.kind, "algorithm", None)
 
     def passed(self, tree: TreeBatch) -> TreeBatch:
         """The tree with its laws rounded as the sampler receives them (exact laws are computed from it)."""
@@ -146,7 +87,7 @@ class TreeSamplerUnderTest(Supervised):
     def unsupported(self, vocab: int) -> str | None:
         return self.capabilities.unsupported(k=1, vocab=vocab)
 
-    def step(
+    def tree_step(
         self, tree: TreeBatch, *, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the sampler over a batch of trees of any size; outputs audited, returned on the CPU,
@@ -261,11 +202,11 @@ class TreeSamplerUnderTest(Supervised):
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
             except Exception as exc:  # noqa: BLE001 - everything the sampler raises is evidence
-                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+                raise self._fault(raised(exc), {"traceback": last_frames(exc)}) from exc
             seconds = time.perf_counter() - start
         else:
             if self._thread is None:
-                self._thread = _CallThread(self.device)
+                self._thread = CallThread(self.device)
             try:
                 outputs, times = self._thread.run(self.sampler, [((tree, generator), kwargs)], self.limit(elements))
             except SamplerFault as fault:
@@ -276,7 +217,7 @@ class TreeSamplerUnderTest(Supervised):
                 self.last_fault = fault
                 raise
             except Exception as exc:  # noqa: BLE001 - the helper thread itself failing is evidence too
-                raise self._fault(_raised(exc), {"traceback": _last_frames(exc)}) from exc
+                raise self._fault(raised(exc), {"traceback": last_frames(exc)}) from exc
             output, seconds = outputs[0], times[0]
         changed = [i for i, (before, after) in enumerate(zip(kept, (tree.parents, tree.tokens, tree.target_probs))) if not torch.equal(before, after)]
         return output, seconds, changed

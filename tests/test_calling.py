@@ -210,10 +210,12 @@ def test_nan_in_an_input_is_not_a_write():
 
 def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_threads(monkeypatch):
     """libgomp's idle threads spin-wait: while a sampler's process is in use the harness keeps one
-    thread, the sampler's process gets the harness's count, and the harness gets it back after."""
-    from specverify import _worker
+    thread, the sampler's process gets the harness's count (the user chose it: OMP_NUM_THREADS is
+    set), and the harness gets it back after."""
+    from specverify._worker import supervision
 
-    monkeypatch.setattr(_worker, "_HARNESS_THREADS", _worker._HarnessThreads())  # no process an earlier test holds
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setattr(supervision, "_HARNESS_THREADS", supervision.HarnessThreads())  # no process an earlier test holds
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -225,6 +227,27 @@ def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_t
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_without_omp_num_threads_the_samplers_process_computes_on_one_thread(monkeypatch):
+    """Unless the user sets OMP_NUM_THREADS, the sampler's process gets one thread (specverify._threads)."""
+    from specverify import _threads
+    from specverify._worker import supervision
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert _threads.sampler_env() == {"OMP_NUM_THREADS": "1"} and _threads.sampler_threads(8) == 1
+    monkeypatch.setattr(supervision, "_HARNESS_THREADS", supervision.HarnessThreads())
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sut = SamplerUnderTest("isolation_samplers:tells_its_threads", isolation="process")
+        with pytest.raises(SamplerFault, match="threads=1"):
+            sut.step(torch.full((1, 2, 2), 0.5, dtype=torch.float64), torch.full((1, 1, 2), 0.5, dtype=torch.float64), torch.zeros((1, 1), dtype=torch.int64))
+        sut.close()
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert _threads.sampler_env() == {} and _threads.sampler_threads(8) == 8  # the user's choice is kept
 
 
 def _batches(count, batch=16):

@@ -28,6 +28,35 @@ def test_help_explains_itself():
         assert word in check_help
 
 
+def test_version_and_every_subcommand_names_its_own_exit_status(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"specverify {specverify.__version__}"
+    for command in ("check", "loop", "report", "zoo", "adapters"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert f"exit status of '{command}':" in text, command
+        others = {"check", "loop", "report", "zoo", "adapters"} - {command}
+        assert not any(f"exit status of '{o}'" in text for o in others), command
+        assert f"specverify {command} " in text or command == "adapters", command  # its own examples
+        description = text.split("\n\n")[1]
+        assert max(len(line) for line in description.splitlines()) <= 88, command
+    with pytest.raises(SystemExit):
+        main(["zoo", "--help"])
+    zoo_help = " ".join(capsys.readouterr().out.split())
+    assert "--budget {quick,standard,thorough} the budget every member runs at" in zoo_help
+
+
+def test_a_failing_line_shows_the_case_and_the_repro(tmp_path, capsys):
+    code = main(["check", "specverify.zoo:nan_residual", "--budget", "quick", "--only", "robustness.edge[sub-ulp]", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "smallest case: step case 'sub-ulp'" in out and "target_probs p0: [" in out
+    assert "repro (paste into python: it exits 1 the same way" in out and "specverify.replay.step_law_test(sampler, cases" in out
+    assert "TV>=" not in out and "TV >= 0 " not in out
+
+
 def test_conformant_sampler_exits_0_with_json(tmp_path):
     out = tmp_path / "out.json"
     code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--json", str(out), "--no-progress"])

@@ -107,3 +107,23 @@ def test_capabilities_validate():
         Capabilities(max_k=0)
     with pytest.raises(ValueError):
         Capabilities(dtypes=())
+
+
+def test_a_one_row_function_declared_batched_is_told_to_declare_batched_false():
+    import torch
+
+    import specverify
+    from specverify._contract import malformed
+
+    def one_row(t, d, y, g):  # handles row 0 only, declared nothing (batched by default)
+        tokens, accepted = specverify.reference(t[:1], d[:1], y[:1], g)
+        return tokens, accepted
+
+    t = torch.full((3, 3, 4), 0.25, dtype=torch.float64)
+    d = torch.full((3, 2, 4), 0.25, dtype=torch.float64)
+    y = torch.zeros((3, 2), dtype=torch.int64)
+    problems = malformed(one_row(t, d, y, torch.Generator().manual_seed(0)), 3, 2)
+    assert problems and "tokens has shape (1, 3), expected (3, 3)" in problems[0].message
+    assert "declare batched=False" in problems[0].message
+    wrong_k = malformed((torch.zeros((3, 2), dtype=torch.int64), torch.zeros(3, dtype=torch.int64)), 3, 2)
+    assert "batched=False" not in wrong_k[0].message  # no hint where the cause is another

@@ -22,10 +22,10 @@ EVIDENCE = {"specverify.errors.SamplerFault", "specverify.errors.CheckFailed"}
 #: What the worker process says of the sampler: private, turned into a SamplerFault (or a
 #: SamplerSpecError) by the caller, so it never leaves the package.
 WORKER = {
-    "specverify._worker.WorkerLoadError",
-    "specverify._worker.WorkerRaised",
-    "specverify._worker.WorkerDied",
-    "specverify._worker.WorkerHung",
+    "specverify._worker.wire.WorkerLoadError",
+    "specverify._worker.wire.WorkerRaised",
+    "specverify._worker.wire.WorkerDied",
+    "specverify._worker.wire.WorkerHung",
 }
 #: Control flow, not errors: Ctrl-C carrying the results of what finished (a KeyboardInterrupt).
 INTERRUPTS = {"specverify.errors.Interrupted"}

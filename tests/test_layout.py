@@ -11,10 +11,11 @@ import torch
 import specverify
 from specverify._calling import SamplerUnderTest
 from specverify._exact import sequence_of, sequence_offsets
-from specverify._layout import ChainLayout, LogitsLayout, StepInputs, TreeLayout, layout_of
+from specverify._kinds import ChainLayout, LogitsLayout, TreeLayout, layout_of
+from specverify._layout import StepInputs
 from specverify._logits_layout import PosedSampler
 from specverify._tree import TreeBatch, chain_output
-from specverify._tree_calling import TreeSamplerUnderTest, tree_sampler
+from specverify._tree_calling import tree_sampler
 from specverify.samplers import TREE_REFERENCES, logits_reference, reference
 
 SPECINFER = TREE_REFERENCES["specinfer"]
@@ -69,7 +70,7 @@ def test_samplers_under_test_carry_their_layout() -> None:
     assert SamplerUnderTest(reference).layout == ChainLayout()
     logits = SamplerUnderTest(logits_reference)
     assert logits.layout == LogitsLayout(logits_reference.capabilities.params) and isinstance(logits.sampler, PosedSampler)
-    assert TreeSamplerUnderTest(SPECINFER).layout == TreeLayout("specinfer")
+    assert SamplerUnderTest(SPECINFER).layout == TreeLayout("specinfer")
 
 
 # --- the audit ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._layout import LogitsLayout
+from specverify._kinds import LogitsLayout
 from specverify._logits_layout import pose
 from specverify._warp import DEFAULT_ORDER, warp
 from specverify.samplers._logits_reference import logits_reference

@@ -88,7 +88,7 @@ def test_loop_members_join_the_kill_matrix_in_a_loop_column():
     [row] = kill_matrix(get_budget("quick").with_(max_samples=4000), members=["loop:target-unwarped"], loops=True)
     assert row.meets and row.caught_by["loop"] >= 1 and row.first_failure.startswith("loop.")
     header = render_markdown([row], "quick").splitlines()[0]  # caught by exact checks; the small laws only cost less
-    assert header.split(" | ")[-5] == "loop"
+    assert header.split(" | ")[-6] == "loop" and header.endswith("| float-edge |")
 
 
 def test_the_family_name_selects_every_check_and_on_result_sees_skips_too():

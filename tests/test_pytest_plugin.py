@@ -28,6 +28,25 @@ def test_reference_passes_with_readable_ids(pytester):
     )
 
 
+def test_a_sampler_module_in_the_current_directory_is_found(pytester):
+    # as `specverify check` finds it: mod.py beside where pytest runs, not installed, not on PYTHONPATH
+    pytester.makepyfile(seed_sampler="from specverify.samplers import reference as sampler\n")
+    result = pytester.runpytest("--specverify-sampler=seed_sampler:sampler", "--specverify-only=contract.output", *QUICK)
+    result.assert_outcomes(passed=1, failed=1)  # the check, and the subset's verdict item
+    assert "no module named" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_module_that_is_nowhere_says_where_it_was_looked_for(pytester):
+    result = pytester.runpytest("--specverify-sampler=not_here_at_all:sampler", *QUICK)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no module named 'not_here_at_all'*looked in*PYTHONPATH*"])
+
+
+def test_the_summary_explains_items_against_results(pytester):
+    result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.model*", *QUICK)
+    result.stdout.fnmatch_lines(["*verdict: inconclusive*", "*test items ran, one per planned check; the verdict counts their * results*"])
+
+
 def test_broken_sampler_fails_with_evidence(pytester):
     result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK)
     result.assert_outcomes(failed=2)

@@ -72,7 +72,7 @@ def test_reach_records_what_the_sampler_was_given_and_survives_json():
     assert CheckResult.from_json(result.to_json()).reach == reach
     other = CheckResult(id="fit.y", family="fit", status="pass", min_detectable_tv=0.01, reach=merge([reach]))
     line = guarantee([result, other], power=0.99, alpha=1e-4)
-    assert "TV >= 0.02" in line and "V in [8, 4,096], K in [2, 4]" in line
+    assert "TV >= 0.02" in line and "V in 8..4096, K in 2..4" in line
 
 
 def test_verdicts_rank_for_false_alarms_and_misses():

@@ -89,10 +89,9 @@ def test_a_run_executes_a_planned_check_here_and_records_it(sut):
 
 
 def test_the_loop_runner_records_every_runs_fields():
-    from specverify._loop_calling import LoopUnderTest
     from specverify.samplers._loop_reference import LoopReference
 
-    loop = LoopUnderTest(LoopReference(), isolation="in-process")
+    loop = SamplerUnderTest(LoopReference(), isolation="in-process", generation=True)
     run = Run(loop, BUDGET, seed=0, select=["loop.output"])
     chain = Run(SamplerUnderTest(specverify.reference), BUDGET, seed=0, select=["contract.output"])
     common = set(chain.result().run) - {"sampler_calls", "sampler_rows", "sampler_seconds"}  # a loop's calls are not counted

@@ -6,12 +6,14 @@ grid at full size, and one bug of each kind caught at a small shape of the same 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import torch
 
 import specverify
 from specverify._budgets import get_budget
+from specverify._cases import StepCase
 from specverify._calling import SamplerUnderTest
 from specverify._contract import Capabilities
 from specverify._evidence import unknown_keys
@@ -19,6 +21,7 @@ from specverify._exact import step_law_scalar
 from specverify._reach import Reach, guarantee
 from specverify._result import CheckResult
 from specverify.checks import Context
+from specverify.checks._event import draft_event, event_size, sized_status
 from specverify.checks._shapes import (
     CONDITIONAL_SHAPES,
     TARGET_SHAPES,
@@ -66,13 +69,47 @@ def test_the_exact_law_draws_from_the_target_when_the_residual_rounds_to_zero():
     assert max(abs(float(exact[j][t]) - float(law[j, t])) for j in range(3) for t in range(9)) < 1e-15
 
 
-def test_edge_laws_catch_both_wrong_fallbacks_and_pass_the_reference():
-    check = EdgeLawCheck(kinds=("sub-ulp-residual", "zeros-next-to-sub-ulp"), vocab=65, rows=512)
+def test_edge_laws_size_a_wrong_fallback_by_its_drafts_and_keep_support_violations():
+    check = EdgeLawCheck(kinds=("sub-ulp-residual", "zeros-next-to-sub-ulp", "small-residual"), vocab=65, rows=512)
     assert all(r.status == "pass" for r in _run(check, specverify.reference))
     for name in ("zero-residual-token-zero", "zero-residual-uniform"):
-        law, support = _run(check, ZOO[name])
-        assert law.status == "fail" and law.finding == "non-canonical"
-        assert support.status == "fail" and support.finding == "support"
+        law, support, _ = _run(check, ZOO[name])
+        # the law given a first draft of probability ~1e-20 moves; the emitted law cannot
+        assert law.status == "float-edge" and law.finding is None and law.proves == "non-canonical"
+        event = law.evidence["event"]
+        assert event["tv_given"] > 0.1 and event["tv_bound"] < 1e-16 and "float-edge finding" in (law.message or "")
+        assert not unknown_keys(law.evidence)
+        assert support.status == "fail" and support.finding == "support"  # a forbidden token, whatever its frequency
+
+
+def test_the_bound_is_the_probability_of_drafts_as_rare_as_the_case_s_rarest():
+    case = edge_case("zeros-next-to-sub-ulp", 65)
+    q = [[Fraction(x) for x in row] for row in case.draft_probs.tolist()]
+    first = [x / sum(q[0]) for x in q[0]]
+    exact = sum(x for x in first if x <= first[int(case.draft_tokens[0])])  # every sub-ulp tail of row 0
+    log10_p, words = draft_event(case)
+    assert abs(log10_p - math.log10(exact)) < 1e-12 and "position 0" in words and "1.6e-20" in words
+    assert first[int(case.draft_tokens[0])] < exact < 1e-17  # never below the forced draft's own probability
+    size = event_size(case, 0.5)
+    assert size["tv_bound"] == size["probability"] and sized_status(size) == "float-edge" and size["tv_given"] == 0.5
+    # logarithms where the probability underflows a float
+    p = torch.full((3, 8), 1.0, dtype=torch.float64)
+    q2 = torch.zeros((2, 8), dtype=torch.float64)
+    q2[:, 0], q2[:, 1] = 1e-320, 1.0
+    tiny = StepCase(p, q2, torch.zeros(2, dtype=torch.int64))
+    assert draft_event(tiny)[0] < -300 and sized_status(event_size(tiny, 1.0)) == "float-edge"
+    # an ordinary case's rarest draft holds a few tenths of its row: it decides as before
+    ordinary = event_size(structured_case(1_025, 16, seed=3, accept_until=15, actives=2), 0.05)
+    assert ordinary["probability"] > 0.05 and sized_status(ordinary) == "fail"
+
+
+def test_small_residual_case_sits_between_float_noise_and_1e_12():
+    case = edge_case("small-residual", 1_025)
+    p = case.target_probs[0] / case.target_probs[0].sum()
+    q = case.draft_probs[0] / case.draft_probs[0].sum()
+    mass = float((p - q).clamp_min(0).sum())
+    assert 1_025 * torch.finfo(torch.float64).eps < mass < 1e-12
+    assert float(case.law()[0, 1]) > 1 - 1e-9  # rejected always, token 1 the residual's one token
 
 
 def test_prefix_grid_induces_the_exact_law_at_full_size():
@@ -139,9 +176,9 @@ def test_guarantee_states_each_claim_on_its_own_reach():
         return CheckResult(id=f"x{vocab}", family="fit", status="pass", min_detectable_tv=tv, reach=reach)
 
     single = guarantee([result(0.0137, 8), result(0.012, 4)], power=0.99, alpha=1e-4)
-    assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in [2, 8]")
+    assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in 2..8")
     line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
-    assert "TV >= 0.0137 on V in [2, 8]" in line and "TV >= 0.3 on V in [2, 262,144]" in line
+    assert "TV >= 0.0137 on V in 2..8" in line and "TV >= 0.3 on V in 2..262144" in line
 
 
 def test_after_a_hang_the_family_makes_no_further_call():

@@ -139,13 +139,13 @@ def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
     confirmation = Outcome({first.id: 0.2, step.id: 1e-12}, 5000, {first.id: 0.03, step.id: 0.013})
     found = SearchResult(examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6)
     ctx = SimpleNamespace(budget=get_budget("standard"), alpha=1e-5)
-    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o, d: "")
     assert failed.status == "fail" and failed.min_detectable_tv == 0.013
     # the search stopped at the failing case: first-token was decided by its own confirmation test
     assert passed.status == "inconclusive" and passed.min_detectable_tv == 0.03  # 0.03 > the ceiling 0.02
     assert passed.p_value == 0.2 and passed.samples == 5000 and "fit.step[random] failed" in passed.message
     confirmation.min_detectable_tv[first.id] = 0.015
-    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o: "")
+    passed, _ = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o, d: "")
     assert passed.status == "pass" and passed.min_detectable_tv == 0.015 and "detects TV >= 0.015" in passed.message
 
 
@@ -237,3 +237,31 @@ def test_a_repro_snippet_calls_the_sampler_in_the_batches_it_declares():
     with pytest.raises(specverify.SamplerFault) as info:  # the contract's finding, not the sampler's complaint about its batch
         exec(failing[0].evidence["repro"], {})
     assert info.value.violation.rule == "shape-dtype"
+
+
+# --- issue 31: a law difference on a 1e-20 event is a float-edge finding, not a verdict -----------
+
+
+def _edge(status: str) -> CheckResult:
+    finding = "non-canonical" if status == "fail" else None
+    return CheckResult(id="shapes.edge-law[sub-ulp-residual]", family="shapes", case="sub-ulp-residual", status=status, finding=finding, proves="non-canonical")
+
+
+def test_a_float_edge_result_decides_nothing_and_a_failure_still_does():
+    assert judge([law((2, 1025)), _edge("float-edge")]).verdict == "conformant"
+    assert judge([law((2, 1025), status="fail"), _edge("float-edge")]).verdict == "lossy"  # the rest decides
+    assert judge([law((2, 1025)), _edge("fail")]).verdict == "lossy"  # above the resolution: as before
+    support = CheckResult(id="shapes.edge-law[zeros-next-to-sub-ulp]", family="shapes", status="fail", finding="support")
+    assert judge([law((2, 1025)), _edge("float-edge"), support]).verdict == "non-conformant"  # whatever its frequency
+    summary = RunResult(run={}, checks=[law((2, 1025)), _edge("float-edge")]).to_json()["summary"]
+    assert summary["float-edge"] == 1 and summary["fail"] == 0
+
+
+def test_cli_prints_a_float_edge_finding_on_its_own_line_with_both_sizes(capsys):
+    code = main(["check", "specverify.zoo:target_fallback_below_1e_12", "--only", "shapes.edge-law[*]", "--budget", "quick", "--no-progress", "--in-process"])
+    out = capsys.readouterr().out
+    assert code == 3  # a subset: never a pass; nothing failed
+    after = " ".join(out.split("target-fallback-below-1e-12 (")[-1].split())  # after the verdict, unwrapped
+    assert "float-edge shapes.edge-law[small-residual]: TV 1 given" in after
+    assert "probability 5e-13" in after and "moves by at most 5e-13" in after
+    assert not [line for line in out.splitlines() if line.lstrip().startswith("fail ")]  # no check failed

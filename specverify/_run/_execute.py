@@ -14,14 +14,12 @@ import copy
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from .._budgets import Budget
 from .._calling import SamplerUnderTest
-from .._loop_calling import LoopUnderTest
 from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
-from .._tree_calling import TreeSamplerUnderTest
 from ..checks import Check, Context
 from ..checks._base import fault_result
 from ..checks._loop import LoopCheck, LoopContext
@@ -40,7 +38,7 @@ class Run:
 
     Args:
         subject: the sampler under test (:func:`specverify._runner.load_sut`) or the loop under
-            test (:class:`~specverify._loop_calling.LoopUnderTest`).
+            test (``SamplerUnderTest(loop, generation=True)``).
         budget: how much evidence to gather, with the run's family-wise alpha.
         seed: the run seed every random draw derives from.
         select: glob patterns of check ids or family names (default: the whole battery).
@@ -85,7 +83,7 @@ class Run:
 
     @property
     def is_loop(self) -> bool:
-        return subject_kind(self.subject) == "loop"
+        return subject_kind(self.subject).generation
 
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
@@ -162,7 +160,7 @@ class Run:
 
 def run_check(
     planned: PlannedCheck,
-    sut: SamplerUnderTest | TreeSamplerUnderTest,
+    sut: SamplerUnderTest,
     budget: Budget,
     seed: int,
     *,
@@ -173,8 +171,7 @@ def run_check(
     check = planned.check
     if planned.skip_reason is not None:
         return _skips(check, planned.skip_reason)
-    # the trees family's checks are given a TreeSamplerUnderTest through the same context
-    ctx = Context(sut=cast(SamplerUnderTest, sut), budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
+    ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
     sut.reach.reset()
     sut.last_fault = None
     start = time.perf_counter()
@@ -207,18 +204,17 @@ def run_check(
             result.reach = reach
         if result.proves is None and result.status != "error":
             result.proves = check.proves
-        if result.status == "fail" and isinstance(sut, SamplerUnderTest) and sut.capabilities.inputs == "logits" and "minimal_example" in result.evidence:
+        if result.status == "fail" and "minimal_example" in result.evidence:
             _add_warps(result, sut, fault)
     return results
 
 
 def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
-    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side."""
-    from .._logits_layout import warps_evidence
-
+    """A logits sampler's failure shows the warped and the raw laws of its failing case side by side
+    (:meth:`~specverify._kinds.Kind.warps`: none for a kind given its cases as they are)."""
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
-    warps = warps_evidence(result.evidence["minimal_example"], sut.capabilities.params, row, message, getattr(sut, "warp", None))
+    warps = subject_kind(sut).warps(result.evidence["minimal_example"], row, message)
     if warps is not None:
         result.evidence["warps"] = warps
 
@@ -228,7 +224,7 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
     return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
-def run_loop_check(planned: PlannedCheck, loop: LoopUnderTest, budget: Budget, seed: int) -> list[CheckResult]:
+def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int) -> list[CheckResult]:
     """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
     failure of the loop is the check's failing result."""
     check = planned.check

@@ -21,9 +21,9 @@ __all__ = ["base_info", "run_info"]
 def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunInfo:
     """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
     kind = subject_kind(subject)
-    if kind == "loop":
+    if kind.generation:
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
-        record.contract, record.reach = "loop", f"{LOOP_REACH}; {subject.warp.statement}"
+        record.contract, record.reach = kind.contract, f"{LOOP_REACH}; {subject.warp.statement}"
         record.extra["warp"] = warp_info(subject.warp)  # the warp it was judged by (specverify._declared)
         record.isolation = Isolation.from_json(subject.info())
         return record
@@ -31,11 +31,13 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record = base_info(sampler, budget, seed, spec)
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
+    record.contract = kind.contract
     if subject.capabilities.inputs == "logits" and getattr(subject, "warp", None) is not None:
         record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._declared)
-    if kind == "tree":
-        record.contract = "tree"
-        sampler.algorithm = subject.algorithm
+    described: dict[str, Any] = {}
+    kind.describe(described)
+    for field, value in described.items():  # the tree's algorithm
+        setattr(sampler, field, value)
     return record
 
 

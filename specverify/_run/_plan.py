@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._budgets import Budget
-from .._tree_calling import TreeSamplerUnderTest
+from .._kinds import ChainKind, Kind, LoopKind, TreeKind, kind_of
 from ..checks import battery, tree_battery
 from ..checks._base import Check
 from ..errors import UsageError
@@ -55,23 +55,30 @@ class PlannedCheck:
         return self.check.id
 
 
-def subject_kind(sut: Any) -> str:
-    """What the run layer asks of a subject under test, in one place: ``"loop"`` (a generation
-    loop), ``"tree"`` (a tree sampler under test) or ``"chain"`` (a chain or logits sampler)."""
-    if getattr(sut, "contract", None) == "loop":
-        return "loop"
-    return "tree" if isinstance(sut, TreeSamplerUnderTest) else "chain"
+def subject_kind(sut: Any) -> Kind:
+    """What the run layer asks of a subject under test, in one place: its kind
+    (:func:`specverify._kinds.kind_of`: the one a sampler under test holds since it loaded)."""
+    return kind_of(sut)
+
+
+def _loop_battery() -> list[Check]:
+    from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
+
+    return list(loop_battery())
+
+
+#: The battery each kind names (:attr:`specverify._kinds.Kind.battery`).
+BATTERIES: dict[str, Callable[[], list[Check]]] = {
+    ChainKind.battery: battery,
+    TreeKind.battery: tree_battery,
+    LoopKind.battery: _loop_battery,
+}
 
 
 def battery_for(sut: Any) -> list[Check]:
-    """The battery a subject is put through: the ``loop`` family for a generation loop, the
-    ``trees`` family for a tree sampler, else the chain battery."""
-    kind = subject_kind(sut)
-    if kind == "loop":
-        from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
-
-        return list(loop_battery())
-    return tree_battery() if kind == "tree" else battery()
+    """The battery of a subject's kind: the ``loop`` family for a generation loop, the ``trees``
+    family for a tree sampler, else the chain battery."""
+    return BATTERIES[subject_kind(sut).battery]()
 
 
 def result_ids(check: Check) -> list[str]:
@@ -136,7 +143,7 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=subject_kind(sut) == "loop"))
+        raise UsageError(no_match(patterns, loop=subject_kind(sut).generation))
     return plan_checks(checks, sut, budget.alpha)
 
 

@@ -27,7 +27,8 @@ from .._result import CheckResult
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 
-__all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "registered"]
+__all__ = [
+    "Check", "Context", "Decision", "check_id", "fault_result", "law_verdict", "registered", "step_cases_code"]
 
 _PRECISION = {
     "float64": torch.float64,
@@ -99,6 +100,29 @@ class Context:
         return f"import torch\nimport specverify\n\nsampler = specverify.load_sampler({spec!r})\n{body}"
 
 
+def step_cases_code(cases: Sequence[StepCase]) -> str:
+    """Python that builds every case, with its probabilities and precision, as the list ``cases``."""
+    parts = []
+    for i, case in enumerate(cases):
+        parts.append(
+            f"# case {i}\n{case.to_code()}\n"
+            f"case{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, label={case.label!r}, precision={case.precision!r})"
+        )
+    return "\n".join(parts) + f"\ncases = [{', '.join(f'case{i}' for i in range(len(cases)))}]"
+
+
+def law_verdict(check: str, alpha: float, finding: str | None) -> str:
+    """The lines a statistical repro ends with: print the test, exit 1 (naming the check) where its
+    p-value is at or below the level the check held it to, as the check failed."""
+    what = f" (finding: {finding})" if finding else ""
+    return (
+        f"print(result)\nalpha = {alpha!r}  # the level the check held this test to\n"
+        "if result.pvalue <= alpha:\n"
+        f"    raise SystemExit(f\"{check} fails{what}: p-value {{result.pvalue:.3g}} <= {{alpha:.3g}}\")\n"
+        f"print(\"{check}: not reproduced (p-value above the level)\")"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """One result a check reports: its id, and what its failure proves (``None``: not stated here)."""
@@ -117,7 +141,7 @@ class Check(abc.ABC):
     checks spend ``decisions`` shares of the run's false-positive budget (default: one if
     statistical, none if exact); exact checks spend none.  The subject ``applies`` and
     ``skip_reason`` are given is what the battery tests: a
-    :class:`~specverify._calling.SamplerUnderTest`, a tree sampler under test or a loop under test;
+    :class:`~specverify._calling.SamplerUnderTest` of the battery's kind (chain, logits, tree, loop);
     ``run`` is given its battery's context (:class:`Context`, or the loop family's).
     """
 

@@ -42,6 +42,7 @@ from scipy import stats
 from .._calling import SamplerUnderTest
 from .._cases import StepCase, tensor_code
 from .._evidence import Evidence
+from .._kinds import kind_of
 from .._layout import StepInputs
 from .._result import CheckResult
 from ..errors import SamplerFault
@@ -424,11 +425,11 @@ class RequestSeedsCheck(Check):
 
     def applies(self, sut: SamplerUnderTest) -> bool:
         """A whole run plans these checks only for samplers that declare seeds."""
-        return sut.capabilities.inputs == "logits" and "seeds" in sut.capabilities.params
+        return kind_of(sut).seeds
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         caps = sut.capabilities
-        if caps.inputs != "logits" or "seeds" not in caps.params:
+        if not kind_of(sut).seeds:
             return "the sampler declares no per-request seeds (Capabilities(inputs='logits', params=(..., 'seeds')))"
         if caps.unsupported(k=1, vocab=4) is not None:
             return "needs K=1, V=4"

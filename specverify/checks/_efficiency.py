@@ -27,7 +27,7 @@ from .._evidence import Evidence
 from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import mean_test
-from ._base import Check, Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result, law_verdict
 from ._fixtures import random_table_model, seed_chain_case
 from ._tally import model_tally, plan_samples
 
@@ -89,6 +89,13 @@ class AcceptanceCheck(Check):
         }
 
         def result(status: str, p_value: float, message: str, finding: str | None = None) -> CheckResult:
+            if status == "fail":  # the same samples (seed, model, precision) and the same one-sided test
+                side = "pvalue_low" if finding == "suboptimal" else "pvalue_high"
+                evidence["repro"] = ctx.repro(
+                    f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, "
+                    f"seed={ctx.seed_for(self.id, 'tally')}, precision={case.precision!r}, law='accepted', alpha={ctx.alpha / 2!r})\n"
+                    + law_verdict(self.id, ctx.alpha / 2, finding).replace("result.pvalue", f"result.accepted.{side}")
+                )
             return CheckResult(
                 id=self.id, family=self.family, case=self.case, alpha=ctx.alpha / 2, samples=tally.samples, evidence=evidence,
                 status=status, finding=finding, p_value=p_value, message=message,

@@ -32,7 +32,7 @@ from .._result import CheckResult
 from .._oracle import canonical_emit, normalise, residual_distribution
 from ..errors import SamplerFault
 from ..stats import gof_test, tv_estimate
-from ._base import Check, Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result, law_verdict, step_cases_code
 from ._fixtures import random_table_model, seed_chain_case
 from ._search import Outcome, search_and_confirm
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
@@ -140,10 +140,16 @@ class UniformGridCheck(Check):
             return result
         ev = outcome.evidence[self.id]
         m = ev["first_mismatch"]
+        canonical = m["expected"]["tokens"][: m["expected"]["num_accepted"] + 1]
         repro = ctx.repro(
             f"{case.to_code()}\nuniforms = torch.tensor([{m['uniforms']!r}], dtype=torch.float64)\n"
-            "print(sampler(target_probs[None], draft_probs[None], draft_tokens[None], torch.Generator(), uniforms=uniforms))\n"
-            f"# canonical: tokens {m['expected']['tokens']}, num_accepted {m['expected']['num_accepted']}"
+            f"tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs[None], draft_probs[None], draft_tokens[None], "
+            f"torch.Generator(), uniforms=uniforms, dtype=torch.{str(ctx.dtype_for(case.precision)).removeprefix('torch.')})\n"
+            "emitted = tokens[0, : int(num_accepted[0]) + 1].tolist()\n"
+            f"canonical = {canonical!r}  # what the canonical algorithm emits for these uniforms\n"
+            "print('emitted', emitted, 'canonical', canonical)\n"
+            "if emitted != canonical:\n"
+            f"    raise SystemExit({self.id + ' fails (finding: non-canonical): emitted '!r} + str(emitted) + ', canonical ' + str(canonical))"
         )
         return CheckResult(
             id=self.id, family=self.family, case=self.case, status="fail", finding="non-canonical", samples=points["n"],
@@ -194,11 +200,13 @@ class ConditionalEnumerationCheck(Check):
         samples = plan_samples(ctx, total_df, ctx.alpha)
         width = max(laws.shape[1] for _, _, laws in plans)
         observed_rows, law_rows, labels = [], [], []  # labels: (description, V)
+        drawn: list[tuple[StepCase, int, int]] = []  # each draft sequence's case, rows and seed (for the repro)
         try:
             for index, (cases, weights, laws) in enumerate(plans):
                 rows = np.maximum(1, np.round(samples / len(plans) * weights.numpy())).astype(int)
                 for case, law, n in zip(cases, laws, rows):  # loops over draft sequences, not samples
-                    counts = step_counts(ctx, [case], int(n), ctx.seed_for(self.id, "rows", case.fingerprint()))[0]
+                    drawn.append((case, int(n), ctx.seed_for(self.id, "rows", case.fingerprint())))
+                    counts = step_counts(ctx, [case], int(n), drawn[-1][2])[0]
                     observed_rows.append(np.pad(counts, (0, width - counts.size)))
                     law_rows.append(np.pad(law, (0, width - law.size)))
                     labels.append((f"V={case.vocab_size} drafts {case.draft_tokens.tolist()}", case.vocab_size))
@@ -217,6 +225,15 @@ class ConditionalEnumerationCheck(Check):
         common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=gof.samples, min_detectable_tv=claim)
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(observed, laws_all, random_state=0))
+            # the draft sequence whose own test is the strongest, on the rows and seed it was given
+            each = [gof_test(observed[g], laws_all[g], alpha=ctx.alpha, random_state=0).pvalue for g in range(len(drawn))]
+            worst_case, worst_rows, seed = drawn[min(range(len(drawn)), key=lambda g: each[g])]
+            evidence["minimal_example"] = worst_case.describe()
+            evidence["repro"] = ctx.repro(
+                f"# the draft sequence that deviates most of the {len(drawn)} the check tested together\n{step_cases_code([worst_case])}\n"
+                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, alpha={ctx.alpha!r})\n"
+                + law_verdict(self.id, ctx.alpha, "non-canonical")
+            )
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
         return CheckResult(**common, status=status, message=f"{len(labels)} draft sequences of {len(plans)} models enumerated; law given the drafts exact", evidence=evidence)
@@ -269,6 +286,10 @@ class EmittedLawCheck(Check):
             evidence["tv"] = tv_record(tv_estimate(tally.emitted, law, random_state=0))
             evidence["where"] = largest_deviation(
                 tally.emitted, expected, lambda g, c: f"emitted sequence {sequence_of(c, case.vocab_size, case.k)}"
+            )
+            evidence["repro"] = ctx.repro(
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, "
+                f"precision={case.precision!r}, law='emitted', alpha={ctx.alpha!r})\n" + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
             return CheckResult(**common, status="fail", finding="non-canonical", message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"

@@ -32,7 +32,7 @@ from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
-from ._base import Check, Context, Decision, check_id, fault_result
+from ._base import Check, Context, Decision, check_id, fault_result, law_verdict, step_cases_code
 from ._fixtures import random_step_batch, random_table_model
 from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
@@ -66,9 +66,12 @@ class StepLawCheck(Check):
         strategy = sv.step_batches(max_vocab=vocab, max_k=k, max_cases=self.max_cases, kind=self.case)
         confirm_alpha = confirm_level(ctx)
 
+        drawn: dict[tuple[str, int], int] = {}  # rows each evaluation drew or meant to (for the repro)
+
         def evaluate(cases: list[StepCase], seed: int, alpha: float, stage: str) -> Outcome:
             # One batch, the cases interleaved row by row; each case tested on its own rows, at
             # its Bonferroni share, so the claim is per case and the failure names the case.
+            fingerprint = _fingerprint_cases(cases)
             cases = [ctx.as_passed(c) for c in cases]
             laws = np.stack([c.law().reshape(-1).numpy() for c in cases])
             # A confirmation also runs an anytime-valid test at half its level, so a failing
@@ -78,6 +81,7 @@ class StepLawCheck(Check):
             share = fixed_alpha / len(cases)
             df = int(((laws > 0).sum(axis=1) - 1).max())
             rows = plan_samples(ctx, df, share, groups=len(cases))
+            drawn[(fingerprint, seed)] = rows
             threshold = math.log(2.0 / alpha)
             log_e = [0.0]
 
@@ -119,15 +123,16 @@ class StepLawCheck(Check):
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint_cases)
 
-        def repro(cases: list[StepCase], outcome: Outcome) -> str:
-            body = "\n".join(
-                f"# case {i}\n{c.to_code()}\ncase{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, precision={c.precision!r})"
-                for i, c in enumerate(cases)
-            )
-            names = ", ".join(f"case{i}" for i in range(len(cases)))
-            rows = outcome.samples // max(1, len(cases))
+        def repro(cases: list[StepCase], outcome: Outcome, decision: Decision) -> str:
+            # the rows and seed the failing evaluation drew (a fault: the rows it was to draw), so
+            # the sampler is given the same inputs and generator; the fixed test at its level
+            rows = drawn.get((_fingerprint_cases(cases), outcome.seed or 0), outcome.samples // max(1, len(cases)))
+            if outcome.fault is None:
+                rows = min(rows, outcome.samples // max(1, len(cases)))  # a sequential stop drew fewer
+            alpha = found.confirm_alpha / 2
             return ctx.repro(
-                f"{body}\nresult = specverify.replay.step_law_test(sampler, [{names}], rows_per_case={rows}, seed=0)\nprint(result)"
+                f"{step_cases_code(cases)}\nresult = specverify.replay.step_law_test(sampler, cases, rows_per_case={rows}, seed={outcome.seed or 0}, alpha={alpha!r})\n"
+                + law_verdict(decision.id, alpha, decision.finding)
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, _describe_cases, repro)
@@ -169,7 +174,10 @@ class ModelFitCheck(Check):
         first_id, step_id, position_id = (d.id for d in self.decision_list())
         confirm_alpha = confirm_level(ctx)
 
+        drawn: dict[tuple[str, int], int] = {}  # samples each evaluation drew or meant to (for the repro)
+
         def evaluate(case: ModelCase, seed: int, alpha: float, stage: str) -> Outcome:
+            fingerprint = case.fingerprint()
             case = ctx.model_as_passed(case)
             # a screen alarm covers the three decisions; a confirmation tests each at its own share
             share = alpha / 3 if stage == "screen" else alpha
@@ -177,6 +185,7 @@ class ModelFitCheck(Check):
             joint = target_law(case.model, k_case + 1).numpy()
             df_step = int((joint > 0).sum()) - 1
             samples = plan_samples(ctx, df_step, share)
+            drawn[(fingerprint, seed)] = samples
             tally = model_tally(ctx, case, samples, seed)
             observed = tally.completed
             power = ctx.budget.stage_power
@@ -233,9 +242,17 @@ class ModelFitCheck(Check):
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint())
 
-        def repro(case: ModelCase, outcome: Outcome) -> str:
+        def repro(case: ModelCase, outcome: Outcome, decision: Decision) -> str:
+            samples = drawn.get((case.fingerprint(), outcome.seed or 0), outcome.samples)
+            alpha = found.confirm_alpha
+            law = {first_id: "law='first-token'", step_id: "law='completed'"}.get(decision.id)
+            if law is None:  # fit.position: the worst position given the token before it, Bonferroni over positions
+                positions = outcome.evidence.get(position_id, {}).get("positions") or [{"position": 1, "pvalue": 1.0}]
+                worst = min(positions, key=lambda r: r["pvalue"])
+                law, alpha = f"law='given-previous', position={worst['position']}", alpha / max(1, case.k)
             return ctx.repro(
-                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={outcome.samples}, seed=0, precision={case.precision!r})\nprint(result)"
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={outcome.seed or 0}, "
+                f"precision={case.precision!r}, {law}, alpha={alpha!r})\n" + law_verdict(decision.id, alpha, decision.finding)
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, lambda c: c.describe(), repro)
@@ -309,7 +326,10 @@ class EveryShapeCheck(Check):
                     gof = gof_test(observed[i], laws[i], alpha=share, random_state=ctx.seed_for(self.id, "mc", k, vocab, i))
                     claim = max(claim, gof.min_detectable_tv(share, power))
                     if worst is None or gof.pvalue < worst["gof"].pvalue:
-                        worst = {"gof": gof, "k": k, "vocab": vocab, "position": i, "observed": observed[i], "law": laws[i], "model": model}
+                        worst = {
+                            "gof": gof, "k": k, "vocab": vocab, "position": i, "observed": observed[i], "law": laws[i], "model": model,
+                            "samples": samples, "seed": ctx.seed_for(self.id, "tally", k, vocab),
+                        }
         except SamplerFault as fault:
             return fault_result(self, fault)
         assert worst is not None  # at least one shape (skip_reason)
@@ -334,6 +354,13 @@ class EveryShapeCheck(Check):
         if pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(worst["observed"], worst["law"], random_state=0))
             evidence["minimal_example"] = worst["model"].describe()
+            model = worst["model"]
+            evidence["repro"] = ctx.repro(
+                f"{model.to_code()}\n# position {worst['position']} of the completed sequence on its own, at this shape's share of the level\n"
+                f"result = specverify.replay.model_law_test(sampler, model, k, samples={worst['samples']}, seed={worst['seed']}, "
+                f"precision={model.precision!r}, law='position', position={worst['position']}, alpha={share!r})\n"
+                + law_verdict(self.id, share, "loss")
+            )
             tv = evidence["tv"]
             return CheckResult(
                 **common, status="fail", finding="loss", evidence=evidence,
@@ -429,8 +456,9 @@ class RenormalisationCheck(Check):
             evidence["tv"] = tv_record(tv_estimate(observed[worst], laws[worst], random_state=0))
             evidence["minimal_example"] = case.describe()
             evidence["repro"] = ctx.repro(
-                f"{case.to_code()}\ncase = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens)\n"
-                f"print(specverify.replay.step_law_test(sampler, [case], rows_per_case={int(observed[worst].sum())}, seed=0))"
+                f"{step_cases_code([case])}\n"
+                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={int(observed[worst].sum())}, "
+                f"seed={ctx.seed_for(self.id, 'rows', worst)}, alpha={share!r})\n" + law_verdict(self.id, share, "renormalisation")
             )
             return CheckResult(
                 **common, status="fail", finding="renormalisation", evidence=evidence,

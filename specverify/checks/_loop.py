@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._contract import Violation
 from .._declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
+from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
 from .._presets import PRESETS
 from .._result import CheckResult
@@ -91,14 +91,9 @@ class LoopContext:
         """Call the loop with only the parameters it declares; audit the output's structure."""
         given = params.only(loop_parameters(self.loop))
         out = self.loop(target, draft, prompt, num_tokens, given, torch.Generator().manual_seed(seed))
-        rows = prompt.shape[0]
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (rows, num_tokens) or out.dtype != torch.int64:
-            described = f"a tensor of shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
-            raise SamplerFault(Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"))
-        bad = (out < 0) | (out >= target.vocab_size)
-        if bool(bad.any()):
-            row = int(bad.any(-1).nonzero()[0, 0])
-            raise SamplerFault(Violation("output", f"the loop's output, row {row}: token id {int(out[row][bad[row]][0])} is outside [0, {target.vocab_size})"))
+        violations = LoopLayout().audit(LoopInputs(target, prompt, num_tokens, given), out, first_only=True)
+        if violations:
+            raise SamplerFault(violations[0])
         return out.cpu()
 
 
@@ -237,7 +232,7 @@ class LoopCheck(Check):
         out = ctx.run(target, draft, prompt_row.expand(rows, -1), length, _params(groups, which, names), ctx.seed_for(self.id, "loop"))
         code = (out * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
         counts = np.stack([np.bincount(code[which == g].numpy(), minlength=vocab**length) for g in range(len(groups))])
-        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), laws_of)
+        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows, laws_of=laws_of)
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 24
@@ -261,12 +256,18 @@ class LoopCheck(Check):
         rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
         out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), length, _params([group], torch.zeros(rows, dtype=torch.int64), names), ctx.seed_for(self.id, "loop"))
         counts = np.stack([np.bincount((out[:, t - 1] * vocab + out[:, t]).numpy(), minlength=vocab * vocab) for t in range(1, length)])
-        return self._decide(ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}", laws_of)
+        return self._decide(
+            ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
+            generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of,
+        )
 
     def _decide(
         self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
-        laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
+        *, generations: int, counted: str | None = None, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
     ) -> CheckResult:
+        """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
+        (``counted``: what was tallied from them, where that is not one outcome a generation);
+        ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure."""
         tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
@@ -295,7 +296,8 @@ class LoopCheck(Check):
                 return self._result("inconclusive", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
             return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
-        message = f"{len(groups)} groups, {samples:,} generations, no deviation found" if status == "pass" else f"could only detect TV >= {claim:.3g}"
+        made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
+        message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
 
 

@@ -20,7 +20,7 @@ from .._calling import SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ._base import Check, Context, check_id, fault_result
+from ._base import Check, Context, check_id, fault_result, step_cases_code
 from ._fixtures import random_laws
 from ._search import Outcome, search_and_confirm
 from ._tally import step_counts
@@ -74,12 +74,13 @@ class EdgeValidityCheck(Check):
         if found.confirmed is not None:
             cases, outcome = found.confirmed
             assert outcome.fault is not None
-            body = "\n".join(c.to_code() for c in cases[:1])
+            # every case, interleaved row by row in the batches and with the generator the check used:
+            # the sampler is given what it failed on (raises specverify.SamplerFault the same way)
             repro = ctx.repro(
-                f"{body}\nrows = {self.rows_per_case}\n"
+                f"{step_cases_code(cases)}\n"
                 "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs.expand(rows, -1, -1), draft_probs.expand(rows, -1, -1), "
-                "draft_tokens.expand(rows, -1), torch.Generator().manual_seed(0))"
+                f"specverify.replay.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
+                f"print({self.id!r} + ': not reproduced (every output valid)')"
             )
             result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})
             result.message = f"on the smallest failing case: {result.message}"
@@ -142,7 +143,7 @@ class LargeVocabCheck(Check):
             case=self.case,
             status="pass",
             samples=rows,
-            message=f"valid output at V in {tested} ({rows} rows)" + (
+            message=f"valid output at V = {' and '.join(map(str, tested))} ({rows} rows)" + (
                 f"; V above {tested[-1]} exceeds the sampler's max_vocab" if len(tested) < len(self.vocabularies) else ""
             ),
         )

@@ -64,6 +64,8 @@ class Outcome:
         fault: the sampler raised, hung or broke its contract on the case (an alarm for every check).
         mismatch: an exact check found output that is not the canonical one (an alarm that needs
             no confirmation).
+        seed: the seed the case was evaluated with (set by the search), so a repro draws the same
+            samples and fails the same way.
     """
 
     pvalues: dict[str, float]
@@ -72,6 +74,7 @@ class Outcome:
     evidence: dict[str, Evidence] = dataclasses.field(default_factory=dict)
     fault: SamplerFault | None = None
     mismatch: bool = False
+    seed: int | None = None
 
     def rejects(self, alpha: float, *, each: bool = False) -> bool:
         """Any decision rejects: at ``alpha`` shared among them (a screen alarm covers all of a
@@ -267,9 +270,11 @@ def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:
 
 def _guarded(evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: int, alpha: float, stage: str) -> Outcome:
     try:
-        return evaluate(case, seed, alpha, stage)
+        outcome = evaluate(case, seed, alpha, stage)
     except SamplerFault as fault:
-        return Outcome(pvalues={}, samples=0, min_detectable_tv={}, fault=fault)
+        outcome = Outcome(pvalues={}, samples=0, min_detectable_tv={}, fault=fault)
+    outcome.seed = seed
+    return outcome
 
 
 def decisions_from_search(
@@ -277,9 +282,10 @@ def decisions_from_search(
     decisions: list[Decision],
     found: SearchResult[Any],
     describe: Callable[[Any], CaseRecord],
-    repro: Callable[[Any, Outcome], str],
+    repro: Callable[[Any, Outcome, Decision], str],
 ) -> list[Any]:
-    """Turn a search into one :class:`~specverify.CheckResult` per decision."""
+    """Turn a search into one :class:`~specverify.CheckResult` per decision (``repro(case, outcome,
+    decision)`` writes the snippet that reproduces that decision's failure)."""
     results = []
     screens = found.screens
     base_evidence: Evidence = {
@@ -303,7 +309,7 @@ def decisions_from_search(
             continue
         if found.confirmed is not None:
             case, outcome = found.confirmed
-            evidence: Evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome)}
+            evidence: Evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome, decision)}
             if outcome.fault is not None:
                 result = fault_result(decision, outcome.fault, evidence=evidence)
                 result.message = f"on the smallest failing case: {result.message}"

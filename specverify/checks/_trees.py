@@ -40,12 +40,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._calling import SamplerUnderTest
 from .._exact import target_law
 from .._models import ChainModel
 from .._evidence import Evidence, TreeCase
 from .._result import CheckResult
 from .._tree import TreeBatch, last_nodes
-from .._tree_calling import TreeSamplerUnderTest
+from .._kinds import TreeKind, kind_of
 from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
 from .._tree_exact import accepted_law, tree_law
 from ..errors import SamplerFault
@@ -118,7 +119,7 @@ class TreeCheck(Check):
         return check_id(self.family, self.name, self.case)
 
     def skip_reason(self, sut: Any) -> str | None:
-        if not isinstance(sut, TreeSamplerUnderTest):
+        if not isinstance(kind_of(sut), TreeKind):
             return "a check of tree samplers (the sampler does not declare contract='tree')"
         if self.needs_algorithm and sut.algorithm is None:
             return "the sampler declares no algorithm: its law given the candidates has no reference (judged on the target's law and acceptance)"
@@ -139,10 +140,10 @@ class TreeCheck(Check):
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
 
 
-def _sut(ctx: Context) -> TreeSamplerUnderTest:
-    """The context's sampler as the tree sampler it is (``TreeCheck.skip_reason`` lets no other run)."""
-    if not isinstance(ctx.sut, TreeSamplerUnderTest):
-        raise TypeError(f"a tree check was given a {type(ctx.sut).__name__}, not a TreeSamplerUnderTest")
+def _sut(ctx: Context) -> SamplerUnderTest:
+    """The context's sampler, a tree sampler (``TreeCheck.skip_reason`` lets no other run)."""
+    if not isinstance(kind_of(ctx.sut), TreeKind):
+        raise TypeError(f"a tree check was given a sampler of the {kind_of(ctx.sut).name} kind, not a tree sampler")
     return ctx.sut
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 
 from ._format import compact, number
 
-__all__ = ["Example", "Matrix", "example", "shape_summary", "size_key"]
+__all__ = ["Example", "Matrix", "example", "probability", "shape_summary", "size_key"]
 
 _SCALARS = (str, int, float, bool, type(None))
 #: Keys the summary line already says.
@@ -67,7 +67,7 @@ def example(description: Any) -> Example:
         elif _is_case_list(value):
             parts.extend(example(v) for v in value)
         elif (depth := _numeric_depth(value)) == 1:
-            facts.append((str(key), "[" + ", ".join(number(v, 4) for v in value) + "]"))
+            facts.append((str(key), "[" + ", ".join(probability(v) for v in value) + "]"))
         elif depth == 2 and _cells(value) <= MAX_CELLS:
             tables.append(_matrix(str(key), value, drafts))
         elif depth == 3 and _cells(value) <= MAX_CELLS:
@@ -136,4 +136,16 @@ def _matrix(name: str, rows: list[list[float]], drafts: Any) -> Matrix:
     if prefix and isinstance(drafts, list):
         marked = {(i, t) for i, t in enumerate(drafts) if isinstance(t, int) and i < len(rows) and 0 <= t < len(rows[i])}
     zero = {(i, j) for i, row in enumerate(rows) for j, v in enumerate(row) if v == 0}
-    return Matrix(name, labels, len(rows[0]), [[number(v, 4) for v in row] for row in rows], marked, zero)
+    return Matrix(name, labels, len(rows[0]), [[probability(v) for v in row] for row in rows], marked, zero)
+
+
+def probability(value: Any) -> str:
+    """Four significant digits, or as many as it takes (up to 17) where four would round a value to
+    exactly 1 or 0 that is not: 0.99999994 is not 1, and that difference is what a float edge is."""
+    text = number(value, 4)
+    if text in ("1", "0", "-0") and isinstance(value, float) and value not in (0.0, 1.0):
+        for digits in range(5, 18):
+            text = f"{value:.{digits}g}"
+            if float(text) == value or text not in ("1", "0", "-0"):
+                break
+    return text

@@ -9,13 +9,14 @@ does not know are listed as they are.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shlex
 from collections.abc import Mapping
 from typing import Any, cast
 
 from markupsafe import Markup
 
-from .._evidence import CallShape, CaseRecord, Evidence, FirstMismatch, PositionPValue, TVRecord, UnconfirmedAlarm
+from .._evidence import CallShape, CaseRecord, EventSize, Evidence, FirstMismatch, PositionPValue, TVRecord, UnconfirmedAlarm
 from .._evidence import Warps as WarpsRecord
 from .._families import FAMILIES
 from .._result import FINDINGS
@@ -40,7 +41,7 @@ _PLACED = {
     "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
     "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
     "warps",
-    "tree_case",
+    "tree_case", "event",
 }  # fmt: skip
 
 
@@ -84,6 +85,7 @@ class CheckView:
     min_detectable_tv: Any
     duration_s: Any
     tv: dict[str, Any] | None
+    event: dict[str, str] | None  # a law finding's two sizes (given its event, in the emitted law)
     where: str | None
     violation: str | None
     example: Example | None
@@ -140,6 +142,7 @@ class RunView:
     headline: CheckView | None
     failures: list[CheckView]
     differences: list[CheckView]
+    float_edges: list[CheckView]
     errors: list[CheckView]
     inconclusive: list[CheckView]
     passed: list[CheckView]
@@ -181,6 +184,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
         failures=failures,
         differences=differences,
+        float_edges=by_status["float-edge"],
         errors=by_status["error"],
         inconclusive=by_status["inconclusive"],
         passed=by_status["pass"],
@@ -238,6 +242,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         min_detectable_tv=data.get("min_detectable_tv"),
         duration_s=data.get("duration_s"),
         tv=_tv(evidence.get("tv")),
+        event=_event(evidence.get("event")),
         where=where if where and where not in str(data.get("message") or "") else None,
         violation=_text(evidence.get("violation")),
         example=example(minimal) if minimal is not None else None,
@@ -265,6 +270,30 @@ def _text(value: Any) -> str | None:
 def _mapping(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one (JSON from an older or foreign writer)."""
     return value if isinstance(value, Mapping) else {}
+
+
+def _event(value: EventSize | None) -> dict[str, str] | None:
+    """The two sizes as shown: TV given the event, the event's probability, the bound on the
+    emitted law (powers of ten where a float underflows: JSON holds the logarithms too)."""
+    if not isinstance(value, Mapping) or "log10_tv_bound" not in value:
+        return None
+
+    def power(key: str) -> str:
+        log10 = value.get(key)
+        if not isinstance(log10, (int, float)):
+            return "0"  # -inf is null in JSON: an impossible event
+        return f"{10.0**log10:.2g}" if log10 > -300 else f"1e{math.floor(log10)}"
+
+    bound, resolution = value.get("log10_tv_bound"), value.get("resolution")
+    below = not isinstance(bound, (int, float)) or (isinstance(resolution, (int, float)) and bound < math.log10(resolution))
+    return {
+        "tv_given": number(value.get("tv_given")),
+        "event": str(value.get("event") or ""),
+        "probability": power("log10_probability"),
+        "bound": power("log10_tv_bound"),
+        "resolution": number(resolution),
+        "float_edge": "yes" if below else "",
+    }
 
 
 def _tv(value: TVRecord | None) -> dict[str, Any] | None:

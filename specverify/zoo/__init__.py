@@ -11,6 +11,7 @@ runs both.
 from __future__ import annotations
 
 from . import _logits_members  # noqa: F401 - registers the logits-level members after the step ones
+from . import _float_edges  # noqa: F401 - registers the float-edge members after them
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler

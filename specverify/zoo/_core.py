@@ -42,6 +42,8 @@ class ZooSampler:
         budget: the smallest budget expected to reach ``verdict``.
         story: what it does wrong (or differently), with the catalogue reference.
         capabilities: what it declares.
+        float_edge: whether its run must show a float-edge result (a law difference on an event
+            too rare to move the emitted law: ``specverify.checks._event``) beside its verdict.
     """
 
     name: str
@@ -51,6 +53,7 @@ class ZooSampler:
     budget: str
     story: str
     capabilities: Capabilities = Capabilities()
+    float_edge: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:  # a misspelt declaration fails at import, not as a silent mismatch
         object.__setattr__(self, "verdict", Verdict(self.verdict))

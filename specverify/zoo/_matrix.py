@@ -41,6 +41,7 @@ class MatrixRow:
     first_failure_seconds: float | None
     samples: int
     seconds: float
+    float_edges: list[str] = dataclasses.field(default_factory=list)  # float-edge results: shown, deciding nothing
 
     @property
     def meets(self) -> bool:
@@ -88,6 +89,7 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
         first_failure_seconds=first[0] if first else None,
         samples=sum(c.samples or 0 for c in result.checks),
         seconds=time.perf_counter() - start,
+        float_edges=[c.id for c in result.checks if c.status == "float-edge"],
     )
 
 
@@ -189,8 +191,8 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
     """The matrix as a markdown table, with the totals that matter (a ``loop`` column when it
     holds loop members)."""
     families = (*FAMILIES, LOOP_FAMILY) if any(r.member.startswith(LOOP_PREFIX) for r in rows) else FAMILIES
-    head = "| member | declared (budget) | verdict | " + " | ".join(families) + " | first failing check | seconds to it | samples | seconds |"
-    lines = [head, "|" + "---|" * (len(families) + 7)]
+    head = "| member | declared (budget) | verdict | " + " | ".join(families) + " | first failing check | seconds to it | samples | seconds | float-edge |"
+    lines = [head, "|" + "---|" * (len(families) + 8)]
     for r in rows:
         cells = [str(r.caught_by.get(f, "")) if r.caught_by.get(f) else "" for f in families]
         mark = "" if r.meets else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
@@ -198,7 +200,7 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
             f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} ({r.declared_budget}) | "
             f"{r.verdict}{mark} | " + " | ".join(cells) + f" | {r.first_failure or ''} | "
             + (f"{r.first_failure_seconds:.1f}" if r.first_failure_seconds is not None else "")
-            + f" | {r.samples:,} | {r.seconds:.1f} |"
+            + f" | {r.samples:,} | {r.seconds:.1f} | {len(r.float_edges) or ''} |"
         )
     correct = [r for r in rows if Verdict(r.declared).lossless]
     buggy = [r for r in rows if not Verdict(r.declared).lossless]

@@ -28,12 +28,12 @@ __all__ = ["MEMBERS"]
 MEMBERS: dict[str, ZooSampler] = {}
 
 
-def member(verdict: str, caught_by: tuple[str, ...], budget: str, story: str, capabilities: Capabilities = Capabilities()):
+def member(verdict: str, caught_by: tuple[str, ...], budget: str, story: str, capabilities: Capabilities = Capabilities(), *, float_edge: bool = False):
     """Register the decorated function as a zoo member named after it (underscores to dashes)."""
 
     def register(fn):
         name = fn.__name__.replace("_", "-")
-        MEMBERS[name] = ZooSampler(name, fn, verdict, caught_by, budget, story, capabilities)
+        MEMBERS[name] = ZooSampler(name, fn, verdict, caught_by, budget, story, capabilities, float_edge=float_edge)
         return fn
 
     return register
@@ -509,7 +509,7 @@ def zero_residual_uniform(t, d, y, g):
     return canonical_with(t, d, y, g, final=_zero_residual_fallback(torch.ones_like))
 
 
-@member("lossy", ("shapes",), "quick", "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's row index) instead of the rejection's own.")
+@member("conformant", (), "quick", "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's row index) instead of the rejection's own. The fallback runs only where the residual is float noise (mass <= V * eps), so the rejection it follows has probability below that mass: the law given the sub-ulp draft moves by TV 0.3-0.6, the emitted law by less than 1e-12. A float-edge finding, not a lossy sampler (issue 31).", float_edge=True)
 def zero_residual_next_row(t, d, y, g):
     def next_row(p, q, n):
         rows = torch.arange(p.shape[0], device=p.device)

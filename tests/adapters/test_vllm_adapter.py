@@ -166,7 +166,7 @@ def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_tar
 def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skipped_top_k_does(fake_vllm, monkeypatch):
     import sys
 
-    from specverify._layout import LogitsLayout
+    from specverify._kinds import LogitsLayout
     from specverify.adapters.vllm import VLLMLogitsSampler
     rows = 300  # a third of them pose top_k alone, cutting three decoys of about 7% of the mass
     target = torch.tensor([0.4, 0.3, 0.3, 0.0, 0.0, 0.0]).expand(rows, 3, -1)

@@ -24,7 +24,7 @@ def screen(pa: float = 0.5, pb: float = 0.5, claim: float = CEILING / 2) -> Outc
 
 
 def decide(found: SearchResult, decisions=(A, B)):
-    results = decisions_from_search(CTX, list(decisions), found, lambda case: {"case": case}, lambda case, outcome: f"repro {case}")
+    results = decisions_from_search(CTX, list(decisions), found, lambda case: {"case": case}, lambda case, outcome, decision: f"repro {case}")
     assert [r.id for r in results] == [d.id for d in decisions]
     return results
 

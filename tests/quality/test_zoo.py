@@ -53,6 +53,8 @@ def test_member_gets_its_declared_verdict(name):
         assert caught & set(member.caught_by), f"caught by {caught}, expected one of {member.caught_by}"
     else:
         assert not caught
+    if member.float_edge:  # its difference shown, sized, and deciding nothing
+        assert any(c.status == "float-edge" and "event" in c.evidence for c in result.checks), _describe(result)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if ZOO[n].budget == "thorough" else []) for n in LATER])

@@ -48,3 +48,12 @@ def reference_run() -> RunResult:
 @pytest.fixture(scope="session")
 def hostile() -> RunResult:
     return hostile_run()
+
+
+@pytest.fixture(scope="session")
+def float_edge_run() -> RunResult:
+    """A zoo member whose fallback reads the next row where the residual vanishes: float-edge results
+    on the two sub-ulp edge cases (the edge-law check runs all its kinds), nothing failing."""
+    from specverify.zoo import ZOO
+
+    return real_run(ZOO["zero-residual-next-row"], "specverify.zoo:zero_residual_next_row", ["shapes.edge-law[sub-ulp-residual]", "contract.output"])

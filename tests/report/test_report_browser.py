@@ -17,6 +17,7 @@ import pytest
 
 from specverify import RunResult
 from specverify.report import build_index, write_report
+from specverify.report._view import run_view
 
 from ._chromium import Chromium, find_chromium
 from ._runs import HOSTILE_SHOWN
@@ -112,3 +113,29 @@ def test_the_index_loads_cleanly_and_its_links_resolve(browser: Chromium, lossy_
     verdicts = browser.evaluate("[...document.querySelectorAll('td .badge')].map(b => b.innerText.toLowerCase())")
     assert verdicts == ["lossy", "non-conformant"]
     _screenshot(browser, tmp_path, "index")
+
+
+def test_a_float_edge_finding_shows_both_sizes_and_is_not_a_failure(browser: Chromium, float_edge_run: RunResult, tmp_path: Path) -> None:
+    edge = next(c for c in float_edge_run.checks if c.status == "float-edge")
+    page = tmp_path / "float-edge.html"
+    write_report(float_edge_run, page)
+    load = browser.load(page)
+    assert load.problems == []
+    assert browser.evaluate("document.querySelector('#failures')") is None  # nothing failed
+    section = browser.evaluate("document.querySelector('#float-edges').innerText")
+    assert section == "Float-edge findings"
+    table = browser.evaluate("document.querySelector('table.grid.sizes tbody tr').innerText")
+    shown = run_view(float_edge_run.to_json(), plots=False).float_edges[0]
+    assert shown.event is not None
+    assert edge.id in table and shown.event["tv_given"] in table and shown.event["bound"] in table and shown.event["probability"] in table
+    card = browser.evaluate(f"document.getElementById({json.dumps(_anchor(edge.id))}).innerText")
+    assert "TV given the event" in card and "bound on the emitted law's TV" in card and "float-edge finding that decides no verdict" in card
+    assert "float-edge" in browser.evaluate("document.querySelector('.legend').innerText")
+    assert "2e-20" in browser.evaluate("document.querySelector('.legend-note').innerText")
+    _screenshot(browser, tmp_path, "float-edge-report")
+
+
+def _anchor(check_id: str) -> str:
+    from specverify.report._format import anchor
+
+    return anchor(check_id)

@@ -190,3 +190,16 @@ def _card(page: str, check_id: str) -> str:
 def test_a_run_without_checks_still_renders(plots: bool) -> None:
     page = render_report({"schema_version": 1, "verdict": "inconclusive", "run": {}, "checks": []}, plots=plots)
     assert 'data-verdict="inconclusive"' in page and "unnamed sampler" in page
+
+
+def test_a_float_edge_finding_is_shown_with_both_sizes_in_its_own_section(float_edge_run: RunResult) -> None:
+    assert float_edge_run.verdict == "inconclusive"  # a subset; nothing failed
+    edge = next(c for c in float_edge_run.checks if c.status == "float-edge")
+    event = edge.evidence["event"]
+    assert event["tv_given"] > 0.1 and event["tv_bound"] < 1e-9 and event["log10_tv_bound"] < -15
+    assert "the emitted law moves by at most" in (edge.message or "") and "given a draft at position 0" in (edge.message or "")
+    page = render_report(float_edge_run)
+    text = " ".join(audit(page).text)
+    assert 'id="float-edges"' in page and 'id="failures"' not in page
+    assert "Two sizes of this difference" in text and "bound on the emitted law's TV" in text and "decides no verdict" in text
+    assert "status-float-edge" in page

@@ -80,13 +80,13 @@ def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
 @pytest.mark.parametrize("isolation", ["process", "in-process"])
 def test_a_tree_sampler_is_imported_and_built_once(isolation):
     from specverify._runner import load_sut
-    from specverify._tree_calling import TreeSamplerUnderTest
+    from specverify._kinds import TreeKind
 
     builds = []
     for _ in range(2):  # the second load reuses the first's process (or this one): the count goes on
         sut = load_sut("isolation_trees:counted_factory", isolation=isolation)
         try:
-            assert isinstance(sut, TreeSamplerUnderTest) and sut.algorithm == "specinfer"
+            assert sut.kind == TreeKind("specinfer") and sut.algorithm == "specinfer"
             builds.append(int(sut.name.rsplit("-", 1)[1]))
         finally:
             sut.close()

@@ -28,6 +28,7 @@ __all__ = [
     "BOUNDARIES",
     "COMMON_VOCABS",
     "EDGE_LAW_KINDS",
+    "SMALL_RESIDUAL",
     "boundary_ids",
     "cell_map",
     "edge_case",
@@ -40,7 +41,10 @@ BOUNDARIES = (1_024, 4_096, 8_192, 32_768, 65_536, 131_072)
 #: Vocabulary sizes of models in use (Llama 2, Llama 3, Qwen 2, Gemma) and the largest tested.
 COMMON_VOCABS = (32_000, 128_256, 151_936, 256_000, 262_144)
 #: The float-edge kinds tested as laws.
-EDGE_LAW_KINDS = ("sub-ulp-residual", "zeros-next-to-sub-ulp", "one-ulp", "near-equal", "bfloat16", "float16")
+EDGE_LAW_KINDS = ("sub-ulp-residual", "zeros-next-to-sub-ulp", "small-residual", "one-ulp", "near-equal", "bfloat16", "float16")
+#: Residual mass of the ``small-residual`` case: above the float-noise level of its row
+#: (V * float64 eps, 2.3e-13 at V = 1,025), below the 1e-12 some fallbacks use.
+SMALL_RESIDUAL = 5e-13
 
 
 def boundary_ids(vocab: int) -> list[int]:
@@ -166,6 +170,10 @@ def edge_case(kind: str, vocab: int, seed: int = 0) -> StepCase:
       accepted): a fallback that draws from another position's row than the rejection's shows too.
     * ``zeros-next-to-sub-ulp``: the same with exact zeros in the target (token 0 among them) and a
       first draft the target forbids (rejected always), the draft holding 1e-20 there.
+    * ``small-residual``: a residual of mass 5e-13 (above the row's float noise, V * eps): the
+      first draft holds 5e-13 of the draft row and none of the target's (rejected always), and
+      the residual is token 1's 5e-13 of the target.  A fallback with a larger noise threshold
+      draws from the target row instead: a law difference on an event of probability 5e-13.
     * ``one-ulp``: the draft one float32 ulp from the target on every token.
     * ``near-equal``: the draft within a relative 1e-6 of the target.
     * ``bfloat16``, ``float16``: smooth laws rounded to the precision (not renormalised; fp16
@@ -188,6 +196,15 @@ def edge_case(kind: str, vocab: int, seed: int = 0) -> StepCase:
             p[:, 1], q[:, 1] = 0.25, 0.25
         p[1:, 3], q[1, 3] = 1.5, 1.5  # rows after the rejection's differ from its row
         return StepCase(p, q, drafts, label=kind, precision="float64")
+    if kind == "small-residual":
+        top = vocab - 1
+        p = torch.zeros((k + 1, vocab), dtype=torch.float64)
+        q = torch.zeros((k, vocab), dtype=torch.float64)
+        tail = int(rng.integers(2, vocab - 1))
+        p[:, top], q[:, top] = 1.0, 1.0
+        p[0, 1], q[0, tail] = SMALL_RESIDUAL, SMALL_RESIDUAL  # equal row sums: the top tokens agree exactly
+        p[1:, 3], q[1, 3] = 1.5, 1.5
+        return StepCase(p, q, torch.tensor([tail, top]), label=kind, precision="float64")
     smooth = torch.from_numpy(rng.uniform(1.0, 3.0, size=(k + 1, vocab)))
     p = smooth / smooth.sum(-1, keepdim=True)
     if kind == "one-ulp":

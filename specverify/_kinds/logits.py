@@ -1,0 +1,64 @@
+"""The logits kind: the chain contract posed to a logits-level sampler (``Capabilities(inputs="logits")``).
+
+Each case is posed as logits and per-row sampling parameters whose warp is the case's law
+(:mod:`specverify._logits_layout`); outputs, outcomes and the exact law are the chain's, and so
+are the battery and the worker verb.  A failure shows the warped and the raw laws side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from .._evidence import Warps
+from .._logits_layout import PosedSampler, warps_evidence
+from .chain import ChainKind, ChainLayout
+
+__all__ = ["LogitsKind", "LogitsLayout"]
+
+
+@dataclasses.dataclass(frozen=True)
+class LogitsLayout(ChainLayout):
+    """The chain posed to a logits-level sampler: each row as logits and values of the sampling
+    ``parameters`` named, whose warp is the row's law (:func:`specverify._logits_layout.pose`).
+
+    Outputs, outcomes and laws are the chain's: the law to preserve is the case's, whatever the
+    posing, so a sampler that mishandles a warp emits outcomes the chain's law forbids or weighs
+    otherwise.
+    """
+
+    name: ClassVar[str] = "logits"
+    parameters: tuple[str, ...] = ("temperature",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", tuple(self.parameters))  # any sequence of names
+
+    def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
+        return sampler if isinstance(sampler, PosedSampler) else PosedSampler(sampler, self.parameters)
+
+
+@dataclasses.dataclass(frozen=True)
+class LogitsKind(ChainKind):
+    """A logits-level sampler honouring the sampling ``params`` it declares."""
+
+    name: ClassVar[str] = "logits"
+    #: The value of ``Capabilities.inputs`` that declares this kind.
+    declared: ClassVar[str] = "logits"
+    params: tuple[str, ...] = ("temperature",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+
+    @property
+    def layout(self) -> LogitsLayout:
+        return LogitsLayout(self.params)
+
+    @property
+    def seeds(self) -> bool:
+        return "seeds" in self.params
+
+    def warps(self, example: Any, row: int | None, message: str) -> Warps | None:
+        return warps_evidence(example, self.params, row, message)
+
+

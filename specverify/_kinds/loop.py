@@ -1,0 +1,106 @@
+"""The loop kind: a whole generation loop, called on models (:mod:`specverify._loop`).
+
+Declared by ``contract = "loop"`` (:func:`specverify.loop`), with the sampling ``parameters`` it
+honours.  Its layout audits what a loop generates (int64 tokens of the asked shape, ids in the
+vocabulary), codes a row's generation as one index and has the target's warped autoregressive law
+(:func:`~specverify._loop.generation_law`); it is put through the ``loop`` family, one generation a
+message to its worker, which rebuilds the harness's models there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+
+from .._contract import Violation
+from .._layout import Output, StepLayout
+from .._loop import MarkovLM, generation_law
+from .._warp import SamplingParams
+from .._worker.wire import GENERATE
+from ._base import Kind
+
+__all__ = ["LoopInputs", "LoopKind", "LoopLayout"]
+
+
+class LoopInputs(NamedTuple):
+    """What one generation is given: the target model, the prompts ``[B, L]``, the tokens to
+    generate and the rows' sampling parameters."""
+
+    target: MarkovLM
+    prompt: torch.Tensor
+    num_tokens: int
+    params: SamplingParams
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopLayout(StepLayout[LoopInputs]):
+    """Models in, ``tokens [B, num_tokens]`` out; an outcome is a row's whole generation, coded in
+    base ``V`` (first token most significant), whose law is :func:`~specverify._loop.generation_law`."""
+
+    name: ClassVar[str] = "loop"
+
+    def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
+        return sampler
+
+    def as_chain(self, sampler: Callable[..., Any]) -> Callable[..., Output]:
+        raise TypeError("a generation loop has no chain form: it is called on models, not on step inputs")
+
+    def audit(self, inputs: LoopInputs, output: Any, *, first_only: bool = False) -> list[Violation]:
+        rows, num_tokens, vocab = inputs.prompt.shape[0], inputs.num_tokens, inputs.target.vocab_size
+        if not isinstance(output, torch.Tensor) or tuple(output.shape) != (rows, num_tokens) or output.dtype != torch.int64:
+            described = f"a tensor of shape {tuple(output.shape)} and dtype {output.dtype}" if isinstance(output, torch.Tensor) else f"a {type(output).__name__}"
+            return [Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")]
+        bad = (output < 0) | (output >= vocab)
+        if bool(bad.any()):
+            row = int(bad.any(-1).nonzero()[0, 0])
+            message = f"the loop's output, row {row}: token id {int(output[row][bad[row]][0])} is outside [0, {vocab})"
+            return [Violation("output", message, row=row)]
+        return []
+
+    def outcome(self, inputs: LoopInputs, output: Any) -> torch.Tensor:
+        vocab, length = inputs.target.vocab_size, inputs.num_tokens
+        return (output * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
+
+    def sequence(self, inputs: LoopInputs, output: Any) -> torch.Tensor:
+        return self.outcome(inputs, output)
+
+    def law(self, inputs: LoopInputs) -> torch.Tensor:
+        """``[B, V**num_tokens]``: each row's law, from its prompt and parameters."""
+        rows = inputs.prompt.shape[0]
+        return torch.stack([
+            generation_law(inputs.target, inputs.prompt[r], inputs.num_tokens, inputs.params.select(torch.tensor([r])))
+            for r in range(rows)
+        ])
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopKind(Kind):
+    """A generation loop honouring the sampling ``parameters`` it declares."""
+
+    name: ClassVar[str] = "loop"
+    #: The value of a loop's ``contract`` attribute that declares this kind.
+    declared: ClassVar[str] = "loop"
+    battery: ClassVar[str] = "loop"
+    verb: ClassVar[str] = GENERATE
+    contract: ClassVar[str | None] = "loop"
+    generation: ClassVar[bool] = True
+    parameters: tuple[str, ...] = ("temperature",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", tuple(self.parameters))
+
+    @property
+    def layout(self) -> LoopLayout:
+        return LoopLayout()
+
+    def name_of(self, sampler: Callable[..., Any]) -> str:
+        """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""
+        named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        return named
+
+    @property
+    def seeds(self) -> bool:
+        return "seeds" in self.parameters

@@ -1,0 +1,82 @@
+"""The tree kind: a tree of candidates per row in, ``(path, token)`` out (:mod:`specverify._tree`).
+
+Declared by ``contract = "tree"`` (:func:`specverify._tree_calling.tree_sampler`), with the
+``algorithm`` whose law it must have given its candidates (:func:`~specverify._tree_exact.tree_law`;
+none declared: judged on the target's law alone).  It is put through the ``trees`` family, a call
+of a step on a tree batch one message to its worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+
+from .._contract import Violation
+from .._exact import sequence_index
+from .._layout import Output, StepLayout
+from .._tree import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
+from .._tree_draw import emitted_sequences
+from .._tree_exact import tree_law
+from .._worker.wire import TREE_STEP
+from ._base import Kind
+
+__all__ = ["TreeKind", "TreeLayout"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeLayout(StepLayout[TreeBatch]):
+    """A tree of candidates per row in, ``(path [B, D+1], token [B])`` out (``specverify._tree``).
+
+    An outcome is ``(n, t)``: the path ends at node ``n``, then token ``t``, coded ``n * V + t``;
+    its law is the declared ``algorithm``'s, :func:`~specverify._tree_exact.tree_law` ``[B, N, V]``
+    (a sampler declaring none has no exact law given its candidates).
+    """
+
+    name: ClassVar[str] = "tree"
+    algorithm: str | None = None
+
+    def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
+        return sampler
+
+    def as_chain(self, sampler: Callable[..., Any]) -> Callable[..., Output]:
+        return as_chain_sampler(sampler)
+
+    def audit(self, inputs: TreeBatch, output: Any, *, first_only: bool = False) -> list[Violation]:
+        return audit_tree_output(inputs, output, first_only=first_only)
+
+    def outcome(self, inputs: TreeBatch, output: Output) -> torch.Tensor:
+        path, token = output
+        return last_nodes(path) * inputs.vocab + token
+
+    def sequence(self, inputs: TreeBatch, output: Output) -> torch.Tensor:
+        path, token = output
+        emitted = emitted_sequences(inputs, path, token)
+        return sequence_index(emitted, (path >= 0).sum(dim=1) - 1, inputs.vocab)
+
+    def law(self, inputs: TreeBatch) -> torch.Tensor:
+        if self.algorithm is None:
+            raise ValueError("the tree sampler declares no algorithm: no exact law given its candidates")
+        return tree_law(inputs, self.algorithm)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeKind(Kind):
+    """A tree sampler implementing ``algorithm`` (``None``: an unlisted verifier)."""
+
+    name: ClassVar[str] = "tree"
+    #: The value of a sampler's ``contract`` attribute that declares this kind.
+    declared: ClassVar[str] = "tree"
+    battery: ClassVar[str] = "trees"
+    verb: ClassVar[str] = TREE_STEP
+    contract: ClassVar[str | None] = "tree"
+    algorithm: str | None = None
+
+    @property
+    def layout(self) -> TreeLayout:
+        return TreeLayout(self.algorithm)
+
+    def describe(self, sampler: dict[str, Any]) -> None:
+        sampler["algorithm"] = self.algorithm

@@ -1,0 +1,183 @@
+"""Shared pieces of the ``shapes`` family: production shapes, rows per call, lumped laws, hangs.
+
+The family's checks (:mod:`._shapes`, :mod:`._shape_target`, :mod:`._shape_grid`) size their rows
+and calls here, and share one record of a hang: after a hang the hung call is still running inside
+the sampler, so no later check of the family calls it again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+import numpy as np
+import torch
+
+from .._calling import SamplerUnderTest
+from .._cases import StepCase
+from .._result import CheckResult
+from ..errors import SamplerFault, Violation
+from ..stats import samples_needed
+from ._base import Context
+
+__all__ = [
+    "CONDITIONAL_SHAPES",
+    "EDGE_ACTIVE",
+    "EDGE_SHAPE",
+    "EDGE_VOCAB",
+    "FULL_DOMAIN_SHAPE",
+    "MAX_CALL_ELEMENTS",
+    "MAX_CALL_ROWS",
+    "MIN_ROWS",
+    "TARGET_SHAPES",
+    "Shape",
+    "beyond_budget",
+    "bounded",
+    "call_rows",
+    "earlier_hang",
+    "lumped_counts",
+    "lumped_law",
+    "not_run",
+    "planned_rows",
+    "remember_hang",
+]
+
+#: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory, and keeps each
+#: call's tensors small enough to be reused from the heap (larger ones are fresh pages every call,
+#: and the page faults cost more than the sampler's arithmetic: measured, 15x the system time).
+MAX_CALL_ELEMENTS = 2**21
+#: Most rows in one call (more where a sampler's max_batch allows nothing larger).
+MAX_CALL_ROWS = 512
+#: Fewest rows a shape is given, whatever the budget affords.
+MIN_ROWS = 64
+
+# After a hang the hung call is still running inside the sampler: this family makes no further call
+# in the run (a second call would run beside it, and each hang costs its time limit).
+_HANGS: weakref.WeakKeyDictionary[SamplerUnderTest, tuple[str, SamplerFault]] = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A production shape: ``V`` tokens, ``K`` drafts, how far drafts are surely accepted, and
+    the active tokens per position (fewer at large ``K``, so the cells stay few); ``tag`` names a
+    second case at the same ``V`` and ``K`` (it is part of the label, so of the result's id)."""
+
+    vocab: int
+    k: int
+    accept_until: int = 0
+    actives: int = 4
+    rows_per_call: int | None = None  # a large batch on purpose (default: what memory allows)
+    tag: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.vocab}x{self.k}" + (f"-{self.tag}" if self.tag else "")
+
+    def row_elements(self) -> int:
+        return (2 * self.k + 1) * self.vocab
+
+
+#: Shapes of the conditional law: K > 8 across the first tile boundary (residuals drawn at positions
+#: 8 to 15; and again with the first 15 drafts surely accepted, so half the rows take the bonus token
+#: after 16 accepts, which the first case reaches one row in 256), 512-row calls, the int16 range, a
+#: common size, the largest vocabulary (K small where V is large: the sampler reads (2K+1) V floats
+#: a row).
+CONDITIONAL_SHAPES = (
+    Shape(1_025, 16, accept_until=8, actives=2),
+    Shape(1_025, 16, accept_until=15, actives=2, tag="bonus"),
+    Shape(4_097, 3, rows_per_call=MAX_CALL_ROWS),
+    Shape(65_537, 1, actives=3),
+    Shape(128_256, 1, actives=3),
+    Shape(262_144, 1, actives=3),
+)
+#: Shape of the full-domain identity test (every one of its (K+1) V cells, no lumping).
+FULL_DOMAIN_SHAPE = Shape(1_025, 2)
+#: Shape of the float-edge law cases (K = 2 drafts at EDGE_VOCAB tokens).
+EDGE_SHAPE = Shape(1_025, 2)
+#: Shapes of the target's own law and of acceptance: the common vocabulary sizes, and every shape
+#: the conditional and edge checks use, so that a sampler which differs from the canonical law there
+#: has target-law evidence at the same shape (a lossless-type verdict needs it: specverify.judge).
+TARGET_SHAPES = (
+    EDGE_SHAPE,
+    *(dataclasses.replace(s, accept_until=0, rows_per_call=None) for s in CONDITIONAL_SHAPES if not s.tag),
+    Shape(32_000, 2, actives=3),
+    Shape(151_936, 1, actives=3),
+    Shape(256_000, 1, actives=3),
+)
+#: Vocabulary of the float-edge cases (the dominant token's id, the last, crosses the 1,024 boundary).
+EDGE_VOCAB = 1_025
+#: A token of an edge case is a cell of its own from this mass on (smooth laws lump the rest).
+EDGE_ACTIVE = 0.02
+
+
+def call_rows(sut: SamplerUnderTest, shape: Shape) -> int:
+    """Rows per call at ``shape``: up to :data:`MAX_CALL_ROWS`, the sampler's max_batch, and memory."""
+    rows = shape.rows_per_call or min(MAX_CALL_ROWS, max(1, MAX_CALL_ELEMENTS // shape.row_elements()))
+    return min(rows, sut.capabilities.max_batch or rows) if sut.capabilities.batched else 1
+
+
+def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
+    """The shape within the sampler's declared limits, and what was reduced (``None`` if nothing)."""
+    caps = sut.capabilities
+    vocab = min(shape.vocab, caps.max_vocab or shape.vocab)
+    k = min(shape.k, caps.max_k or shape.k)
+    if (vocab, k) == (shape.vocab, shape.k):
+        return shape, None
+    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call, shape.tag), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
+
+
+def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
+    """``(rows, needed)``: rows for the budget's shape TV, bounded by what its volume affords."""
+    needed = samples_needed(ctx.budget.shape_tv, max(df, 1), alpha, ctx.budget.power)
+    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
+    return max(MIN_ROWS, min(needed, affordable, ctx.budget.max_samples)), needed
+
+
+def lumped_law(case: StepCase, cells: torch.Tensor, n_cells: int) -> np.ndarray:
+    """``[(K+1) * C]``: the exact law of (accepted drafts, cell of the last token)."""
+    law = case.law()  # [K+1, V], float64, once per case
+    lumped = torch.zeros((case.k + 1, n_cells), dtype=torch.float64)
+    lumped.index_add_(1, cells, law)
+    return lumped.reshape(-1).numpy()
+
+
+def earlier_hang(ctx: Context) -> SamplerFault | None:
+    """The hang an earlier check of this run saw, as this check's fault (``None`` if none)."""
+    earlier = _HANGS.get(ctx.sut)
+    if earlier is None:
+        return None
+    v = earlier[1].violation
+    return SamplerFault(Violation(v.rule, f"{v.message} (in {earlier[0]}; the hung call still runs, so no further call is made)", v.finding))
+
+
+def remember_hang(ctx: Context, where: str, fault: SamplerFault) -> None:
+    """Record a hang, so that later large-shape checks do not call the sampler again."""
+    if fault.violation.rule == "hang" and ctx.sut not in _HANGS:
+        _HANGS[ctx.sut] = (where, fault)
+
+
+def lumped_counts(
+    ctx: Context, case: StepCase, cells: torch.Tensor, n_cells: int, rows: int, seed: int, per_call: int
+) -> np.ndarray:
+    """``[(K+1) * C]`` outcome counts of ``rows`` rows of ``case``, in calls of ``per_call`` rows."""
+    dtype = ctx.dtype_for(case.precision)
+    generator = ctx.sut.generator(seed)
+    counts = np.zeros((case.k + 1) * n_cells, dtype=np.int64)
+    batches = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
+    for tokens, accepted in ctx.sut.steps(batches, generator=generator, dtype=dtype):
+        last = tokens.gather(1, accepted[:, None])[:, 0]
+        counts += np.bincount((accepted * n_cells + cells[last]).numpy(), minlength=counts.size)
+        ctx.advance(accepted.shape[0])
+    return counts
+
+
+def beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) -> CheckResult:
+    reason = f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,}); a larger budget tests it"
+    return CheckResult(id=rid, family=family, case=case, status="skip", message=reason)
+
+
+def not_run(rid: str, family: str, case: str | None, fault: SamplerFault) -> CheckResult:
+    """A shape not run because the sampler hung before: a skip naming the hang (the failure is the
+    hang's own result), never a pass."""
+    return CheckResult(id=rid, family=family, case=case, status="skip", message=f"not run: {fault.violation.rule}: {fault.violation.message}")
+
