@@ -32,7 +32,7 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
     record.contract = kind.contract
-    if subject.capabilities.inputs == "logits" and getattr(subject, "warp", None) is not None:
+    if kind.name == "logits" and getattr(subject, "warp", None) is not None:
         record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._declared)
     described: dict[str, Any] = {}
     kind.describe(described)
