@@ -5,7 +5,7 @@
 For order-1 Markov targets (V = 8, Dirichlet rows) and drafts that mix the target with noise
 (weight lambda), every draft sequence of length K is enumerated with its probability under the
 draft, and each verifier's exact expected number of accepted drafts given the sequence
-(``specverify._tree_exact``) is averaged over them: no sampling error.  Sun et al. (2024) prove
+(``specverify._trees.exact``) is averaged over them: no sampling error.  Sun et al. (2024) prove
 block verification never accepts fewer; the table measures by how much it accepts more.
 """
 
@@ -16,8 +16,8 @@ import itertools
 import torch
 
 from specverify._seeds import derive_seed
-from specverify._tree import TreeBatch
-from specverify._tree_exact import expected_accepted, tree_law
+from specverify._trees.contract import TreeBatch
+from specverify._trees.exact import expected_accepted, tree_law
 
 VOCAB = 8
 

@@ -7,7 +7,7 @@ death of the sampler's process stops that check with a :class:`SamplerFault` tha
 happened, and the run goes on.  The sampler is loaded once and its kind detected then
 (:func:`specverify._kinds.kind_of`, in the sampler's process where it runs isolated); the kind
 chooses the calls (:class:`~specverify._chain_calling.ChainCalls` for the chain and logits kinds,
-:class:`~specverify._tree_calling.TreeCalls` for the tree kind, :class:`~specverify._loop_calling.LoopCalls`
+:class:`~specverify._trees.calling.TreeCalls` for the tree kind, :class:`~specverify._loop_calling.LoopCalls`
 for a generation loop), the layout that audits them and the worker verb they travel with.
 
 With ``isolation="process"`` the sampler runs in a supervised process of its own
@@ -31,7 +31,7 @@ from ._layout import StepLayout
 from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
 from ._reach import ReachRecorder
 from ._supervised import CallLimit, CallThread, check_device, importable_source
-from ._tree_calling import TreeCalls
+from ._trees.calling import TreeCalls
 from ._worker import SamplerProcess
 from ._worker.wire import STEP, TREE_STEP
 from .errors import SamplerFault, SamplerSpecError

@@ -33,7 +33,7 @@ That lets the exact-enumeration check compute the sampler's output law over the 
 with no sampling error.
 
 :func:`audit_output` checks an output against this contract exactly (no statistics) and returns the
-rules it breaks (each a :class:`Violation`), as :func:`specverify._tree.audit_tree_output` does for the
+rules it breaks (each a :class:`Violation`), as :func:`specverify._trees.contract.audit_tree_output` does for the
 tree contract; :mod:`specverify._kinds` puts each behind its kind's step layout.
 """
 

@@ -11,7 +11,7 @@ layout, so a new input shape adds a layout instead of a fork of each of them:
 * :class:`~specverify._kinds.logits.LogitsLayout`: the same chain, with each case posed to a
   logits-level sampler as logits and per-row sampling parameters whose warp is the case's law
   (:mod:`specverify._logits_layout`);
-* :class:`~specverify._kinds.tree.TreeLayout`: a tree of candidates per row (:mod:`specverify._tree`),
+* :class:`~specverify._kinds.tree.TreeLayout`: a tree of candidates per row (:mod:`specverify._trees.contract`),
   ``(path, token)`` out, the law of the declared tree algorithm; its chain form runs a tree sampler
   on path trees;
 * :class:`~specverify._kinds.loop.LoopLayout`: a generation loop's output, its sequences and their
@@ -51,7 +51,7 @@ class StepLayout(abc.ABC, Generic[Inputs]):
     """One input shape: its call, its audit, its outcome coding and its exact law.
 
     ``Inputs`` is what the harness gives a sampler of this shape (:class:`StepInputs`, a
-    :class:`~specverify._tree.TreeBatch`); an output is the pair the sampler returns.
+    :class:`~specverify._trees.contract.TreeBatch`); an output is the pair the sampler returns.
     """
 
     name: ClassVar[str]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._budgets import get_budget
-from ._cli_output import case_lines
+from ._cli.output import case_lines
 from ._result import CheckResult, RunResult
 from ._run import Run
 from ._runner import load_sut, write_json

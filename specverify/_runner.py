@@ -78,7 +78,7 @@ def check(
 ) -> RunResult:
     """Put a sampler (or a generation loop) through its battery and return the :class:`~specverify.RunResult`.
 
-    A tree sampler (``contract = "tree"``, ``specverify._tree``) is put through the ``trees`` family
+    A tree sampler (``contract = "tree"``, ``specverify._trees.contract``) is put through the ``trees`` family
     instead (``specverify.checks._trees``); a generation loop (``kind="loop"``, or an object that
     declares ``contract = "loop"``) through the ``loop`` family (``specverify.checks._loop``).
 

@@ -21,10 +21,10 @@ Import it as ``from specverify import trees``; it imports torch.
 
 from __future__ import annotations
 
-from ._tree import ALGORITHMS, PADDING, TreeBatch, as_chain_sampler, chain_output
-from ._tree_draw import draw_tree
-from ._tree_exact import block_law, expected_accepted, tree_law
-from ._tree_layouts import EagleTree, SGLangTree, from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from ._trees.contract import ALGORITHMS, PADDING, TreeBatch, as_chain_sampler, chain_output
+from ._trees.draw import draw_tree
+from ._trees.exact import block_law, expected_accepted, tree_law
+from ._trees.converters import EagleTree, SGLangTree, from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
 from .samplers._tree_reference import (
     TREE_REFERENCES,
     block_verification,

@@ -15,7 +15,7 @@ from specverify import Capabilities
 from specverify._calling import _STEPS, SamplerUnderTest
 from specverify._kinds import ChainKind, ChainLayout, Kind, LogitsKind, LogitsLayout, LoopInputs, LoopKind, LoopLayout, TreeKind, TreeLayout, kind_of
 from specverify._loop import MarkovLM, generation_law
-from specverify._tree_calling import tree_sampler
+from specverify._trees.calling import tree_sampler
 from specverify._warp import SamplingParams
 from specverify._worker.serving import SERVES
 from specverify._run._plan import BATTERIES, battery_for

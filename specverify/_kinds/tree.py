@@ -1,7 +1,7 @@
-"""The tree kind: a tree of candidates per row in, ``(path, token)`` out (:mod:`specverify._tree`).
+"""The tree kind: a tree of candidates per row in, ``(path, token)`` out (:mod:`specverify._trees.contract`).
 
-Declared by ``contract = "tree"`` (:func:`specverify._tree_calling.tree_sampler`), with the
-``algorithm`` whose law it must have given its candidates (:func:`~specverify._tree_exact.tree_law`;
+Declared by ``contract = "tree"`` (:func:`specverify._trees.calling.tree_sampler`), with the
+``algorithm`` whose law it must have given its candidates (:func:`~specverify._trees.exact.tree_law`;
 none declared: judged on the target's law alone).  It is put through the ``trees`` family, a call
 of a step on a tree batch one message to its worker.
 """
@@ -17,9 +17,9 @@ import torch
 from .._contract import Violation
 from .._exact import sequence_index
 from .._layout import Output, StepLayout
-from .._tree import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
-from .._tree_draw import emitted_sequences
-from .._tree_exact import tree_law
+from .._trees.contract import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
+from .._trees.draw import emitted_sequences
+from .._trees.exact import tree_law
 from .._worker.wire import TREE_STEP
 from ._base import Kind
 
@@ -28,10 +28,10 @@ __all__ = ["TreeKind", "TreeLayout"]
 
 @dataclasses.dataclass(frozen=True)
 class TreeLayout(StepLayout[TreeBatch]):
-    """A tree of candidates per row in, ``(path [B, D+1], token [B])`` out (``specverify._tree``).
+    """A tree of candidates per row in, ``(path [B, D+1], token [B])`` out (``specverify._trees.contract``).
 
     An outcome is ``(n, t)``: the path ends at node ``n``, then token ``t``, coded ``n * V + t``;
-    its law is the declared ``algorithm``'s, :func:`~specverify._tree_exact.tree_law` ``[B, N, V]``
+    its law is the declared ``algorithm``'s, :func:`~specverify._trees.exact.tree_law` ``[B, N, V]``
     (a sampler declaring none has no exact law given its candidates).
     """
 

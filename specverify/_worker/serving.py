@@ -191,9 +191,9 @@ def _step_call(
 
 
 def serve_tree_step(worker: Worker, body: dict[str, Any]) -> None:
-    """A tree sampler call on a :class:`~specverify._tree.TreeBatch` viewed in the arena, or (``per_row``,
+    """A tree sampler call on a :class:`~specverify._trees.contract.TreeBatch` viewed in the arena, or (``per_row``,
     for an unbatched sampler) one call per row, each beating."""
-    from .._tree import rows_of
+    from .._trees.contract import rows_of
 
     arena = worker.arena(body)
     specs = body["inputs"]
@@ -240,7 +240,7 @@ def serve_tree_step(worker: Worker, body: dict[str, Any]) -> None:
 def _tree_of(worker: Worker, arena: WorkerArena, specs: list[Any]) -> tuple[Any, list[Any], list[Any]]:
     """The tree batch in the arena (the last one's, kept with its derived structure, where the same
     tree comes again unchanged), the inputs as mapped, and as given to the sampler."""
-    from .._tree import TreeBatch
+    from .._trees.contract import TreeBatch
 
     device = worker.device
     staged = [None if spec is None else arena.view(*spec) for spec in specs]

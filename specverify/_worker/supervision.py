@@ -330,11 +330,11 @@ class SamplerProcess:
     def call_tree(
         self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float, per_row: bool = False
     ) -> tuple[Any, list[float], list[torch.Tensor | None], list[int]]:
-        """A tree sampler call (``specverify._tree``), or with ``per_row`` one per row in the worker
+        """A tree sampler call (``specverify._trees.contract``), or with ``per_row`` one per row in the worker
         (one round trip for an unbatched sampler's rows): its output, seconds per call, the inputs as
         the sampler was given them, and which of parents, tokens and target probabilities it wrote to.
 
-        ``inputs`` are a :class:`~specverify._tree.TreeBatch`'s parents, tokens, target and draft
+        ``inputs`` are a :class:`~specverify._trees.contract.TreeBatch`'s parents, tokens, target and draft
         probabilities (given in ``dtype``; draft ``None`` where the tree has none), and uniforms
         or ``None``.  A ``(path [B, path_width], token [B])`` int64 output comes back through the
         arena (a row's path padded with -1 beyond its own tree's depth); anything else pickled, as

@@ -27,7 +27,7 @@ from .. import strategies as sv
 from .._calling import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
-from .._evidence import CaseRecord, Evidence, tv_record
+from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record
 from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
@@ -219,25 +219,9 @@ class ModelFitCheck(Check):
                 for key in claims:
                     claims[key] = max(claims[key], min_detectable_tv(planned, max(df_step, 1), confirm_alpha, power))
             for key, (gof, obs, law, _) in {**tests, position_id: worst}.items():
-                law2, obs2 = np.atleast_2d(law), np.atleast_2d(obs)
-                mass = law2.sum(axis=-1, keepdims=True)
-                expected = np.divide(law2, mass, out=np.zeros_like(law2), where=mass > 0) * obs2.sum(axis=-1, keepdims=True)
-                entry: Evidence = {"test": gof.method, "df": gof.df, "statistic": gof.statistic}
-                if key == position_id:
-                    entry["positions"] = [{"position": r[3], "pvalue": r[0].pvalue} for r in position_results]
-                    entry["where"] = f"position {worst[3]} given the token before it; " + largest_deviation(
-                        obs, expected, lambda g, c: f"token {g} then token {c}"
-                    )
-                else:
-                    entry["where"] = largest_deviation(obs, expected, lambda g, c: f"sequence {_decode(c, vocab_size, k_case + 1 if key == step_id else 1)}")
-                if obs.size <= 4096:
-                    entry["observed"] = np.atleast_2d(obs).tolist()
-                    entry["expected"] = expected.tolist()
-                    length = k_case + 1 if key == step_id else 1
-                    entry["outcome_labels"] = [" ".join(map(str, _decode(c, vocab_size, length))) for c in range(expected.shape[-1])]
-                if stage == "confirm":
-                    entry["tv"] = tv_record(tv_estimate(obs, law, random_state=seed))
-                evidence[key] = entry
+                length = k_case + 1 if key == step_id else 1
+                where = None if key != position_id else (worst[3], [PositionPValue(position=r[3], pvalue=r[0].pvalue) for r in position_results])
+                evidence[key] = _decision_evidence(gof, obs, law, vocab_size, length, where, seed if stage == "confirm" else None)
             return Outcome(pvalues, tally.samples, claims, evidence)
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint())
@@ -256,6 +240,31 @@ class ModelFitCheck(Check):
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, lambda c: c.describe(), repro)
+
+
+def _decision_evidence(
+    gof: Any, obs: np.ndarray, law: np.ndarray, vocab: int, length: int, position: tuple[int, list[PositionPValue]] | None, tv_seed: int | None
+) -> Evidence:
+    """What one decision of the model fit shows: its test, where the counts stray most from the
+    law (for the position decision, at its worst ``position``: (index, every position's p-value)),
+    the counts beside their expectation where they are few enough to read, and with ``tv_seed`` a
+    TV estimate (at confirmation)."""
+    law2, obs2 = np.atleast_2d(law), np.atleast_2d(obs)
+    mass = law2.sum(axis=-1, keepdims=True)
+    expected = np.divide(law2, mass, out=np.zeros_like(law2), where=mass > 0) * obs2.sum(axis=-1, keepdims=True)
+    entry: Evidence = {"test": gof.method, "df": gof.df, "statistic": gof.statistic}
+    if position is not None:
+        entry["positions"] = position[1]
+        entry["where"] = f"position {position[0]} given the token before it; " + largest_deviation(obs, expected, lambda g, c: f"token {g} then token {c}")
+    else:
+        entry["where"] = largest_deviation(obs, expected, lambda g, c: f"sequence {_decode(c, vocab, length)}")
+    if obs.size <= 4096:
+        entry["observed"] = np.atleast_2d(obs).tolist()
+        entry["expected"] = expected.tolist()
+        entry["outcome_labels"] = [" ".join(map(str, _decode(c, vocab, length))) for c in range(expected.shape[-1])]
+    if tv_seed is not None:
+        entry["tv"] = tv_record(tv_estimate(obs, law, random_state=tv_seed))
+    return entry
 
 
 def _decode(code: int, vocab: int, length: int) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .._oracle import normalise
-from .._tree import TreeBatch
+from .._trees.contract import TreeBatch
 from ._fixtures import random_laws
 
 __all__ = [

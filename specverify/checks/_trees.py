@@ -45,10 +45,10 @@ from .._exact import target_law
 from .._models import ChainModel
 from .._evidence import Evidence, TreeCase
 from .._result import CheckResult
-from .._tree import TreeBatch, last_nodes
+from .._trees.contract import TreeBatch, last_nodes
 from .._kinds import TreeKind, kind_of
-from .._tree_draw import completed_sequences, draw_tree, emitted_sequences
-from .._tree_exact import accepted_law, tree_law
+from .._trees.draw import completed_sequences, draw_tree, emitted_sequences
+from .._trees.exact import accepted_law, tree_law
 from ..errors import SamplerFault
 from ..stats import gof_test, mean_test, samples_needed
 from ._base import Check, Context, check_id, fault_result, registered

@@ -1,8 +1,8 @@
 """Reference tree samplers, one per lossless algorithm, vectorised over rows, in float64.
 
-Each follows the tree contract (``specverify._tree``): ``sampler(tree, generator, *, uniforms=None)
+Each follows the tree contract (``specverify._trees.contract``): ``sampler(tree, generator, *, uniforms=None)
 -> (path, token)``, declares the ``algorithm`` it implements (the rules are in
-``specverify._tree_exact``, whose exact laws they are tested against), and accepts injected
+``specverify._trees.exact``, whose exact laws they are tested against), and accepts injected
 ``uniforms [B, N]`` (float64 in ``[0, 1)``), then using no other randomness:
 
 * ``uniforms[:, c]`` (``c >= 1``) is the coin of node ``c`` when it is tried: accepted iff
@@ -23,8 +23,8 @@ from collections.abc import Callable
 import torch
 
 from .._contract import Capabilities
-from .._tree import TreeBatch
-from .._tree_exact import _block_thresholds, drafts_normalised, judged_against, residual, without
+from .._trees.contract import TreeBatch
+from .._trees.exact import _block_thresholds, drafts_normalised, judged_against, residual, without
 from .._oracle import inverse_cdf, normalise
 
 __all__ = [
@@ -188,5 +188,5 @@ block_verification = BlockVerificationSampler()
 #: The tree reference: SpecInfer's multi-step speculative sampling, the token-wise rule on every node.
 tree_reference = tree_specinfer
 
-#: The reference sampler of each algorithm in ``specverify._tree.ALGORITHMS``.
+#: The reference sampler of each algorithm in ``specverify._trees.contract.ALGORITHMS``.
 TREE_REFERENCES = {s.algorithm: s for s in (tree_specinfer, tree_without_replacement, tree_target_only, block_verification)}

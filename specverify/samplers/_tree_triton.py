@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._tree import TreeBatch
+from .._trees.contract import TreeBatch
 from ._triton import INTERPRETED_MAX_VOCAB, MAX_VOCAB  # raises unless Triton was brought up consistently
 from ._tree_triton_kernels import INTERPRETED, launch_config, tree_walk_kernel
 

@@ -15,8 +15,8 @@ import torch
 
 from .._contract import Capabilities
 from .._oracle import inverse_cdf, normalise
-from .._tree import TreeBatch
-from .._tree_exact import drafts_normalised
+from .._trees.contract import TreeBatch
+from .._trees.exact import drafts_normalised
 from .._vocabulary import Verdict
 from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
@@ -83,7 +83,7 @@ class _TokenWiseResidual(BlockVerificationSampler):
     """Block verification's stopping rule with the token-wise residual norm([p - q]_+)."""
 
     def __call__(self, tree, generator=None, *, uniforms=None):
-        from .._tree_exact import _block_thresholds
+        from .._trees.exact import _block_thresholds
 
         u = _uniforms(tree, generator, uniforms)
         k = tree.width - 1

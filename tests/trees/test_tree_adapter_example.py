@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from specverify._seeds import derive_seed
-from specverify._tree import TreeBatch, audit_tree_output
-from specverify._tree_exact import tree_law
+from specverify._trees.contract import TreeBatch, audit_tree_output
+from specverify._trees.exact import tree_law
 from specverify.stats import gof_test, power_of
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sglang_tree_adapter.py"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specverify._tree import TreeBatch, as_chain_sampler, audit_tree_output, chain_output
+from specverify._trees.contract import TreeBatch, as_chain_sampler, audit_tree_output, chain_output
 from specverify.samplers import reference
 
 V = 4

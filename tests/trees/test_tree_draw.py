@@ -10,8 +10,8 @@ import torch
 from specverify._exact import target_law
 from specverify._models import ChainModel
 from specverify._seeds import derive_seed
-from specverify._tree_draw import completed_sequences, draw_tree, emitted_sequences
-from specverify._tree import audit_tree_output
+from specverify._trees.draw import completed_sequences, draw_tree, emitted_sequences
+from specverify._trees.contract import audit_tree_output
 from specverify.samplers import TREE_REFERENCES
 from specverify.stats import gof_test, min_detectable_tv, power_of
 
@@ -66,7 +66,7 @@ def contrasted() -> ChainModel:
 def exact_tv(m: ChainModel, parents: list[int], draw: str, rule: str) -> float:
     """TV between the target's law and the completed law of ``rule`` on children drawn by ``draw`` (Fraction)."""
     from specverify._exact import chain_law_fns, target_law_scalar
-    from specverify._tree_exact import _drawn_trees, completed_law_scalar, fixed_emitted_law_scalar
+    from specverify._trees.exact import _drawn_trees, completed_law_scalar, fixed_emitted_law_scalar
 
     target, draft = chain_law_fns(m)
     emitted: dict = {}

@@ -11,8 +11,8 @@ import torch
 
 from specverify._exact import step_law_scalar, target_law_scalar
 from specverify._seeds import derive_seed
-from specverify._tree import TreeBatch
-from specverify._tree_exact import (
+from specverify._trees.contract import TreeBatch
+from specverify._trees.exact import (
     block_emitted_law_scalar,
     block_law,
     block_law_scalar,
@@ -81,7 +81,7 @@ def test_drawn_candidates_are_lossless(shape: str, algorithm: str) -> None:
 
 def mismatched(draw: str, rule: str, vocab: int, seeds: range) -> list[bool]:
     """For each seed: is the completed law of ``rule`` on children drawn by ``draw`` the target's?"""
-    from specverify._tree_exact import _drawn_trees
+    from specverify._trees.exact import _drawn_trees
 
     parents = [-1, 0, 0]
     out = []

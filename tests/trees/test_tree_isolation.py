@@ -98,7 +98,7 @@ def _mixed_trees(rows: int, marked_row: int | None = None):
     ``marked_row``'s first candidate is token 4 (``one_tree_per_call`` then misbehaves on it)."""
     import torch
 
-    from specverify._tree import TreeBatch
+    from specverify._trees.contract import TreeBatch
 
     g = torch.Generator().manual_seed(3)
     parents = torch.tensor([[-1, 0, 1, 2], [-1, 0, 0, 0]]).repeat(rows // 2, 1)
@@ -156,7 +156,7 @@ def test_an_unbatched_tree_samplers_malformed_row_is_found_as_if_called_one_roun
 def test_an_unbatched_tree_samplers_first_broken_row_is_the_one_a_row_by_row_audit_finds():
     """Row 1 emits a token of target probability 0 and row 4 a broken path: auditing the rows
     together skips the support rule (a path is broken), yet the finding is row 1's, as row by row."""
-    from specverify._tree import TreeBatch
+    from specverify._trees.contract import TreeBatch
 
     tree = _mixed_trees(8)
     tokens, target = tree.tokens.clone(), tree.target_probs.clone()

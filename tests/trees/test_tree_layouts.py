@@ -6,8 +6,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from specverify._tree import TreeBatch
-from specverify._tree_layouts import from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from specverify._trees.contract import TreeBatch
+from specverify._trees.converters import from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
 from specverify.samplers import tree_specinfer
 from specverify.strategies._internal.trees import tree_cases
 

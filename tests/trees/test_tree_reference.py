@@ -9,8 +9,8 @@ import torch
 
 import specverify
 from specverify._seeds import derive_seed
-from specverify._tree import TreeBatch, as_chain_sampler, audit_tree_output
-from specverify._tree_exact import accepted_law, expected_accepted, tree_law
+from specverify._trees.contract import TreeBatch, as_chain_sampler, audit_tree_output
+from specverify._trees.exact import accepted_law, expected_accepted, tree_law
 from specverify.samplers import TREE_REFERENCES, block_verification, reference, tree_target_only
 from specverify.stats import gof_test, mean_test, power_of
 

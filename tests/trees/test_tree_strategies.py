@@ -8,8 +8,8 @@ import torch
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from specverify._tree import audit_tree_output
-from specverify._tree_exact import tree_law
+from specverify._trees.contract import audit_tree_output
+from specverify._trees.exact import tree_law
 from specverify.samplers import TREE_REFERENCES
 from specverify.strategies._internal.trees import MAX_TREE_NODES, TREE_SHAPES, TreeCase, tree_batches, tree_cases
 

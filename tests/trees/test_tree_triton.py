@@ -22,7 +22,7 @@ if importlib.util.find_spec("triton") is None:  # not importorskip: triton must 
     pytest.skip("the Triton sampler needs the 'triton' package (pip install triton)", allow_module_level=True)
 
 from specverify._seeds import derive_seed  # noqa: E402
-from specverify._tree import TreeBatch, audit_tree_output  # noqa: E402
+from specverify._trees.contract import TreeBatch, audit_tree_output  # noqa: E402
 from specverify.checks._tree_cases import AUDIT_ONLY, TREE_SHAPES  # noqa: E402
 from specverify.samplers import tree_target_only  # noqa: E402
 from specverify.samplers._tree_triton import TreeTritonSampler, tree_triton  # noqa: E402

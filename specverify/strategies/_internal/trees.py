@@ -1,4 +1,4 @@
-"""Tree cases: the fixed inputs of one tree verification step (``specverify._tree.TreeBatch``).
+"""Tree cases: the fixed inputs of one tree verification step (``specverify._trees.contract.TreeBatch``).
 
 Shapes engines use and the ones they break on: chains, stars, full binary trees, EAGLE-like static
 trees (the best node of a level gets the most children), deep-narrow spines and wide-shallow fans,
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from ..._tree import TreeBatch
+from ..._trees.contract import TreeBatch
 from .cases import MIXABLE_STEP_KINDS, MIXED, case_precision
 from .pairs import PAIR_KINDS, pair_rows
 from .vectors import draw_bytes, draw_positions, vocab_sizes

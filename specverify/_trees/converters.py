@@ -1,4 +1,4 @@
-"""Engines' tree layouts to and from :class:`~specverify._tree.TreeBatch`, so an adapter is ten lines.
+"""Engines' tree layouts to and from :class:`~specverify._trees.contract.TreeBatch`, so an adapter is ten lines.
 
 * SGLang (``tree_speculative_sampling_target_only``, EAGLE with topk > 1): per row ``N`` nodes,
   node 0 the root; ``candidates [B, N]`` (token per node), ``retrive_index [B, N]`` (each node's
@@ -25,7 +25,7 @@ import dataclasses
 
 import torch
 
-from ._tree import PADDING, TreeBatch
+from .contract import PADDING, TreeBatch
 
 __all__ = ["EagleTree", "SGLangTree", "from_eagle", "from_sglang", "to_eagle", "to_sglang"]
 

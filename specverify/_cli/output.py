@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._vocabulary import Status, Verdict, lossless
+from .._vocabulary import Status, Verdict, lossless
 
 if TYPE_CHECKING:
-    from ._result import CheckResult
+    from .._result import CheckResult
 
 __all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "result_printer"]
 
@@ -53,7 +53,7 @@ def failure_lines(result: CheckResult) -> list[str]:
 def case_lines(result: CheckResult) -> list[str]:
     """The smallest failing case in a few lines: its shape, and its probabilities where they are
     small enough to read (at most 8 tokens and 5 rows a table)."""
-    from .report._example import example
+    from ..report._example import example
 
     case = result.evidence.get("minimal_example")
     if not case:
@@ -105,7 +105,7 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 def print_verdict(console, result, args) -> None:
     from rich.markup import escape
 
-    from ._reach import guarantee
+    from .._reach import guarantee
 
     summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
     verdict = result.verdict
@@ -116,7 +116,7 @@ def print_verdict(console, result, args) -> None:
         console.print(f"  why: {escape(reason)}")
     for check in result.checks:  # on their own lines: real differences that decide nothing
         if check.status == "float-edge" and "event" in check.evidence:
-            from .checks._event import sizes_text
+            from ..checks._event import sizes_text
 
             console.print(f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}")
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])

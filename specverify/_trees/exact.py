@@ -46,8 +46,8 @@ from typing import Any
 
 import torch
 
-from ._tree import ALGORITHMS, TreeBatch
-from ._oracle import normalise
+from .contract import ALGORITHMS, TreeBatch
+from .._oracle import normalise
 
 __all__ = [
     "accepted_law",

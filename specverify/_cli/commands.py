@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._cli_output import print_verdict, result_printer
-from ._cli_parser import parser as _parser
-from ._threads import use_default_threads
-from ._vocabulary import Verdict
+from .output import print_verdict, result_printer
+from .parser import parser as _parser
+from .._threads import use_default_threads
+from .._vocabulary import Verdict
 
 if TYPE_CHECKING:
-    from ._result import CheckResult
+    from .._result import CheckResult
 
 __all__ = ["main"]
 
@@ -36,13 +36,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "loop":
         return _loop(args)
     if args.command == "report":
-        from .report import build_index
+        from ..report import build_index
 
         return build_index(args.inputs, args.output)
     if args.command == "zoo":
         return _zoo(args)
     if args.command == "adapters":
-        from .adapters import print_adapters
+        from ..adapters import print_adapters
 
         return print_adapters()
     parser.error(f"unknown command {args.command!r}")
@@ -52,8 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ._calling import check_device
-    from .errors import SamplerSpecError
+    from .._calling import check_device
+    from ..errors import SamplerSpecError
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
@@ -78,16 +78,16 @@ def _check(args: argparse.Namespace) -> int:
     except SamplerSpecError as exc:
         return fail(str(exc))
     if not args.in_process:
-        from ._worker import prestart
+        from .._worker import prestart
 
         prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
-    from ._run import check_selection
+    from .._run import check_selection
 
     problem = check_selection(args.only)
     if problem:
         return fail(problem)
 
-    from ._progress import ProgressDisplay
+    from .._progress import ProgressDisplay
 
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else result_printer(out)
@@ -121,7 +121,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
     """Ctrl-C: write the report of what finished (the JSON is already written), say where it is; 130."""
     import signal
 
-    from .errors import Interrupted
+    from ..errors import Interrupted
 
     signal.signal(signal.SIGINT, exit_now)
     result = exc.result if isinstance(exc, Interrupted) else None
@@ -134,8 +134,8 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
-    from .errors import SamplerSpecError
-    from ._runner import check, load_failure
+    from ..errors import SamplerSpecError
+    from .._runner import check, load_failure
 
     def fail(message: str) -> int:
         err.print(f"specverify: error: {message}", markup=False, highlight=False)
@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
     except SamplerSpecError as exc:  # the sampler could not be imported or built
         failure = load_failure(args.spec, str(exc), args.budget, args.seed)
         if args.json:
-            from ._runner import write_json
+            from .._runner import write_json
 
             write_json(failure, args.json)
         if args.report:
@@ -209,7 +209,7 @@ def _validate(args: argparse.Namespace) -> str | None:
 
 
 def _write_report(result, path: str, err) -> bool:
-    from .report import write_report
+    from ..report import write_report
 
     try:
         write_report(result, path)
@@ -236,8 +236,8 @@ def _loop(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
-    from .errors import SamplerSpecError
-    from ._runner import check_loop
+    from ..errors import SamplerSpecError
+    from .._runner import check_loop
 
     try:
         result = check_loop(
@@ -262,7 +262,7 @@ def _zoo(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from .zoo._matrix import in_work_order, kill_matrix, matrix_work, write_matrix
+    from ..zoo._matrix import in_work_order, kill_matrix, matrix_work, write_matrix
 
     console = Console(soft_wrap=True)
     command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(

@@ -23,19 +23,19 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, Violation
-from ._evidence import Evidence
-from ._kinds import TreeKind, kind_of
-from ._supervised import (
+from .._contract import Capabilities, Violation
+from .._evidence import Evidence
+from .._kinds import TreeKind, kind_of
+from .._supervised import (
     UNBATCHED_AUDIT_ROWS,
     CallThread,
     Supervised,
     last_frames,
     raised,
 )
-from ._tree import ALGORITHMS, TreeBatch, rows_of
-from ._worker import WorkerDied, WorkerHung, WorkerRaised
-from .errors import SamplerFault
+from .contract import ALGORITHMS, TreeBatch, rows_of
+from .._worker import WorkerDied, WorkerHung, WorkerRaised
+from ..errors import SamplerFault
 
 __all__ = ["TreeCalls", "is_tree_sampler", "tree_sampler"]
 
@@ -49,7 +49,7 @@ def is_tree_sampler(sampler: Any) -> bool:
 
 
 def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | None = None, **capabilities: Any) -> Any:
-    """Declare a callable a tree sampler (``specverify._tree``) in one line.
+    """Declare a callable a tree sampler (``specverify._trees.contract``) in one line.
 
     ``algorithm`` names the lossless algorithm it implements (one of ``ALGORITHMS``; ``None``: an
     unlisted verifier, judged on the target's law and on its efficiency against the listed ones).

@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-from ._contract import Capabilities, Violation, malformed_pair
-from ._oracle import assemble
+from .._contract import Capabilities, Violation, malformed_pair
+from .._oracle import assemble
 
 __all__ = [
     "ALGORITHMS",
@@ -45,7 +45,7 @@ __all__ = [
     "rows_of",
 ]
 
-#: The lossless verification algorithms with an exact law here (see ``specverify._tree_exact``).
+#: The lossless verification algorithms with an exact law here (see ``specverify._trees.exact``).
 ALGORITHMS = ("specinfer", "without-replacement", "target-only", "block-verification")
 
 #: The parent index that marks a padding node.

@@ -10,8 +10,8 @@ import argparse
 import textwrap
 from typing import Any
 
-from ._budgets import BUDGETS
-from ._version import __version__
+from .._budgets import BUDGETS
+from .._version import __version__
 
 __all__ = ["EPILOG", "parser"]
 
