@@ -25,6 +25,7 @@ import torch
 
 from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
 from ._contract import Capabilities, capabilities_of, resolve_sampler
+from ._declared import DeclaredWarp, declared_warp, from_reference
 from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
 from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
@@ -111,6 +112,10 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
             if generation and not self.kind.generation and not isinstance(sampler, str):
                 self.kind = _taken_for_a_loop(raw)
             self.sampler: Callable[..., Any] | None = self.kind.posed(raw)
+            try:
+                self.warp: DeclaredWarp = declared_warp(raw)  # the law it is judged by (specverify._declared)
+            except ValueError as exc:  # an unknown preset: the user's mistake, at load
+                raise SamplerSpecError(str(exc)) from None
             self.name = self.kind.name_of(self.sampler)
             self.capabilities: Capabilities = capabilities_of(self.sampler)
             self.device = torch.device(self.capabilities.device or device or "cpu")
@@ -136,6 +141,11 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         self.capabilities = info["capabilities"]
         self.device = torch.device(info["device"])
         self.kind = info["kind"]
+        try:
+            self.warp = from_reference(info.get("warp"))
+        except ValueError as exc:
+            self.close()
+            raise SamplerSpecError(str(exc)) from None
 
     def step(self, *inputs: Any, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the sampler over a batch of its kind's inputs, of any size; outputs audited, returned

@@ -193,15 +193,23 @@ def describe(sampler: Callable[..., Any]) -> dict[str, Any]:
 
 
 def sampler(
-    fn: Callable[..., Any] | None = None, *, name: str | None = None, **capabilities: Any
+    fn: Callable[..., Any] | None = None, *, name: str | None = None, warp: Any = None, **capabilities: Any
 ) -> Any:
     """Declare a function a sampler, with a name and capabilities, in one line.
 
     ``@specverify.sampler(name="mine", device="cuda", dtypes=(torch.float32,))`` on a function sets
-    its ``name`` and ``capabilities`` attributes and returns the function itself.
+    its ``name`` and ``capabilities`` attributes and returns the function itself.  ``warp`` (a logits
+    sampler): its engine's own warp, a preset's name (``"vllm"``) or a callable ``(logits, params)
+    -> probabilities``, set as its ``warp`` attribute: the law it must preserve (default transformers').
     """
+    if warp is not None:
+        from ._declared import resolve_warp
+
+        resolve_warp(warp)  # an unknown preset fails where it is declared, in one line
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        if warp is not None:
+            f.warp = warp  # type: ignore[attr-defined]
         if name is not None:
             f.name = name  # type: ignore[attr-defined]
         f.capabilities = Capabilities(**capabilities)  # type: ignore[attr-defined]
@@ -265,6 +273,12 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
     try:
         capabilities_of(obj)
     except SamplerSpecError as exc:
+        raise SamplerSpecError(f"{spec!r}: {exc}") from exc
+    from ._declared import declared_warp
+
+    try:
+        declared_warp(obj)
+    except ValueError as exc:  # an unknown preset name: the user's mistake, at load
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
     return obj
 

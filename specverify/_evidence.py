@@ -140,6 +140,22 @@ class Warps(TypedDict):
     emitted: EmittedToken | None  # the token the failure names, if it names one
 
 
+class DeclaredWarpRecord(TypedDict):
+    """The warp a sampler is judged by (specverify._declared; a loop run's ``run["warp"]``)."""
+
+    name: str
+    declared: bool  # False: no warp declared, judged by transformers'
+    preset: str | None  # the preset's name, None for a declared callable
+
+
+class WarpDifference(TypedDict):
+    """A warp against one preset on the separating cases (specverify._separating)."""
+
+    preset: str
+    tv: float  # the largest TV between the two warps' laws over the cases
+    case: str | None  # the first case that separates them (None: the same law on every case)
+
+
 class PositionPValue(TypedDict):
     """One position's test in the per-position law of the completed sequence."""
 
@@ -240,6 +256,7 @@ class Evidence(TypedDict, total=False):
     tree: str  # trees: which tree the check ran on
     tree_case: TreeCase  # trees: the failing tree case, for the drawing
     warps: Warps  # a logits sampler's failure: its case's warped and raw laws (added by the runner)
+    explained_by: str  # undeclared: the preset whose law fits the counts (or allows the output) transformers' does not
 
     # --- the search and its share of the run's false-alarm budget ------------------------------
     examples: int  # cases screened by the search

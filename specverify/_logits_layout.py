@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from ._declared import DeclaredWarp, declared_warp
+from ._declared_posing import pose_for
 from ._evidence import Warps
 from ._warp import SamplingParams
 
@@ -118,6 +120,7 @@ class PosedSampler:
         self.sampler = sampler
         self.parameters = tuple(parameters)
         self.name = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        self.warp = declared_warp(sampler)  # its law: the posing gives each case's law by this warp
         capabilities = getattr(sampler, "capabilities", None)
         if capabilities is not None:
             self.capabilities = capabilities
@@ -127,7 +130,7 @@ class PosedSampler:
         *, seeds: torch.Tensor | None = None, **kwargs: Any,
     ) -> Any:
         """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
-        logits, params = pose(target_probs, self.parameters)
+        logits, params = pose_for(target_probs, self.parameters, self.warp, pose)
         if seeds is not None:
             params = dataclasses.replace(params, seeds=seeds.to(torch.int64))
         # float32 logits for narrower cases: their law is the rounded probabilities', not the
@@ -141,7 +144,7 @@ EVIDENCE_MAX_VOCAB = 64
 _EMITTED = re.compile(r"emitted token (\d+) at position (\d+)")
 
 
-def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "") -> Warps | None:
+def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "", warp: DeclaredWarp | None = None) -> Warps | None:
     """The failing case as the sampler saw it, for the report: the row's parameters and, at each
     position, the law it had to preserve (the warped target) beside the raw target's law (softmax
     of the same logits at temperature 1, no cuts), and the token it emitted where the failure
@@ -154,7 +157,8 @@ def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = No
     if target.dim() != 2 or target.shape[-1] > EVIDENCE_MAX_VOCAB:
         return None
     row = 0 if row is None or row < 0 else int(row)
-    logits, params = pose(target.expand(row + 1, -1, -1), parameters)  # a row's posing depends on its index
+    # a row's posing depends on its index; posed by the sampler's declared warp, as it was called
+    logits, params = pose_for(target.expand(row + 1, -1, -1), parameters, warp or declared_warp(None), pose)
     found = _EMITTED.search(message)
     return {
         "row": row,

@@ -28,19 +28,27 @@ from ._warp import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
 __all__ = ["MarkovLM", "generation_law", "left_padded", "loop"]
 
 
-def loop(fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...] = ("temperature",)) -> Any:
+def loop(fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...] = ("temperature",), warp: Any = None) -> Any:
     """Declare a callable a generation loop (see the module docstring), in one line.
 
     ``parameters`` names the sampling parameters it honours (``"seeds"`` for per-request seeds); the
-    harness gives it only those, and skips, with the reason, the checks that need others.
+    harness gives it only those, and skips, with the reason, the checks that need others.  ``warp``
+    is the engine's own warp, a preset's name or a callable ``(logits, params) -> probabilities``:
+    the law its generations must follow (:mod:`specverify._declared`; default transformers').
     """
     unknown = set(parameters) - set(PARAMETERS)
     if unknown:
         raise ValueError(f"unknown sampling parameters {sorted(unknown)}; known: {PARAMETERS}")
+    if warp is not None:
+        from ._declared import resolve_warp
+
+        resolve_warp(warp)  # an unknown preset fails where it is declared
 
     def declare(f: Any) -> Any:
         f.contract = "loop"
         f.parameters = tuple(parameters)
+        if warp is not None:
+            f.warp = warp
         if name is not None:
             f.name = name
         return f
@@ -121,17 +129,20 @@ def generation_law(
     num_tokens: int,
     params: SamplingParams,
     order: tuple[str, ...] = DEFAULT_ORDER,
+    law: Any = None,
 ) -> torch.Tensor:
     """``[V**num_tokens]`` exact law of one row's generated tokens (base-V index, first token most
     significant): the target's warped autoregressive law after ``prompt [L]`` under the row's
-    ``params`` (one row).  Enumerates every sequence: small ``V**num_tokens`` only."""
+    ``params`` (one row).  ``law`` is the warp to use, ``(logits, params) -> probs`` (a declared
+    warp), else :func:`~specverify._warp.warp` in ``order``.  Enumerates every sequence: small
+    ``V**num_tokens`` only."""
     vocab = target.vocab_size
     sequences = torch.cartesian_prod(*[torch.arange(vocab)] * num_tokens).reshape(-1, num_tokens)
     count = sequences.shape[0]
     rows = params.select(torch.zeros(count, dtype=torch.int64))
-    law = torch.ones(count, dtype=torch.float64)
+    joint = torch.ones(count, dtype=torch.float64)
     for t in range(num_tokens):  # over positions, vectorised over sequences
         prefix = torch.cat([prompt.expand(count, -1), sequences[:, :t]], dim=1)
-        probs = warp(target(prefix), rows, order)
-        law = law * probs.gather(-1, sequences[:, t : t + 1]).squeeze(-1)
-    return law
+        probs = warp(target(prefix), rows, order) if law is None else law(target(prefix), rows)
+        joint = joint * probs.gather(-1, sequences[:, t : t + 1]).squeeze(-1)
+    return joint

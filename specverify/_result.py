@@ -35,6 +35,7 @@ not run is an ``error``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import math
@@ -246,6 +247,12 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     if not finished:
         return Judgement("inconclusive", "the run was interrupted: not every planned check ran")
     undecided = [c.id for c in checks if c.status == "inconclusive"]
+    # an undeclared sampler that warps as another engine does (specverify._declared): the preset
+    # that explains the most checks is the one to declare
+    explained = collections.Counter(c.evidence["explained_by"] for c in checks if c.status == "inconclusive" and "explained_by" in c.evidence)
+    if explained:
+        ranked = sorted(explained, key=lambda name: (-explained[name], name))
+        return Judgement("inconclusive", f"judged by transformers' warp, but the output fits the {' or '.join(ranked)} preset's: declare warp={ranked[0]!r}")
     if undecided:
         return Judgement("inconclusive", f"undecided at this budget: {', '.join(undecided)}")
     laws = [c for c in checks if c.status == "pass" and c.proves == "loss"]

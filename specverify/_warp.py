@@ -19,8 +19,10 @@ Rules, stated once (engines agree on them away from ties):
 * ``min_p``: ``0`` is off; else tokens below ``min_p`` times the largest probability are cut.
 
 Each cut renormalises what it keeps, so ``top_p`` measures mass after ``top_k``.  The order is
-:data:`DEFAULT_ORDER` (Hugging Face's); a sampler may declare another (vLLM applies ``min_p``
-before ``top_k``/``top_p``).  Generated cases avoid exact ties, where engines' rules differ.
+:data:`DEFAULT_ORDER` (transformers'): this is the ``"transformers"`` preset, the law a sampler
+that declares no warp is judged by.  Engines differ (llama.cpp applies the temperature last, SGLang
+cuts jointly, vLLM applies ``min_p`` first); a sampler declares its own with ``warp=``
+(:mod:`specverify._presets`, :mod:`specverify._declared`, docs/conventions.md).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ MODULES = [
     "specverify.stats",
     "specverify.strategies",
     "specverify.trees",
+    "specverify.warps",
     "specverify.zoo",
 ]
 ROOT = pathlib.Path(specverify.__file__).parent

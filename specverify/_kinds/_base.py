@@ -59,7 +59,8 @@ class Kind(abc.ABC):
         """Whether the sampler takes per-request seeds (the ``seeds`` family runs on it)."""
         return False
 
-    def warps(self, example: Any, row: int | None, message: str) -> Warps | None:
+    def warps(self, example: Any, row: int | None, message: str, warp: Any = None) -> Warps | None:
         """The failing case as the sampler saw it, where it was posed otherwise than as given
-        (a logits sampler's warps); ``None`` for a kind given its cases as they are."""
+        (a logits sampler's warps, posed by its declared ``warp``); ``None`` for a kind given its
+        cases as they are."""
         return None

@@ -58,7 +58,7 @@ class LogitsKind(ChainKind):
     def seeds(self) -> bool:
         return "seeds" in self.params
 
-    def warps(self, example: Any, row: int | None, message: str) -> Warps | None:
-        return warps_evidence(example, self.params, row, message)
+    def warps(self, example: Any, row: int | None, message: str, warp: Any = None) -> Warps | None:
+        return warps_evidence(example, self.params, row, message, warp)
 
 

@@ -214,7 +214,7 @@ def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault |
     (:meth:`~specverify._kinds.Kind.warps`: none for a kind given its cases as they are)."""
     row = fault.violation.row if fault is not None else None
     message = fault.violation.message if fault is not None else result.message or ""
-    warps = subject_kind(sut).warps(result.evidence["minimal_example"], row, message)
+    warps = subject_kind(sut).warps(result.evidence["minimal_example"], row, message, getattr(sut, "warp", None))
     if warps is not None:
         result.evidence["warps"] = warps
 

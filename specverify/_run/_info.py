@@ -12,6 +12,7 @@ from typing import Any
 from .._budgets import Budget
 from .._record import Isolation, RunInfo, SamplerInfo
 from ..checks._loop import REACH as LOOP_REACH
+from ..checks._loop import warp_info
 from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]
@@ -22,7 +23,8 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     kind = subject_kind(subject)
     if kind.generation:
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
-        record.contract, record.reach = kind.contract, LOOP_REACH
+        record.contract, record.reach = kind.contract, f"{LOOP_REACH}; {subject.warp.statement}"
+        record.extra["warp"] = warp_info(subject.warp)  # the warp it was judged by (specverify._declared)
         record.isolation = Isolation.from_json(subject.info())
         return record
     sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
@@ -30,6 +32,8 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
     record.contract = kind.contract
+    if kind.name == "logits" and getattr(subject, "warp", None) is not None:
+        record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._declared)
     described: dict[str, Any] = {}
     kind.describe(described)
     for field, value in described.items():  # the tree's algorithm

@@ -95,6 +95,7 @@ def raised(exc: BaseException, *, what: str = "the sampler") -> tuple[Any, ...]:
 def load(worker: Worker, body: dict[str, Any]) -> None:
     """Import and build the sampler, pose it as its kind is called, and say what it is."""
     from .._contract import capabilities_of, name_of, resolve_sampler
+    from .._declared import warp_reference
     from .._kinds import kind_of
 
     sys.path[:] = body["sys_path"]
@@ -104,6 +105,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
     try:
         sampler = resolve_sampler(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
         kind = kind_of(sampler)
+        warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._declared)
         sampler = worker.sampler = kind.posed(sampler)
         capabilities = capabilities_of(sampler)
         device = worker.device = torch.device(capabilities.device or body["device"] or "cpu")
@@ -117,7 +119,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
         message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
         worker.send(("load-error", message))
         return
-    info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "kind": kind, "page_watch": worker.watch is not None}
+    info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "kind": kind, "page_watch": worker.watch is not None, "warp": warp}
     worker.send(("ready", info))
 
 

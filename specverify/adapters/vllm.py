@@ -12,9 +12,17 @@ Specs:
   sampling metadata, vLLM's own ``apply_sampling_constraints`` warps the verified positions' logits
   (as ``RejectionSampler.forward`` does) and ``rejection_sample`` verifies them, greedy rows
   (temperature 0) through its greedy kernel.  Versions after #32852 only (``target_logits``).
-  vLLM draws the bonus token with its main sampler, outside both functions, so the adapter draws it
-  from :func:`specverify.laws.warp` of the last position: the bonus is the harness's, not vLLM's.
-  Penalties, ``min_p`` and logit bias are outside ``rejection_sample``'s reach and not declared.
+  It declares ``warp="vllm"`` (:mod:`specverify._presets`): its laws are vLLM's own, which agree
+  with transformers' for the parameters it takes.  Penalties, ``min_p`` and logit bias are outside
+  ``rejection_sample``'s reach and not declared.
+
+**vLLM's own bonus path is not run.**  vLLM draws the bonus token with its main ``Sampler``
+(before verification, with per-request generators where a request is seeded), outside both
+functions this adapter calls; the adapter draws it itself, with ``torch.multinomial`` and the
+contract's generator, from the ``"vllm"`` preset's warp of the last position.  So the bonus
+token's law is the harness's statement of vLLM's warp, not vLLM's code: a bug in vLLM's bonus
+sampling (such as #42744, min-p applied to the bonus and not at verified positions) is out of this
+adapter's reach, and a run of it says nothing about that path.
 
 Argument mapping (the contract on the left, vLLM on the right):
 
@@ -189,6 +197,7 @@ class VLLMLogitsSampler:
         self._rejection_sample = rejection_sample
         self._constrain = apply_sampling_constraints
         self.name = f"vLLM {version} apply_sampling_constraints + rejection_sample"
+        self.warp = "vllm"  # its engine's own law is the oracle (specverify._declared)
         base = float32_kernel_capabilities(device, max_k=max_spec_len)
         self.capabilities = dataclasses.replace(base, inputs="logits", params=("temperature", "top_k", "top_p"))
 
@@ -216,7 +225,7 @@ class VLLMLogitsSampler:
         generator: torch.Generator | None,
         params: Any,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        from .._warp import warp
+        from .._presets import PRESETS
 
         batch, k = draft_tokens.shape
         vocab = target_logits.shape[-1]
@@ -235,7 +244,7 @@ class VLLMLogitsSampler:
         counts = torch.full((batch,), k, dtype=torch.int32, device=device)
         cumulative = counts.cumsum(0, dtype=torch.int32)
         verified = self._constrain(target_logits[:, :k].reshape(batch * k, vocab).to(torch.float32).contiguous(), cumulative, metadata)
-        bonus_law = warp(target_logits[:, k], params.only(("temperature", "top_k", "top_p")))
+        bonus_law = PRESETS["vllm"](target_logits[:, k], params.only(("temperature", "top_k", "top_p")))  # not vLLM's own bonus path
         bonus = torch.multinomial(bonus_law.to(torch.float32), 1, generator=generator).to(torch.int32)
         with seeded_global_rng(device, seed_from(generator)):
             output = self._rejection_sample(

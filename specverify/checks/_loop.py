@@ -27,18 +27,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
+from .._presets import PRESETS
 from .._result import CheckResult
 from .._seeds import derive_seed
-from .._warp import PARAMETERS, SamplingParams, warp
+from .._separating import SEPARATING_GROUPS, differences, separating_chain
+from .._warp import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
-__all__ = ["REACH", "LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
+__all__ = ["REACH", "LoopCheck", "LoopContext", "loop_battery", "loop_parameters", "warp_info"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -48,6 +51,8 @@ KINDS: dict[str, list[dict[str, float]]] = {
     "top-p": [{"top_p": 0.6}, {"temperature": 1.2, "top_p": 0.85}],
     "min-p": [{"min_p": 0.15}, {"temperature": 1.3, "min_p": 0.05}],
     "mixed": [{}, {"temperature": 0.7, "top_k": 3, "top_p": 0.9}, {"temperature": 1.1, "top_p": 0.7, "min_p": 0.1}],
+    # where engines' warps differ (ties, exact boundaries, temperature last): specverify._separating
+    "separating": SEPARATING_GROUPS,
 }
 _DTYPES = {"top_k": torch.int64, "seeds": torch.int64}
 _OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
@@ -76,6 +81,11 @@ class LoopContext:
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)
+
+    @property
+    def oracle(self) -> DeclaredWarp:
+        """The warp the loop declares (its engine's own law), or transformers' when it declares none."""
+        return declared_warp(self.loop)
 
     def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
         """Call the loop with only the parameters it declares; audit the output's structure."""
@@ -161,18 +171,14 @@ class LoopCheck(Check):
         prompt = torch.randint(vocab, (rows, 2), generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "prompt")))
         out = ctx.run(target, draft, prompt, length, params, ctx.seed_for(self.id, "loop"))
         history = torch.cat([prompt, out], dim=1)
-        for t in range(length):  # over positions, vectorised over rows
-            warped = warp(target(history[:, : 2 + t]), params)
-            greedy = params.temperature == 0 if params.temperature is not None else torch.zeros(rows, dtype=torch.bool)
-            chosen = warped.gather(-1, out[:, t : t + 1]).squeeze(-1)
-            argmax = warped.argmax(-1)
-            wrong_greedy = greedy & (out[:, t] != argmax)
-            if bool(wrong_greedy.any()):
-                row = int(wrong_greedy.nonzero()[0, 0])
-                return self._result("fail", finding="contract", message=f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}")
-            if bool((chosen == 0).any()):
-                row = int((chosen == 0).nonzero()[0, 0])
-                return self._result("fail", finding="support", message=f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})")
+        wrong = _forbidden(ctx.oracle, target, history, out, params, groups, which)
+        if wrong is not None and not ctx.oracle.declared:
+            fits = next((name for name, c in PRESETS.items() if name != ctx.oracle.preset and _forbidden(c, target, history, out, params, groups, which) is None), None)
+            if fits is not None:  # an undeclared loop warping as another engine does: not a fault
+                message = f"the generations are allowed by the {fits} preset's warp, not by transformers' (the undeclared default): declare warp={fits!r}; against transformers': {wrong[1]}"
+                return self._result("inconclusive", samples=rows, message=message, evidence={"explained_by": fits})
+        if wrong is not None:
+            return self._result("fail", finding=wrong[0], message=wrong[1])
         return self._result("pass", samples=rows, message=f"{rows} rows of {length} tokens: valid; greedy rows follow the argmax path; no forbidden token")
 
     def _determinism(self, ctx: LoopContext) -> CheckResult:
@@ -208,11 +214,16 @@ class LoopCheck(Check):
         vocab, length = 4, 3
         groups = KINDS[self.case or "plain"]
         target, draft = _chain(ctx.seed_for(self.id, "target"), vocab, 2), _chain(ctx.seed_for(self.id, "draft"), vocab, 2)
+        if self.case == "separating":
+            target = separating_chain()
         prompt_row = torch.tensor([1, 2])
         names = loop_parameters(ctx.loop)
-        laws = np.stack(
-            [generation_law(target, prompt_row, length, _params([g], torch.zeros(1, dtype=torch.int64), names)).numpy() for g in groups]
-        )
+
+        def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
+            one = torch.zeros(1, dtype=torch.int64)
+            return np.stack([generation_law(target, prompt_row, length, _params([g], one, names), law=law).numpy() for g in groups])
+
+        laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(groups)
         df = int(((laws > 0).sum(axis=1) - 1).max())
         per_group = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples // len(groups))
@@ -221,7 +232,7 @@ class LoopCheck(Check):
         out = ctx.run(target, draft, prompt_row.expand(rows, -1), length, _params(groups, which, names), ctx.seed_for(self.id, "loop"))
         code = (out * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
         counts = np.stack([np.bincount(code[which == g].numpy(), minlength=vocab**length) for g in range(len(groups))])
-        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows)
+        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows, laws_of=laws_of)
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 24
@@ -229,13 +240,17 @@ class LoopCheck(Check):
         group = {"temperature": 0.9} if "temperature" in names else {}
         target, draft = _chain(ctx.seed_for(self.id, "target"), vocab), _chain(ctx.seed_for(self.id, "draft"), vocab)
         params_one = _params([group], torch.zeros(1, dtype=torch.int64), names)
-        transition = warp(target.logits, params_one.select(torch.zeros(vocab, dtype=torch.int64))).numpy()
-        marginal = np.eye(vocab)[1]  # the prompt is token 1; order 1: the law after it is row 1
-        pairs = []
-        for _ in range(length):  # exact pair laws (x_{t-1}, x_t), x_0 the prompt
-            pairs.append((marginal[:, None] * transition).reshape(-1))
-            marginal = marginal @ transition
-        laws = np.stack(pairs[1:])  # positions 1..length-1: pairs of generated tokens
+
+        def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
+            transition = law(target.logits, params_one.select(torch.zeros(vocab, dtype=torch.int64))).numpy()
+            marginal = np.eye(vocab)[1]  # the prompt is token 1; order 1: the law after it is row 1
+            pairs = []
+            for _ in range(length):  # exact pair laws (x_{t-1}, x_t), x_0 the prompt
+                pairs.append((marginal[:, None] * transition).reshape(-1))
+                marginal = marginal @ transition
+            return np.stack(pairs[1:])  # positions 1..length-1: pairs of generated tokens
+
+        laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(laws)
         df = int(((laws > 0).sum(axis=1) - 1).max())
         rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
@@ -243,15 +258,16 @@ class LoopCheck(Check):
         counts = np.stack([np.bincount((out[:, t - 1] * vocab + out[:, t]).numpy(), minlength=vocab * vocab) for t in range(1, length)])
         return self._decide(
             ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
-            generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens",
+            generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of,
         )
 
     def _decide(
         self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
-        *, generations: int, counted: str | None = None,
+        *, generations: int, counted: str | None = None, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
     ) -> CheckResult:
         """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
-        (``counted``: what was tallied from them, where that is not one outcome a generation)."""
+        (``counted``: what was tallied from them, where that is not one outcome a generation);
+        ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure."""
         tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
@@ -272,11 +288,52 @@ class LoopCheck(Check):
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
             evidence["tv"] = tv_record(tv)
             message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
+            explained = None if ctx.oracle.declared or laws_of is None else _explained_by(ctx, self.id, counts, laws_of, share)
+            if explained is not None:  # an undeclared loop warping as another engine does: not a loss
+                evidence["explained_by"] = explained
+                message = (f"the generations fit the {explained} preset's warp, not transformers' (the undeclared default): "
+                           f"declare warp={explained!r} to be judged by your engine's own law; against transformers': {message}")
+                return self._result("inconclusive", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
             return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
         made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
         message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+
+
+def _forbidden(
+    law: Callable[..., torch.Tensor], target: MarkovLM, history: torch.Tensor, out: torch.Tensor, params: SamplingParams,
+    groups: list[dict[str, float]], which: torch.Tensor,
+) -> tuple[str, str] | None:
+    """The first generated token the warp ``law`` forbids (a greedy row off its argmax path, or a
+    token of probability 0), as ``(finding, message)``; ``None`` when every token is allowed."""
+    rows, length = out.shape
+    prompt_length = history.shape[1] - length
+    greedy = params.temperature == 0 if params.temperature is not None else torch.zeros(rows, dtype=torch.bool)
+    for t in range(length):  # over positions, vectorised over rows
+        warped = law(target(history[:, : prompt_length + t]), params)
+        chosen = warped.gather(-1, out[:, t : t + 1]).squeeze(-1)
+        argmax = warped.argmax(-1)
+        wrong_greedy = greedy & (out[:, t] != argmax)
+        if bool(wrong_greedy.any()):
+            row = int(wrong_greedy.nonzero()[0, 0])
+            return "contract", f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}"
+        if bool((chosen == 0).any()):
+            row = int((chosen == 0).nonzero()[0, 0])
+            return "support", f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})"
+    return None
+
+
+def _explained_by(ctx: LoopContext, check_id: str, counts: np.ndarray, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray], share: float) -> str | None:
+    """The first other preset whose law fits the same counts at the check's alpha (every group)."""
+    for name, convention in PRESETS.items():
+        if name == ctx.oracle.preset:
+            continue
+        laws = laws_of(convention)
+        pvalue = min(gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(check_id, g)).pvalue for g in range(len(laws)))
+        if pvalue * len(laws) > ctx.alpha:
+            return name
+    return None
 
 
 def loop_battery() -> list[LoopCheck]:
@@ -295,3 +352,13 @@ REACH = (
     "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
     f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
 )
+
+
+def warp_info(oracle: DeclaredWarp) -> dict[str, Any]:
+    """What a run records of the warp it judged by: which it is, and how it differs from each
+    preset on the separating cases (informative: a difference between conventions is no loss)."""
+    try:
+        found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
+    except SamplerFault as fault:  # the checks that called the warp report it as the loop's fault
+        return {**oracle.describe(), "differences": None, "fault": str(fault)}
+    return {**oracle.describe(), "differences": found}

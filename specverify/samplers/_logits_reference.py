@@ -3,9 +3,10 @@
 ``sampler(target_logits [B, K+1, V], draft_probs [B, K, V], draft_tokens [B, K], generator, params)``:
 ``draft_probs`` is the law the drafts were actually drawn from; ``params`` holds each row's
 temperature, top-k, top-p, min-p and, when given, its own seed.  The law every position must follow
-is :func:`specverify._warp.warp` of the target's logits, so this sampler is that warp followed by the
-reference's canonical step, in float64, with no Python loop over rows.  A seeded row draws its
-uniforms from its own counter-based stream, so its output depends on its seed alone.
+is the declared warp of the target's logits (:mod:`specverify._presets`; transformers' by
+default), so this sampler is that warp followed by the reference's canonical step, in float64, with
+no Python loop over rows.  A seeded row draws its uniforms from its own counter-based stream, so its
+output depends on its seed alone.
 """
 
 from __future__ import annotations
@@ -13,24 +14,32 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
+from .._declared import resolve_warp
 from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
-from .._warp import DEFAULT_ORDER, SamplingParams, warp
+from .._warp import SamplingParams
 
-__all__ = ["LogitsReferenceSampler", "logits_reference"]
+__all__ = ["PRESET_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 
 
 class LogitsReferenceSampler:
-    """The warps of :mod:`specverify._warp`, then the canonical step; per-row seeds honoured."""
+    """A warp, then the canonical step; per-row seeds honoured.
+
+    ``warp`` is the engine convention it warps by and declares (a preset's name or a callable
+    ``(logits, params) -> probs``); ``None`` declares nothing and warps as transformers does.
+    """
 
     name = "specverify.logits_reference"
-    order = DEFAULT_ORDER
     capabilities = Capabilities(
         dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16),
         uniforms=True,
         inputs="logits",
         params=("temperature", "top_k", "top_p", "min_p", "seeds"),
     )
+
+    def __init__(self, warp: object = None) -> None:
+        self.warp = warp
+        self._law = resolve_warp(warp)
 
     def __call__(
         self,
@@ -43,7 +52,7 @@ class LogitsReferenceSampler:
         uniforms: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         batch, k = draft_tokens.shape
-        target = warp(target_logits, params, self.order)
+        target = self._law(target_logits, params)
         if params.seeds is not None:
             uniforms = seeded_uniforms(params.seeds, k + 1)
         elif uniforms is None:
@@ -52,3 +61,17 @@ class LogitsReferenceSampler:
 
 
 logits_reference = LogitsReferenceSampler()
+
+
+def _declared(name: str) -> LogitsReferenceSampler:
+    made = LogitsReferenceSampler(warp=name)
+    made.name = f"specverify.logits_reference[{name}]"
+    return made
+
+
+#: The reference warping as each engine preset does, and declaring it (importable by name, so a
+#: worker runs it: ``specverify.samplers._logits_reference:logits_reference_llama_cpp``).
+PRESET_REFERENCES = {name: _declared(name) for name in ("vllm", "sglang", "llama.cpp")}
+logits_reference_vllm = PRESET_REFERENCES["vllm"]
+logits_reference_sglang = PRESET_REFERENCES["sglang"]
+logits_reference_llama_cpp = PRESET_REFERENCES["llama.cpp"]

@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 import torch
 
+from .._declared import resolve_warp
 from .._loop import left_padded
-from .._seeded import seeded_uniforms
-from .._warp import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
 from .._oracle import canonical_emit, inverse_cdf
+from .._seeded import seeded_uniforms
+from .._warp import PARAMETERS, SamplingParams
 
 __all__ = ["LoopReference", "loop_reference"]
 
@@ -29,15 +30,20 @@ LanguageModel = Callable[[torch.Tensor], torch.Tensor]
 
 
 class LoopReference:
-    """Speculative generation with ``k`` drafts per step (default 3); honours every parameter."""
+    """Speculative generation with ``k`` drafts per step (default 3); honours every parameter.
+
+    ``warp`` is the engine convention it warps by and declares (a preset's name or a callable
+    ``(logits, params) -> probs``); ``None`` declares nothing and warps as transformers does.
+    """
 
     name = "specverify.loop_reference"
     contract = "loop"
     parameters = PARAMETERS
-    order = DEFAULT_ORDER
 
-    def __init__(self, k: int = 3) -> None:
+    def __init__(self, k: int = 3, warp: object = None) -> None:
         self.k = k
+        self.warp = warp
+        self._law = resolve_warp(warp)
 
     def __call__(
         self,
@@ -81,11 +87,11 @@ class LoopReference:
 
     def target_law(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         """``[B, K+1, V]``: the law every position must follow, the warped target."""
-        return warp(logits, params, self.order)
+        return self._law(logits, params)
 
     def draft_law(self, logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
         """The law a draft is drawn from and the law reported to the verifier as ``q``: one law."""
-        law = warp(logits, params, self.order)
+        law = self._law(logits, params)
         return law, law
 
     def coins(

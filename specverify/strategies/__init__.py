@@ -17,7 +17,9 @@ Use them in your own tests::
 * a model: :func:`model_cases` and :func:`model_batches` (kinds :data:`MODEL_KINDS`, ``"mixed"``);
 * per-row sampling parameters: :func:`sampling_params` (edges :data:`PARAM_EDGES`: temperatures
   near 0 and large, ``top_k`` 1 and >= V, tiny ``top_p``, ``min_p`` near 1), and
-  :func:`logits_cases`, tie-free logits with such parameters, for logits-level samplers;
+  :func:`logits_cases`, tie-free logits with such parameters, for logits-level samplers, and
+  :func:`separating_logits_cases`, logits and parameters where two engines' warps differ
+  (:data:`SEPARATING_KINDS`: ties at the k-th logit, mass at the top-p boundary, ...);
 * production shapes and float edges: :func:`large_vocab_cases` (and :func:`structured_case`, one
   case with mass on tokens across :data:`BOUNDARIES` and diffuse tails), :func:`edge_case` (kinds
   :data:`EDGE_LAW_KINDS`).
@@ -46,6 +48,7 @@ from ._internal.models import (
 from ._internal.params import PARAM_EDGES, logits_cases, sampling_params
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
 from ._internal.profiles import PROFILES, register_profiles
+from ._internal.separating import SEPARATING_KINDS, separating_logits_cases
 from ._internal.shapes import BOUNDARIES, COMMON_VOCABS, EDGE_LAW_KINDS, edge_case, large_vocab_cases, structured_case
 from ._internal.vectors import (
     LOW_PRECISIONS,
@@ -75,6 +78,7 @@ __all__ = [
     "PARAM_EDGES",
     "PRECISIONS",
     "PROFILES",
+    "SEPARATING_KINDS",
     "STEP_KINDS",
     "VECTOR_KINDS",
     "edge_case",
@@ -87,6 +91,7 @@ __all__ = [
     "register_profiles",
     "round_to",
     "sampling_params",
+    "separating_logits_cases",
     "step_batches",
     "step_cases",
     "structured_case",

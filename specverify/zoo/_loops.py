@@ -10,6 +10,7 @@ import dataclasses
 
 import torch
 
+from .._presets import PRESETS
 from .._vocabulary import Verdict
 from .._warp import SamplingParams
 from ..samplers._loop_reference import LoopReference
@@ -76,6 +77,22 @@ class _GreedyAsSampling(LoopReference):
         return super().draft_law(logits, _no_greedy(params))
 
 
+class _WarpsByAnother(LoopReference):
+    """Declares one preset and warps, draft and target alike, by another: its own law is a
+    correct engine's, just not the one it declares."""
+
+    def __init__(self, declared: str, actual: str) -> None:
+        super().__init__(warp=declared)
+        self.actual = PRESETS[actual]
+
+    def target_law(self, logits, params):
+        return self.actual(logits, params)
+
+    def draft_law(self, logits, params):
+        law = self.actual(logits, params)
+        return law, law
+
+
 def _no_greedy(params: SamplingParams) -> SamplingParams:
     if params.temperature is None:
         return params
@@ -99,6 +116,13 @@ def _members() -> dict[str, LoopMember]:
          "Per-request seeds accepted and ignored: the batch generator decides (vLLM #6038)."),
         ("greedy-as-sampling", _GreedyAsSampling(), "non-conformant", ("loop.output",),
          "Temperature 0 treated as 1: a greedy request samples."),
+        # declared warps (issue 29): the engine's own law is the oracle
+        *[(f"{name.replace('.', '-')}-reference", LoopReference(warp=name), "conformant", (), f"The reference loop warping as {name} does, and declaring it.")
+          for name in PRESETS if name != "transformers"],
+        ("declares-sglang-warps-transformers", _WarpsByAnother("sglang", "transformers"), "lossy", ("loop.law[separating]", "loop.law[mixed]"),
+         "Declares SGLang's warp (joint top-k/top-p, exactly k at ties) and warps as transformers does: not its engine's own law."),
+        ("vllm-min-p-bonus-only", _MinPBonusOnly(warp="vllm"), "lossy", ("loop.law[min-p]",),
+         "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its rejection sampler)."),
     ]
     members = {}
     for name, loop, verdict, caught, story in entries:
