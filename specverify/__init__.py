@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._runner import check as check
     from ._trees.calling import tree_sampler as tree_sampler
     from ._vocabulary import Verdict as Verdict
-    from ._warp import SamplingParams as SamplingParams
+    from ._warps.rules import SamplingParams as SamplingParams
     from ._runner import check_loop as check_loop
     from .errors import Interrupted as Interrupted
     from .errors import SamplerFault as SamplerFault
@@ -63,7 +63,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "Sampler": ("._contract", "Sampler"),
     "SamplerFault": (".errors", "SamplerFault"),
     "SamplerSpecError": (".errors", "SamplerSpecError"),
-    "SamplingParams": ("._warp", "SamplingParams"),
+    "SamplingParams": ("._warps.rules", "SamplingParams"),
     "SpecverifyError": (".errors", "SpecverifyError"),
     "UsageError": (".errors", "UsageError"),
     "Verdict": ("._vocabulary", "Verdict"),

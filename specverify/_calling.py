@@ -25,7 +25,7 @@ import torch
 
 from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
 from ._contract import Capabilities, capabilities_of, resolve_sampler
-from ._declared import DeclaredWarp, declared_warp, from_reference
+from ._warps.declared import DeclaredWarp, declared_warp, from_reference
 from ._kinds import Kind, LoopKind, kind_of
 from ._layout import StepLayout
 from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
@@ -113,7 +113,7 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
                 self.kind = _taken_for_a_loop(raw)
             self.sampler: Callable[..., Any] | None = self.kind.posed(raw)
             try:
-                self.warp: DeclaredWarp = declared_warp(raw)  # the law it is judged by (specverify._declared)
+                self.warp: DeclaredWarp = declared_warp(raw)  # the law it is judged by (specverify._warps.declared)
             except ValueError as exc:  # an unknown preset: the user's mistake, at load
                 raise SamplerSpecError(str(exc)) from None
             self.name = self.kind.name_of(self.sampler)

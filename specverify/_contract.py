@@ -203,7 +203,7 @@ def sampler(
     -> probabilities``, set as its ``warp`` attribute: the law it must preserve (default transformers').
     """
     if warp is not None:
-        from ._declared import resolve_warp
+        from ._warps.declared import resolve_warp
 
         resolve_warp(warp)  # an unknown preset fails where it is declared, in one line
 
@@ -274,7 +274,7 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
         capabilities_of(obj)
     except SamplerSpecError as exc:
         raise SamplerSpecError(f"{spec!r}: {exc}") from exc
-    from ._declared import declared_warp
+    from ._warps.declared import declared_warp
 
     try:
         declared_warp(obj)

@@ -141,7 +141,7 @@ class Warps(TypedDict):
 
 
 class DeclaredWarpRecord(TypedDict):
-    """The warp a sampler is judged by (specverify._declared; a loop run's ``run["warp"]``)."""
+    """The warp a sampler is judged by (specverify._warps.declared; a loop run's ``run["warp"]``)."""
 
     name: str
     declared: bool  # False: no warp declared, judged by transformers'
@@ -149,7 +149,7 @@ class DeclaredWarpRecord(TypedDict):
 
 
 class WarpDifference(TypedDict):
-    """A warp against one preset on the separating cases (specverify._separating)."""
+    """A warp against one preset on the separating cases (specverify._warps.separating)."""
 
     preset: str
     tv: float  # the largest TV between the two warps' laws over the cases

@@ -10,7 +10,7 @@ layout, so a new input shape adds a layout instead of a fork of each of them:
   probabilities in, ``(tokens, num_accepted)`` out, the canonical law :func:`~specverify._exact.step_law`;
 * :class:`~specverify._kinds.logits.LogitsLayout`: the same chain, with each case posed to a
   logits-level sampler as logits and per-row sampling parameters whose warp is the case's law
-  (:mod:`specverify._logits_layout`);
+  (:mod:`specverify._kinds.logits_posing`);
 * :class:`~specverify._kinds.tree.TreeLayout`: a tree of candidates per row (:mod:`specverify._trees.contract`),
   ``(path, token)`` out, the law of the declared tree algorithm; its chain form runs a tree sampler
   on path trees;

@@ -8,7 +8,7 @@ the prefix bookkeeping between steps::
 ``target`` and ``draft`` are language models: callables ``prefix [B, L] int64 -> logits [B, V]``,
 where every row of ``prefix`` is a prompt followed by the tokens so far, *left-padded* with ``-1``
 so that rows of different lengths share one tensor (the last column is every row's last token).
-``params`` are the rows' :class:`~specverify._warp.SamplingParams` (their ``seeds`` the per-request
+``params`` are the rows' :class:`~specverify._warps.rules.SamplingParams` (their ``seeds`` the per-request
 seeds, for loops that declare them).  Whatever the loop does inside, the law of its output must be
 the target's *warped autoregressive law*: token ``t`` follows ``warp(target(prompt + tokens[:t]))``.
 That is where drafter/verifier randomness coupling, warps applied to one side only and prefix
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ._warp import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
+from ._warps.rules import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
 
 __all__ = ["MarkovLM", "generation_law", "left_padded", "loop"]
 
@@ -34,13 +34,13 @@ def loop(fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...]
     ``parameters`` names the sampling parameters it honours (``"seeds"`` for per-request seeds); the
     harness gives it only those, and skips, with the reason, the checks that need others.  ``warp``
     is the engine's own warp, a preset's name or a callable ``(logits, params) -> probabilities``:
-    the law its generations must follow (:mod:`specverify._declared`; default transformers').
+    the law its generations must follow (:mod:`specverify._warps.declared`; default transformers').
     """
     unknown = set(parameters) - set(PARAMETERS)
     if unknown:
         raise ValueError(f"unknown sampling parameters {sorted(unknown)}; known: {PARAMETERS}")
     if warp is not None:
-        from ._declared import resolve_warp
+        from ._warps.declared import resolve_warp
 
         resolve_warp(warp)  # an unknown preset fails where it is declared
 
@@ -134,7 +134,7 @@ def generation_law(
     """``[V**num_tokens]`` exact law of one row's generated tokens (base-V index, first token most
     significant): the target's warped autoregressive law after ``prompt [L]`` under the row's
     ``params`` (one row).  ``law`` is the warp to use, ``(logits, params) -> probs`` (a declared
-    warp), else :func:`~specverify._warp.warp` in ``order``.  Enumerates every sequence: small
+    warp), else :func:`~specverify._warps.rules.warp` in ``order``.  Enumerates every sequence: small
     ``V**num_tokens`` only."""
     vocab = target.vocab_size
     sequences = torch.cartesian_prod(*[torch.arange(vocab)] * num_tokens).reshape(-1, num_tokens)

@@ -19,7 +19,7 @@ import torch
 from ._contract import Violation
 from ._loop import MarkovLM
 from ._supervised import Supervised
-from ._warp import SamplingParams
+from ._warps.rules import SamplingParams
 from ._worker import WorkerDied, WorkerHung, WorkerRaised
 from .errors import SamplerFault, SamplerSpecError
 

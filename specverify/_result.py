@@ -247,7 +247,7 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     if not finished:
         return Judgement("inconclusive", "the run was interrupted: not every planned check ran")
     undecided = [c.id for c in checks if c.status == "inconclusive"]
-    # an undeclared sampler that warps as another engine does (specverify._declared): the preset
+    # an undeclared sampler that warps as another engine does (specverify._warps.declared): the preset
     # that explains the most checks is the one to declare
     explained = collections.Counter(c.evidence["explained_by"] for c in checks if c.status == "inconclusive" and "explained_by" in c.evidence)
     if explained:

@@ -12,6 +12,6 @@ from __future__ import annotations
 
 from ._exact import completed_law, emitted_law, step_law, target_law
 from ._loop import generation_law
-from ._warp import warp
+from ._warps.rules import warp
 
 __all__ = ["completed_law", "emitted_law", "generation_law", "step_law", "target_law", "warp"]

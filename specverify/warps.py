@@ -10,9 +10,9 @@ apart there.  Import it as ``from specverify import warps``; it imports torch.
 
 from __future__ import annotations
 
-from ._declared import DEFAULT_PRESET
-from ._presets import PRESETS, Convention, WarpFunction, preset
-from ._separating import SEPARATING_CASES, Difference, SeparatingCase, differences, separating_chain, tv_on_cases
+from ._warps.declared import DEFAULT_PRESET
+from ._warps.presets import PRESETS, Convention, WarpFunction, preset
+from ._warps.separating import SEPARATING_CASES, Difference, SeparatingCase, differences, separating_chain, tv_on_cases
 
 __all__ = [
     "Convention",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specverify._presets import PRESETS
+from specverify._warps.presets import PRESETS
 
 
 @pytest.fixture()

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 
 import specverify
 from specverify import check_loop
-from specverify._declared import declared_warp, resolve_warp
-from specverify._declared_posing import pose_for
-from specverify._logits_layout import pose
-from specverify._presets import PRESETS
+from specverify._warps.declared import declared_warp, resolve_warp
+from specverify._warps.posing import pose_for
+from specverify._kinds.logits_posing import pose
+from specverify._warps.presets import PRESETS
 from specverify._result import judge
 from specverify.samplers._loop_reference import LoopReference
 from specverify.strategies import step_cases

@@ -7,8 +7,8 @@ import torch
 
 import specverify
 from specverify._kinds import LogitsLayout
-from specverify._logits_layout import pose
-from specverify._warp import DEFAULT_ORDER, warp
+from specverify._kinds.logits_posing import pose
+from specverify._warps.rules import DEFAULT_ORDER, warp
 from specverify.samplers._logits_reference import logits_reference
 
 ALL = ("temperature", "top_k", "top_p", "min_p")

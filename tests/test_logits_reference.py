@@ -9,7 +9,7 @@ from scipy import stats
 
 from specverify.laws import step_law
 from specverify._seeded import seeded_uniforms
-from specverify._warp import SamplingParams, warp
+from specverify._warps.rules import SamplingParams, warp
 from specverify.samplers._logits_reference import logits_reference
 from specverify.stats import gof_test
 

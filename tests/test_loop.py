@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specverify._loop import MarkovLM, generation_law, left_padded
-from specverify._warp import SamplingParams, warp
+from specverify._warps.rules import SamplingParams, warp
 from specverify.samplers._loop_reference import LoopReference
 from specverify.stats import gof_test
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from specverify._presets import PRESETS, preset
-from specverify._separating import SEPARATING_CASES, differences, tv_on_cases
-from specverify._warp import SamplingParams, warp
+from specverify._warps.presets import PRESETS, preset
+from specverify._warps.separating import SEPARATING_CASES, differences, tv_on_cases
+from specverify._warps.rules import SamplingParams, warp
 from specverify.strategies import separating_logits_cases
 from specverify.strategies._internal.params import logits_cases
 

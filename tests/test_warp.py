@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from specverify._warp import DEFAULT_ORDER, SamplingParams, warp
+from specverify._warps.rules import DEFAULT_ORDER, SamplingParams, warp
 
 
 def scalar_warp(logits: list[float], t: float, k: int, top_p: float, min_p: float, order=DEFAULT_ORDER) -> list[float]:

@@ -1,7 +1,7 @@
 """The logits kind: the chain contract posed to a logits-level sampler (``Capabilities(inputs="logits")``).
 
 Each case is posed as logits and per-row sampling parameters whose warp is the case's law
-(:mod:`specverify._logits_layout`); outputs, outcomes and the exact law are the chain's, and so
+(:mod:`specverify._kinds.logits_posing`); outputs, outcomes and the exact law are the chain's, and so
 are the battery and the worker verb.  A failure shows the warped and the raw laws side by side.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._evidence import Warps
-from .._logits_layout import PosedSampler, warps_evidence
+from .logits_posing import PosedSampler, warps_evidence
 from .chain import ChainKind, ChainLayout
 
 __all__ = ["LogitsKind", "LogitsLayout"]
@@ -21,7 +21,7 @@ __all__ = ["LogitsKind", "LogitsLayout"]
 @dataclasses.dataclass(frozen=True)
 class LogitsLayout(ChainLayout):
     """The chain posed to a logits-level sampler: each row as logits and values of the sampling
-    ``parameters`` named, whose warp is the row's law (:func:`specverify._logits_layout.pose`).
+    ``parameters`` named, whose warp is the row's law (:func:`specverify._kinds.logits_posing.pose`).
 
     Outputs, outcomes and laws are the chain's: the law to preserve is the case's, whatever the
     posing, so a sampler that mishandles a warp emits outcomes the chain's law forbids or weighs

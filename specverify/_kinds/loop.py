@@ -18,7 +18,7 @@ import torch
 from .._contract import Violation
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
-from .._warp import SamplingParams
+from .._warps.rules import SamplingParams
 from .._worker.wire import GENERATE
 from ._base import Kind
 

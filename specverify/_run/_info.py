@@ -24,7 +24,7 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     if kind.generation:
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
         record.contract, record.reach = kind.contract, f"{LOOP_REACH}; {subject.warp.statement}"
-        record.extra["warp"] = warp_info(subject.warp)  # the warp it was judged by (specverify._declared)
+        record.extra["warp"] = warp_info(subject.warp)  # the warp it was judged by (specverify._warps.declared)
         record.isolation = Isolation.from_json(subject.info())
         return record
     sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
@@ -33,7 +33,7 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
     record.contract = kind.contract
     if kind.name == "logits" and getattr(subject, "warp", None) is not None:
-        record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._declared)
+        record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._warps.declared)
     described: dict[str, Any] = {}
     kind.describe(described)
     for field, value in described.items():  # the tree's algorithm

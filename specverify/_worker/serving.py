@@ -95,7 +95,7 @@ def raised(exc: BaseException, *, what: str = "the sampler") -> tuple[Any, ...]:
 def load(worker: Worker, body: dict[str, Any]) -> None:
     """Import and build the sampler, pose it as its kind is called, and say what it is."""
     from .._contract import capabilities_of, name_of, resolve_sampler
-    from .._declared import warp_reference
+    from .._warps.declared import warp_reference
     from .._kinds import kind_of
 
     sys.path[:] = body["sys_path"]
@@ -105,7 +105,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
     try:
         sampler = resolve_sampler(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
         kind = kind_of(sampler)
-        warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._declared)
+        warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._warps.declared)
         sampler = worker.sampler = kind.posed(sampler)
         capabilities = capabilities_of(sampler)
         device = worker.device = torch.device(capabilities.device or body["device"] or "cpu")

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .._warp import SamplingParams
+from .._warps.rules import SamplingParams
 from ..errors import AdapterUnavailable
 from ._common import import_library, seed_from, seeded_global_rng
 

@@ -12,7 +12,7 @@ Specs:
   sampling metadata, vLLM's own ``apply_sampling_constraints`` warps the verified positions' logits
   (as ``RejectionSampler.forward`` does) and ``rejection_sample`` verifies them, greedy rows
   (temperature 0) through its greedy kernel.  Versions after #32852 only (``target_logits``).
-  It declares ``warp="vllm"`` (:mod:`specverify._presets`): its laws are vLLM's own, which agree
+  It declares ``warp="vllm"`` (:mod:`specverify._warps.presets`): its laws are vLLM's own, which agree
   with transformers' for the parameters it takes.  Penalties, ``min_p`` and logit bias are outside
   ``rejection_sample``'s reach and not declared.
 
@@ -197,7 +197,7 @@ class VLLMLogitsSampler:
         self._rejection_sample = rejection_sample
         self._constrain = apply_sampling_constraints
         self.name = f"vLLM {version} apply_sampling_constraints + rejection_sample"
-        self.warp = "vllm"  # its engine's own law is the oracle (specverify._declared)
+        self.warp = "vllm"  # its engine's own law is the oracle (specverify._warps.declared)
         base = float32_kernel_capabilities(device, max_k=max_spec_len)
         self.capabilities = dataclasses.replace(base, inputs="logits", params=("temperature", "top_k", "top_p"))
 
@@ -225,7 +225,7 @@ class VLLMLogitsSampler:
         generator: torch.Generator | None,
         params: Any,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        from .._presets import PRESETS
+        from .._warps.presets import PRESETS
 
         batch, k = draft_tokens.shape
         vocab = target_logits.shape[-1]

@@ -27,16 +27,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._declared import DeclaredWarp, declared_warp
+from .._warps.declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
-from .._presets import PRESETS
+from .._warps.presets import PRESETS
 from .._result import CheckResult
 from .._seeds import derive_seed
-from .._separating import SEPARATING_GROUPS, differences, separating_chain
-from .._warp import PARAMETERS, SamplingParams
+from .._warps.separating import SEPARATING_GROUPS, differences, separating_chain
+from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
@@ -51,7 +51,7 @@ KINDS: dict[str, list[dict[str, float]]] = {
     "top-p": [{"top_p": 0.6}, {"temperature": 1.2, "top_p": 0.85}],
     "min-p": [{"min_p": 0.15}, {"temperature": 1.3, "min_p": 0.05}],
     "mixed": [{}, {"temperature": 0.7, "top_k": 3, "top_p": 0.9}, {"temperature": 1.1, "top_p": 0.7, "min_p": 0.1}],
-    # where engines' warps differ (ties, exact boundaries, temperature last): specverify._separating
+    # where engines' warps differ (ties, exact boundaries, temperature last): specverify._warps.separating
     "separating": SEPARATING_GROUPS,
 }
 _DTYPES = {"top_k": torch.int64, "seeds": torch.int64}

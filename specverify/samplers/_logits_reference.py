@@ -3,7 +3,7 @@
 ``sampler(target_logits [B, K+1, V], draft_probs [B, K, V], draft_tokens [B, K], generator, params)``:
 ``draft_probs`` is the law the drafts were actually drawn from; ``params`` holds each row's
 temperature, top-k, top-p, min-p and, when given, its own seed.  The law every position must follow
-is the declared warp of the target's logits (:mod:`specverify._presets`; transformers' by
+is the declared warp of the target's logits (:mod:`specverify._warps.presets`; transformers' by
 default), so this sampler is that warp followed by the reference's canonical step, in float64, with
 no Python loop over rows.  A seeded row draws its uniforms from its own counter-based stream, so its
 output depends on its seed alone.
@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._declared import resolve_warp
+from .._warps.declared import resolve_warp
 from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
-from .._warp import SamplingParams
+from .._warps.rules import SamplingParams
 
 __all__ = ["PRESET_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 

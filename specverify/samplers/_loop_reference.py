@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 import torch
 
-from .._declared import resolve_warp
+from .._warps.declared import resolve_warp
 from .._loop import left_padded
 from .._oracle import canonical_emit, inverse_cdf
 from .._seeded import seeded_uniforms
-from .._warp import PARAMETERS, SamplingParams
+from .._warps.rules import PARAMETERS, SamplingParams
 
 __all__ = ["LoopReference", "loop_reference"]
 

@@ -12,7 +12,7 @@ import torch
 
 from .._contract import Capabilities
 from .._oracle import canonical_emit
-from .._warp import SamplingParams, warp
+from .._warps.rules import SamplingParams, warp
 from ._core import canonical_with, uniforms
 from ._members import member
 

@@ -17,7 +17,7 @@ __all__: list[str] = []
 # --- logits-level samplers (issue 18): a warp applied to one side only, or twice ---------------
 # Each takes (target_logits, draft_probs, draft_tokens, generator, params) and must preserve
 # specverify.laws.warp(target_logits, params); the battery poses its cases as logits and parameters
-# (specverify._logits_layout), with decoy tokens only the row's cuts remove and greedy one-hot
+# (specverify._kinds.logits_posing), with decoy tokens only the row's cuts remove and greedy one-hot
 # rows, so each of these emits tokens of target probability 0. Declared at standard with the
 # family that catches them first (support), which keeps their CI test to that family: posing a
 # whole quick battery as logits costs minutes on a CPU (full sorts at V = 65k for the cuts).
@@ -29,7 +29,7 @@ _LOGITS = Capabilities(inputs="logits", params=_WARPS, dtypes=(torch.float64, to
 
 def _logits_step(logits, d, y, g, params, target_law):
     from .._oracle import canonical_emit
-    from .._warp import warp
+    from .._warps.rules import warp
 
     u = uniforms(y.shape[0], y.shape[1], g, logits.device)
     return canonical_emit(target_law(logits, params, warp), d, y, u)
@@ -73,7 +73,7 @@ _SEEDED = Capabilities(inputs="logits", params=(*_WARPS, "seeds"), dtypes=(torch
 
 def _seeded_step(logits, d, y, g, params, seeds_of):
     from .._oracle import canonical_emit
-    from .._warp import warp
+    from .._warps.rules import warp
 
     if params.seeds is None:
         u = uniforms(y.shape[0], y.shape[1], g, logits.device)

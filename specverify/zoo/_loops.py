@@ -10,9 +10,9 @@ import dataclasses
 
 import torch
 
-from .._presets import PRESETS
+from .._warps.presets import PRESETS
 from .._vocabulary import Verdict
-from .._warp import SamplingParams
+from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
 
 __all__ = ["LOOP_MEMBERS", "LoopMember"]

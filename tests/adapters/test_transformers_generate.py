@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specverify._loop import MarkovLM, generation_law
-from specverify._warp import SamplingParams
+from specverify._warps.rules import SamplingParams
 from specverify.stats import gof_test
 
 transformers = pytest.importorskip("transformers")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from specverify import check
-from specverify._logits_layout import EVIDENCE_MAX_VOCAB, warps_evidence
+from specverify._kinds.logits_posing import EVIDENCE_MAX_VOCAB, warps_evidence
 from specverify.report import write_report
 
 

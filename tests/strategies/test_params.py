@@ -8,7 +8,7 @@ from hypothesis import Phase, find, given, settings
 
 from specverify import strategies as sv
 from specverify._contract import audit_output
-from specverify._warp import warp
+from specverify._warps.rules import warp
 from specverify.samplers import logits_reference
 
 

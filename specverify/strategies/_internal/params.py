@@ -4,7 +4,7 @@ Every row draws each parameter either at one of its edges (where engines' warps 
 temperature near 0 or large, ``top_k`` 1 or at least the vocabulary, a tiny ``top_p``, ``min_p``
 near 1, and each one off) or from its ordinary range, so one batch holds heterogeneous rows, as
 engines batch them.  Logits have no exact ties within a position (the cuts' tie rules are where
-engines differ; :mod:`specverify._warp` states its own).  Everything shrinks toward the parameter
+engines differ; :mod:`specverify._warps.rules` states its own).  Everything shrinks toward the parameter
 being off and toward small vocabularies.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from ..._warp import DEFAULT_ORDER, SamplingParams
+from ..._warps.rules import DEFAULT_ORDER, SamplingParams
 
 __all__ = ["PARAM_EDGES", "logits_cases", "sampling_params"]
 
@@ -39,7 +39,7 @@ def _value(draw: st.DrawFn, name: str, vocab: int) -> float | int:
 @st.composite
 def sampling_params(draw: st.DrawFn, rows: int, vocab: int, names: tuple[str, ...] = DEFAULT_ORDER) -> SamplingParams:
     """:class:`~specverify.SamplingParams` of ``rows`` heterogeneous rows for a vocabulary of
-    ``vocab`` tokens; only ``names`` are set (a subset of :data:`~specverify._warp.DEFAULT_ORDER`)."""
+    ``vocab`` tokens; only ``names`` are set (a subset of :data:`~specverify._warps.rules.DEFAULT_ORDER`)."""
     unknown = set(names) - set(DEFAULT_ORDER)
     if unknown:
         raise ValueError(f"sampling_params draws the warps {DEFAULT_ORDER}, not {sorted(unknown)}")

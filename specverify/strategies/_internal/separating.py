@@ -1,6 +1,6 @@
 """Logits and parameters where two engines' warps differ: the cases that tell conventions apart.
 
-Each example is drawn for a pair of presets (:data:`specverify._presets.PRESETS`) and a kind of
+Each example is drawn for a pair of presets (:data:`specverify._warps.presets.PRESETS`) and a kind of
 difference that separates that pair: ties at the ``k``-th logit, mass exactly at the ``top_p``
 boundary (uniform blocks of 2, 4 or 8 tokens, whose masses are exact in binary), temperature with
 ``top_p`` or ``min_p`` (cut before or after the temperature), ``min_p`` with ``top_p`` (which cut
@@ -14,8 +14,8 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from ..._presets import PRESETS
-from ..._warp import SamplingParams
+from ..._warps.presets import PRESETS
+from ..._warps.rules import SamplingParams
 
 __all__ = ["SEPARATING_KINDS", "separating_logits_cases"]
 

@@ -15,10 +15,10 @@ import dataclasses
 
 import torch
 
-from ._evidence import WarpDifference
-from ._loop import MarkovLM
-from ._presets import PRESETS, WarpFunction
-from ._warp import SamplingParams
+from .._evidence import WarpDifference
+from .._loop import MarkovLM
+from .presets import PRESETS, WarpFunction
+from .rules import SamplingParams
 
 __all__ = ["SEPARATING_CASES", "SEPARATING_GROUPS", "Difference", "SeparatingCase", "differences", "separating_chain", "tv_on_cases"]
 

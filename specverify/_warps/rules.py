@@ -22,7 +22,7 @@ Each cut renormalises what it keeps, so ``top_p`` measures mass after ``top_k``.
 :data:`DEFAULT_ORDER` (transformers'): this is the ``"transformers"`` preset, the law a sampler
 that declares no warp is judged by.  Engines differ (llama.cpp applies the temperature last, SGLang
 cuts jointly, vLLM applies ``min_p`` first); a sampler declares its own with ``warp=``
-(:mod:`specverify._presets`, :mod:`specverify._declared`, docs/conventions.md).
+(:mod:`specverify._warps.presets`, :mod:`specverify._warps.declared`, docs/conventions.md).
 """
 
 from __future__ import annotations

@@ -30,10 +30,10 @@ from typing import Any
 
 import torch
 
-from ._declared import DeclaredWarp, declared_warp
-from ._declared_posing import pose_for
-from ._evidence import Warps
-from ._warp import SamplingParams
+from .._warps.declared import DeclaredWarp, declared_warp
+from .._warps.posing import pose_for
+from .._evidence import Warps
+from .._warps.rules import SamplingParams
 
 __all__ = ["PosedSampler", "pose", "warps_evidence"]
 

@@ -5,7 +5,7 @@ Speculative decoding promises the engine's *own* non-speculative law, and engine
 comes first or last, whether ``top_p`` is measured on the mass left after ``top_k`` or on the whole
 law, whether the token at exactly the ``top_p`` boundary is kept, what happens to ties at the
 ``k``-th logit, and where greedy starts.  A :class:`Convention` states those rules; calling it warps
-``logits [B, ..., V]`` under per-row :class:`~specverify._warp.SamplingParams`, vectorised over rows
+``logits [B, ..., V]`` under per-row :class:`~specverify._warps.rules.SamplingParams`, vectorised over rows
 (no Python loop over rows), in float64.
 
 Where an engine's rule is implementation-defined (an unstable sort among equal probabilities), the
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._warp import DEFAULT_ORDER, SamplingParams, warp
+from .rules import DEFAULT_ORDER, SamplingParams, warp
 
 __all__ = ["PRESETS", "Convention", "WarpFunction", "preset"]
 

@@ -2,7 +2,7 @@
 
 A logits sampler or a generation loop states its engine's own non-speculative warp, like its
 ``name`` and ``capabilities``, as a ``warp`` attribute (``specverify.sampler(warp=...)``,
-``specverify.loop(warp=...)``): a preset's name (:data:`specverify._presets.PRESETS`) or a callable
+``specverify.loop(warp=...)``): a preset's name (:data:`specverify._warps.presets.PRESETS`) or a callable
 ``(logits, params) -> probabilities``.  Speculation must preserve that law, whatever it is; a
 sampler that declares nothing is judged by transformers' convention, and its run says so.
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from ._evidence import DeclaredWarpRecord
-from ._presets import PRESETS, WarpFunction, preset
-from ._warp import SamplingParams
-from .errors import SamplerFault, Violation
+from .._evidence import DeclaredWarpRecord
+from .presets import PRESETS, WarpFunction, preset
+from .rules import SamplingParams
+from ..errors import SamplerFault, Violation
 
 __all__ = ["DEFAULT_PRESET", "DeclaredWarp", "declared_warp", "from_reference", "resolve_warp", "warp_fault", "warp_reference"]
 

@@ -1,7 +1,7 @@
 """Posing the battery's cases to a logits sampler whose law is its declared warp.
 
 The logits layout poses each case's law ``p`` as logits and parameters whose warp is ``p``
-(:func:`specverify._logits_layout.pose`): decoy tokens with real mass that the row's cuts remove
+(:func:`specverify._kinds.logits_posing.pose`): decoy tokens with real mass that the row's cuts remove
 exactly.  That posing is built for transformers' convention; a sampler that declares another warp
 must be posed so that *its* warp gives ``p``, or the battery would judge it by a law it never
 promised.  :func:`pose_for` tries, row by row, the posings below and keeps the first whose declared
@@ -18,7 +18,7 @@ posing where the presets agree, a posing with fewer cuts where they do not): it 
 transformers' law, and an engine's own convention is never taken for a fault.
 
 A row no posing gives ``p`` for means the declared warp is not the identity with its cuts off:
-the sampler's fault (:func:`~specverify._declared.warp_fault`), reported as such.
+the sampler's fault (:func:`~specverify._warps.declared.warp_fault`), reported as such.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ._declared import DeclaredWarp, warp_fault
-from ._presets import PRESETS
-from ._warp import SamplingParams
+from .declared import DeclaredWarp, warp_fault
+from .presets import PRESETS
+from .rules import SamplingParams
 
 __all__ = ["TOLERANCE", "pose_for"]
 
@@ -48,7 +48,7 @@ _OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing) -> tuple[torch.Tensor, SamplingParams]:
     """Logits ``[B, K+1, V]`` (float64) and per-row parameters whose *declared* warp is
     ``target_probs`` (each row over its sum); ``pose`` is the layout's usual posing
-    (:func:`specverify._logits_layout.pose`, passed in: the layout builds on this module).
+    (:func:`specverify._kinds.logits_posing.pose`, passed in: the layout builds on this module).
 
     Raises:
         SamplerFault: the declared warp raised, returned no law, or gives no row its case's law even

@@ -1,0 +1,6 @@
+"""Warps: the rules that turn a target's logits and a request's sampling parameters into the law
+speculation must preserve.  The harness's own statement of them (:mod:`.rules`: ``SamplingParams``,
+``warp``, transformers' convention), the engines' presets (:mod:`.presets`), the warp a sampler
+declares (:mod:`.declared`), posing a case so that a declared warp gives its law (:mod:`.posing`),
+and the cases that separate the presets (:mod:`.separating`).  The public face is
+:mod:`specverify.warps`."""
