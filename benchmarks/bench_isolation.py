@@ -49,7 +49,7 @@ CALL_SHAPES = [(16, 4, 8, 400), (1024, 4, 8, 200), (65536, 4, 8, 20), (16, 4, 32
 
 def per_call(rows: int, k: int, vocab: int, calls: int, isolation: str) -> float:
     """Median seconds of one ``step`` on fresh inputs of this shape (inputs built before timing)."""
-    from specverify._calling import SamplerUnderTest
+    from specverify._calling.sut import SamplerUnderTest
 
     sut = SamplerUnderTest("specverify.samplers:reference", isolation=isolation)
     g = torch.Generator().manual_seed(0)

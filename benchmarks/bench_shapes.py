@@ -27,7 +27,7 @@ import torch
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify.checks import Context
 from specverify.checks._shapes import Shape, ShapeConditionalCheck, ShapeTargetLawCheck
 

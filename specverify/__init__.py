@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._result import CheckResult as CheckResult
     from ._result import RunResult as RunResult
     from ._runner import check as check
-    from ._trees.calling import tree_sampler as tree_sampler
+    from ._calling.tree import tree_sampler as tree_sampler
     from ._vocabulary import Verdict as Verdict
     from ._warps.rules import SamplingParams as SamplingParams
     from ._runner import check_loop as check_loop
@@ -74,7 +74,7 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "pytest_battery": ("._pytest", "battery"),  # imports pytest
     "reference": (".samplers", "reference"),
     "sampler": ("._contract", "sampler"),
-    "tree_sampler": ("._trees.calling", "tree_sampler"),
+    "tree_sampler": ("._calling.tree", "tree_sampler"),
 }
 
 __all__ = sorted([*_PUBLIC, "__version__"])

@@ -1,7 +1,7 @@
 """Reach: the shapes, precisions and case kinds a check actually gave the sampler.
 
 A claim holds where it was tested and nowhere else.  The harness records every call it makes
-(:class:`ReachRecorder`, fed by :class:`~specverify._calling.SamplerUnderTest`), so a check's
+(:class:`ReachRecorder`, fed by :class:`~specverify._calling.sut.SamplerUnderTest`), so a check's
 :class:`Reach` is what the sampler saw, never what the check meant to give it; the run's printed
 guarantee (:func:`guarantee`) names that reach.
 """

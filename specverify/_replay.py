@@ -17,7 +17,7 @@ import numpy as np
 from ._budgets import get_budget
 import torch
 
-from ._calling import SamplerUnderTest
+from ._calling.sut import SamplerUnderTest
 from ._cases import ModelCase, StepCase
 from ._exact import emitted_law, target_law
 from ._models import Model

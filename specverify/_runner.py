@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._budgets import Budget, get_budget
-from ._calling import SamplerUnderTest, importable_source
+from ._calling.sut import SamplerUnderTest, importable_source
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
@@ -183,7 +183,7 @@ def check_loop(
 ) -> RunResult:
     """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
 
-    ``isolation`` and ``timeout`` are :class:`~specverify._calling.SamplerUnderTest`'s: by
+    ``isolation`` and ``timeout`` are :class:`~specverify._calling.sut.SamplerUnderTest`'s: by
     default a loop importable by name runs in a supervised process of its own, so a crash, exit or
     hang is a finding (``crashed``, ``hang``) of the check it happened in, and the run goes on.
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify.errors import SamplerFault
 from specverify._contract import audit_output
 

@@ -15,7 +15,7 @@ import pytest
 
 import specverify
 from specverify import errors
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify._run import plan
 
 EVIDENCE = {"specverify.errors.SamplerFault", "specverify.errors.CheckFailed"}
@@ -91,7 +91,7 @@ def test_a_loop_fault_is_a_sampler_fault():
     fault = errors.SamplerFault(Violation("hang", "no return within 1 s"), {"traceback": "..."})
     assert str(fault) == "no return within 1 s" and fault.violation.rule == "hang"
     assert fault.details == {"traceback": "..."}
-    assert not hasattr(importlib.import_module("specverify._loop_calling"), "LoopFault")
+    assert not hasattr(importlib.import_module("specverify._calling.loop"), "LoopFault")
 
 
 def test_usage_errors_are_value_errors_too():

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import CallLimit, SamplerUnderTest
+from specverify._calling.sut import CallLimit, SamplerUnderTest
 from specverify._cli import main
 
 TESTS = Path(__file__).parent

@@ -12,10 +12,10 @@ import torch
 
 import specverify
 from specverify import Capabilities
-from specverify._calling import _STEPS, SamplerUnderTest
+from specverify._calling.sut import _STEPS, SamplerUnderTest
 from specverify._kinds import ChainKind, ChainLayout, Kind, LogitsKind, LogitsLayout, LoopInputs, LoopKind, LoopLayout, TreeKind, TreeLayout, kind_of
 from specverify._loop import MarkovLM, generation_law
-from specverify._trees.calling import tree_sampler
+from specverify._calling.tree import tree_sampler
 from specverify._warps.rules import SamplingParams
 from specverify._worker.serving import SERVES
 from specverify._run._plan import BATTERIES, battery_for

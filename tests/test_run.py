@@ -12,7 +12,7 @@ import pytest
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify._pytest import verdict_failure
 from specverify._result import CheckResult
 from specverify._run import Run

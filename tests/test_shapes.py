@@ -14,7 +14,7 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._cases import StepCase
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify._contract import Capabilities
 from specverify._evidence import unknown_keys
 from specverify._exact import step_law_scalar

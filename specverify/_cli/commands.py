@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .._calling import check_device
+    from .._calling.sut import check_device
     from ..errors import SamplerSpecError
 
     err = Console(stderr=True, soft_wrap=True)

@@ -1,6 +1,6 @@
 """The tree kind: a tree of candidates per row in, ``(path, token)`` out (:mod:`specverify._trees.contract`).
 
-Declared by ``contract = "tree"`` (:func:`specverify._trees.calling.tree_sampler`), with the
+Declared by ``contract = "tree"`` (:func:`specverify._calling.tree.tree_sampler`), with the
 ``algorithm`` whose law it must have given its candidates (:func:`~specverify._trees.exact.tree_law`;
 none declared: judged on the target's law alone).  It is put through the ``trees`` family, a call
 of a step on a tree batch one message to its worker.

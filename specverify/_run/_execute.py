@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._budgets import Budget
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
 from ..checks import Check, Context

@@ -1,4 +1,4 @@
-"""The tree kind's internals: its contract and audit (:mod:`.contract`), the sampler under test's
-tree calls (:mod:`.calling`), drawing trees from a drafter (:mod:`.draw`), the exact laws of the tree
-algorithms (:mod:`.exact`) and the converters from engines' buffers (:mod:`.converters`).  The
-public face is :mod:`specverify.trees`."""
+"""The tree kind's internals: its contract and audit (:mod:`.contract`), drawing trees from a
+drafter (:mod:`.draw`), the exact laws of the tree algorithms (:mod:`.exact`) and the converters
+from engines' buffers (:mod:`.converters`).  The sampler under test's tree calls are
+:mod:`specverify._calling.tree`; the public face is :mod:`specverify.trees`."""

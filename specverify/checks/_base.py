@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from .._budgets import Budget
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
 from .._families import FAMILIES
@@ -141,7 +141,7 @@ class Check(abc.ABC):
     checks spend ``decisions`` shares of the run's false-positive budget (default: one if
     statistical, none if exact); exact checks spend none.  The subject ``applies`` and
     ``skip_reason`` are given is what the battery tests: a
-    :class:`~specverify._calling.SamplerUnderTest` of the battery's kind (chain, logits, tree, loop);
+    :class:`~specverify._calling.sut.SamplerUnderTest` of the battery's kind (chain, logits, tree, loop);
     ``run`` is given its battery's context (:class:`Context`, or the loop family's).
     """
 

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase, tensor_code
 from .._evidence import Evidence
 from .._kinds import kind_of

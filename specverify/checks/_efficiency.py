@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase
 from .._exact import emitted_law, sequence_offsets
 from .._evidence import Evidence

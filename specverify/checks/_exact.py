@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._layout import StepInputs
 from .._exact import all_sequences, emitted_law, sequence_of

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record

@@ -1,6 +1,6 @@
 """Exact validity on cases where engines break: the support and robustness families.
 
-No statistics: the audit of every output (:mod:`specverify._calling`) either finds a broken rule or
+No statistics: the audit of every output (:mod:`specverify._calling.sut`) either finds a broken rule or
 does not.  Hypothesis searches each edge-case family and shrinks a failure to the smallest case.
 
 * ``support.zero-target[kind]``: never a token of target probability 0 (zeros in p and q, disjoint
@@ -16,7 +16,7 @@ import dataclasses
 import torch
 
 from .. import strategies as sv
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
 from ..errors import SamplerFault

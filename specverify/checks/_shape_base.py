@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 import torch
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase
 from .._result import CheckResult
 from ..errors import SamplerFault, Violation

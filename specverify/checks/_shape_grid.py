@@ -12,7 +12,7 @@ import functools
 
 import torch
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase
 from .._evidence import Evidence
 from .._layout import StepInputs

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase
 from .._evidence import Evidence, tv_record
 from .._result import CheckResult

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .._calling import DEFAULT_CHUNK
+from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_offsets
 from .._layout import StepInputs

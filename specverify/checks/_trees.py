@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._calling import SamplerUnderTest
+from .._calling.sut import SamplerUnderTest
 from .._exact import target_law
 from .._models import ChainModel
 from .._evidence import Evidence, TreeCase

@@ -86,7 +86,7 @@ def test_gpu_adapters_run_on_the_real_library_where_they_can(adapter):
     if not state.ready:
         pytest.skip(f"{adapter.spec}: {state.reason}")
     from specverify import load_sampler
-    from specverify._calling import SamplerUnderTest
+    from specverify._calling.sut import SamplerUnderTest
 
     sut = SamplerUnderTest(load_sampler(adapter.spec))
     generator = torch.Generator().manual_seed(derive_seed("tests", "adapters", "gpu", adapter.spec))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import specverify
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify.errors import SamplerFault
 from specverify._contract import audit_output
 from specverify._seeds import derive_seed

@@ -6,7 +6,7 @@ import torch
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify.checks import Context
 from specverify.checks._exact import UniformGridCheck
 

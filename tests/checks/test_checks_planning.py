@@ -12,7 +12,7 @@ import torch
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._calling import SamplerUnderTest
+from specverify._calling.sut import SamplerUnderTest
 from specverify._result import UNKNOWN_LEFT_OUT, left_out
 from specverify.checks import Check, battery, tree_battery
 from specverify.checks._loop import loop_battery

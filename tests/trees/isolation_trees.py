@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from specverify._trees.calling import tree_sampler
+from specverify._calling.tree import tree_sampler
 from specverify.samplers import tree_reference
 
 FIRST = 64  # trees.output[shapes] calls on 64 rows; trees.support[zero-coins] on 512

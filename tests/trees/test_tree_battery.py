@@ -58,7 +58,7 @@ def test_tree_member_reaches_its_declared_verdict(name: str) -> None:
 
 
 def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> None:
-    from specverify._trees.calling import tree_sampler
+    from specverify._calling.tree import tree_sampler
     from specverify.samplers import tree_target_only
 
     @tree_sampler(uniforms=True)

@@ -17,17 +17,17 @@ from typing import Any
 
 import torch
 
-from ._contract import Violation
-from ._kinds import ChainLayout
-from ._layout import StepInputs
-from ._supervised import (
+from .._contract import Violation
+from .._kinds import ChainLayout
+from .._layout import StepInputs
+from .supervised import (
     UNBATCHED_AUDIT_ROWS,
     CallThread,
     Supervised,
     last_frames,
     raised,
 )
-from ._worker import (
+from .._worker import (
     PendingCall,
     WorkerDied,
     WorkerHung,
@@ -35,7 +35,7 @@ from ._worker import (
     identity,
     unchanged,
 )
-from .errors import SamplerFault
+from ..errors import SamplerFault
 
 __all__ = ["DEFAULT_CHUNK", "ChainCalls"]
 

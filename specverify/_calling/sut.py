@@ -6,8 +6,8 @@ is running, an output that breaks the contract of the sampler's kind, an excepti
 death of the sampler's process stops that check with a :class:`SamplerFault` that says exactly what
 happened, and the run goes on.  The sampler is loaded once and its kind detected then
 (:func:`specverify._kinds.kind_of`, in the sampler's process where it runs isolated); the kind
-chooses the calls (:class:`~specverify._chain_calling.ChainCalls` for the chain and logits kinds,
-:class:`~specverify._trees.calling.TreeCalls` for the tree kind, :class:`~specverify._loop_calling.LoopCalls`
+chooses the calls (:class:`~specverify._calling.chain.ChainCalls` for the chain and logits kinds,
+:class:`~specverify._calling.tree.TreeCalls` for the tree kind, :class:`~specverify._calling.loop.LoopCalls`
 for a generation loop), the layout that audits them and the worker verb they travel with.
 
 With ``isolation="process"`` the sampler runs in a supervised process of its own
@@ -23,18 +23,18 @@ from typing import Any
 
 import torch
 
-from ._chain_calling import DEFAULT_CHUNK, ChainCalls, _Staging
-from ._contract import Capabilities, capabilities_of, resolve_sampler
-from ._warps.declared import DeclaredWarp, declared_warp, from_reference
-from ._kinds import Kind, LoopKind, kind_of
-from ._layout import StepLayout
-from ._loop_calling import DEFAULT_TIMEOUT, LoopCalls
-from ._reach import ReachRecorder
-from ._supervised import CallLimit, CallThread, check_device, importable_source
-from ._trees.calling import TreeCalls
-from ._worker import SamplerProcess
-from ._worker.wire import STEP, TREE_STEP
-from .errors import SamplerFault, SamplerSpecError
+from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
+from .._contract import Capabilities, capabilities_of, resolve_sampler
+from .._warps.declared import DeclaredWarp, declared_warp, from_reference
+from .._kinds import Kind, LoopKind, kind_of
+from .._layout import StepLayout
+from .loop import DEFAULT_TIMEOUT, LoopCalls
+from .._reach import ReachRecorder
+from .supervised import CallLimit, CallThread, check_device, importable_source
+from .tree import TreeCalls
+from .._worker import SamplerProcess
+from .._worker.wire import STEP, TREE_STEP
+from ..errors import SamplerFault, SamplerSpecError
 
 __all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
 

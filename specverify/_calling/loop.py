@@ -6,7 +6,7 @@ next call gets a fresh process.  The models it is given are the harness's own
 (:class:`~specverify._loop.MarkovLM`); they travel as descriptions (their logits table and context)
 and are rebuilt in the worker, which beats at every model call: a loop hangs when it goes
 ``timeout`` seconds without calling a model or returning.  :class:`LoopCalls` are the calls
-:class:`specverify._calling.SamplerUnderTest` makes of a loop (``generation=True``).
+:class:`specverify._calling.sut.SamplerUnderTest` makes of a loop (``generation=True``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from ._contract import Violation
-from ._loop import MarkovLM
-from ._supervised import Supervised
-from ._warps.rules import SamplingParams
-from ._worker import WorkerDied, WorkerHung, WorkerRaised
-from .errors import SamplerFault, SamplerSpecError
+from .._contract import Violation
+from .._loop import MarkovLM
+from .supervised import Supervised
+from .._warps.rules import SamplingParams
+from .._worker import WorkerDied, WorkerHung, WorkerRaised
+from ..errors import SamplerFault, SamplerSpecError
 
 __all__ = ["DEFAULT_TIMEOUT", "LoopCalls"]
 

@@ -1,10 +1,10 @@
 """Calling a sampler of the tree kind: batching, time limits, reach and an exact audit of every output.
 
-:class:`TreeCalls` are the calls :class:`specverify._calling.SamplerUnderTest` makes of a tree
+:class:`TreeCalls` are the calls :class:`specverify._calling.sut.SamplerUnderTest` makes of a tree
 sampler, so :func:`specverify.check` runs the ``trees`` family through
 :func:`specverify._runner.run_check` like any other.  Every output is audited by its kind's layout
 (:class:`specverify._kinds.TreeLayout`) and every input is checked unmodified, so a broken output
-stops its check with a :class:`~specverify._calling.SamplerFault` naming the rule.
+stops its check with a :class:`~specverify._calling.sut.SamplerFault` naming the rule.
 
 With ``isolation="process"`` (what :func:`specverify.check` and the CLI choose for a spec or a
 callable importable by name) a tree sampler runs, like a chain sampler, in the supervised worker of
@@ -26,14 +26,14 @@ import torch
 from .._contract import Capabilities, Violation
 from .._evidence import Evidence
 from .._kinds import TreeKind, kind_of
-from .._supervised import (
+from .._calling.supervised import (
     UNBATCHED_AUDIT_ROWS,
     CallThread,
     Supervised,
     last_frames,
     raised,
 )
-from .contract import ALGORITHMS, TreeBatch, rows_of
+from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
 from .._worker import WorkerDied, WorkerHung, WorkerRaised
 from ..errors import SamplerFault
 
