@@ -79,6 +79,14 @@ def threshold_below_one(tree, generator=None, *, uniforms=None):
     return walk(tree, generator, uniforms, "target-only", accepts=accepts)
 
 
+def no_token_after_a_leaf(tree, generator=None, *, uniforms=None):
+    # the bonus token drawn only while a child is left to try: a path that reached a leaf emits -1
+    path, token = walk(tree, generator, uniforms, "specinfer")
+    last = path.gather(1, ((path >= 0).sum(dim=1, keepdim=True) - 1)).squeeze(1)
+    at_leaf = (tree.children[torch.arange(tree.batch, device=path.device), last, 0] < 0) & (last > 0)
+    return path, torch.where(at_leaf, -1, token)
+
+
 class _TokenWiseResidual(BlockVerificationSampler):
     """Block verification's stopping rule with the token-wise residual norm([p - q]_+)."""
 
@@ -119,6 +127,8 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
                 "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel)."),
         _member("tree-threshold-below-one", threshold_below_one, "target-only", "lossy", "quick",
                 "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design."),
+        _member("tree-no-token-after-a-leaf", no_token_after_a_leaf, "specinfer", "non-conformant", "quick",
+                "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range."),
         _member("tree-block-verification-token-wise-residual", _TokenWiseResidual(), "block-verification", "lossy", "quick",
                 "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839)."),
     )

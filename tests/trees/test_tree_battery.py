@@ -17,6 +17,7 @@ CATCHES = {
     "tree-duplicate-siblings-counted-twice": "trees.conditional[duplicates]",
     "tree-threshold-below-one": "trees.conditional[star]",
     "tree-block-verification-token-wise-residual": "trees.conditional[weighted-residual]",
+    "tree-no-token-after-a-leaf": "trees.output[shapes]",
 }
 
 
@@ -80,3 +81,10 @@ def test_the_generated_tree_search_shrinks_a_failure_to_the_smallest_tree() -> N
     assert result.status == "fail" and result.finding == "support" and result.evidence["violation"] == "zero-target"
     case = result.evidence["tree_case"]  # a root and one child of target probability 0, accepted on a coin of 0
     assert case["parents"] == [-1, 0] and case["path"] == [0, 1] and case["breaks_at"] == 1
+
+
+def test_a_verifier_emitting_no_token_is_its_own_violation() -> None:
+    member = TREE_MEMBERS["tree-no-token-after-a-leaf"]
+    [result] = specverify.check(member, budget="quick", seed=0, select=["trees.output[[]shapes]"]).checks
+    assert result.status == "fail" and result.finding == "contract" and result.evidence["violation"] == "no-token"
+    assert "emitted no token" in (result.message or "") and "outside" not in (result.message or "")
