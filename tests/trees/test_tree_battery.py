@@ -44,9 +44,14 @@ def test_a_tree_spec_runs_in_the_worker() -> None:
     assert result.run["isolation"]["mode"] == "process" and "trees.output[shapes]" in result.run["left_out"]
 
 
+#: Lossless members: the whole quick battery must reach their declared verdict.
+LOSSLESS = {"tree-prefix-matching-accepts-more"}
+
+
 def test_every_tree_member_has_its_catching_check() -> None:
-    assert set(CATCHES) == set(TREE_MEMBERS)
-    assert all(m.caught_by == ("trees",) and m.budget == "quick" for m in TREE_MEMBERS.values())
+    assert set(CATCHES) | LOSSLESS == set(TREE_MEMBERS) and not set(CATCHES) & LOSSLESS
+    assert all(m.caught_by == ("trees",) and m.budget == "quick" for name, m in TREE_MEMBERS.items() if name in CATCHES)
+    assert all(m.caught_by == () and m.verdict.lossless for name, m in TREE_MEMBERS.items() if name in LOSSLESS)
 
 
 @pytest.mark.parametrize("name", list(CATCHES))
@@ -88,3 +93,39 @@ def test_a_verifier_emitting_no_token_is_its_own_violation() -> None:
     [result] = specverify.check(member, budget="quick", seed=0, select=["trees.output[[]shapes]"]).checks
     assert result.status == "fail" and result.finding == "contract" and result.evidence["violation"] == "no-token"
     assert "emitted no token" in (result.message or "") and "outside" not in (result.message or "")
+
+
+def test_a_lossless_verifier_accepting_more_is_never_lossy() -> None:
+    """Prefix matching tries a duplicate sibling's subtree too: it accepts more than target-only
+    (too little more for quick to see on these models), its law exact: conformant, nothing fails."""
+    member = TREE_MEMBERS["tree-prefix-matching-accepts-more"]
+    result = specverify.check(member, budget="quick", seed=0)
+    assert result.verdict == member.verdict, [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
+    assert not [c for c in result.checks if c.status == "fail"]
+
+
+def _mislabelled() -> object:
+    from specverify._calling.tree import tree_sampler
+    from specverify.samplers import tree_specinfer
+
+    @tree_sampler(algorithm="target-only", uniforms=True)
+    def specinfer_declared_target_only(tree, generator=None, *, uniforms=None):  # type: ignore[no-untyped-def]
+        return tree_specinfer(tree, generator, uniforms=uniforms)
+
+    return specinfer_declared_target_only
+
+
+def test_accepting_more_than_the_declared_algorithm_is_information_not_a_failure() -> None:
+    result = specverify.check(_mislabelled(), budget="quick", seed=0, select=["trees.acceptance[[]star]"], isolation="in-process")
+    [acceptance] = result.checks
+    assert acceptance.status == "pass" and acceptance.finding is None and acceptance.evidence["accepts_more"] is True
+    assert "accepts more than 'target-only'" in (acceptance.message or "") and "information" in (acceptance.message or "")
+
+
+def test_a_different_lossless_algorithm_accepting_more_is_lossless_not_lossy() -> None:
+    """SpecInfer declared as target-only: its law given the candidates is not target-only's, its
+    target law holds, it accepts more: a different lossless algorithm, never ``lossy``."""
+    result = specverify.check(_mislabelled(), budget="quick", seed=0, isolation="in-process")
+    assert result.verdict == "lossless-suboptimal", [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
+    assert {c.finding for c in result.checks if c.status == "fail"} == {"non-canonical"}
+    assert "accepts more" in (result.verdict_reason or "")
