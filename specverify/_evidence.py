@@ -321,6 +321,7 @@ class Evidence(TypedDict, total=False):
     pvalue_high: float  # one-sided p-value: more accepted than expected
     held_to: str  # trees: the reference algorithm with the most accepted, that the sampler is held to
     expected_by_algorithm: dict[str, float]  # trees: each reference algorithm's mean on the same candidates
+    accepts_more: bool  # trees: more accepted than the algorithm held to, at the level (information, not a failure)
 
     # --- a shape of the shapes family ----------------------------------------------------------
     V: int  # vocabulary size of the shape (robustness: of the failing vocabulary)
