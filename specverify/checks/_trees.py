@@ -182,12 +182,24 @@ def _gof(check: Any, ctx: Context, counts: np.ndarray, law: np.ndarray, rows: in
     return test, test.min_detectable_tv(ctx.alpha, ctx.budget.power), expected, largest_deviation(counts, expected, lambda g, c: cell_name(c))
 
 
+DECLARED_LAW, TARGET_LAW = "the declared algorithm's law", "the target's law"
+
+
+def _detects(test: Any, claim: float, power: float, law: str) -> str:
+    """What a law test detects, in words: a TV bound, or, where it saw outcomes the law gives
+    probability 0, that (one such outcome is proof; no TV is involved, so none is printed)."""
+    if test.method == "impossible":
+        return f"{test.impossible} outcomes of probability 0 under {law} were emitted (one is proof that the law is not followed)"
+    return f"TV >= {claim:.3g} detected with probability >= {power}"
+
+
 def _law_result(
     check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: Evidence, summary: str, failure: str, finding: str, large: bool
 ) -> CheckResult:
     """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
     detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
-    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
+    # outcomes of probability 0 seen: proof with no TV involved, so no TV is claimed (none printed)
+    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=None if test.method == "impossible" else claim, evidence=evidence)
     if test.pvalue <= ctx.alpha:
         return check.result("fail", f"{failure}; {summary}", finding=finding, **common)
     ceiling = _ceiling(ctx, large)
@@ -381,7 +393,7 @@ class TreeConditionalCheck(TreeCheck):
             "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
             "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
         }
-        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {_detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
         return _law_result(self, ctx, test, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
 
 
@@ -458,7 +470,7 @@ class TreeTargetLawCheck(TreeCheck):
             evidence["tree_case"] = _case_json(_rows_slice(last_tree, 0))
         summary = (
             f"{rows} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
-            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; {_detects(test, claim, ctx.budget.power, TARGET_LAW)}"
         )
         return _law_result(self, ctx, test, claim, rows, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)
 

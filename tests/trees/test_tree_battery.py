@@ -129,3 +129,12 @@ def test_a_different_lossless_algorithm_accepting_more_is_lossless_not_lossy() -
     assert result.verdict == "lossless-suboptimal", [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
     assert {c.finding for c in result.checks if c.status == "fail"} == {"non-canonical"}
     assert "accepts more" in (result.verdict_reason or "")
+
+
+def test_a_law_test_flagging_an_outcome_of_probability_0_says_so_in_words() -> None:
+    """The token-wise residual emits a token the weighted residual forbids: proof, no TV involved."""
+    member = TREE_MEMBERS["tree-block-verification-token-wise-residual"]
+    [result] = specverify.check(member, budget="quick", seed=0, select=["trees.conditional[[]weighted-residual]"]).checks
+    assert result.status == "fail" and result.evidence["test"] == "impossible"
+    assert "outcomes of probability 0 under the declared algorithm's law were emitted" in (result.message or "")
+    assert "TV" not in (result.message or "") and result.min_detectable_tv is None
