@@ -321,6 +321,8 @@ class Evidence(TypedDict, total=False):
     pvalue_high: float  # one-sided p-value: more accepted than expected
     held_to: str  # trees: the reference algorithm with the most accepted, that the sampler is held to
     expected_by_algorithm: dict[str, float]  # trees: each reference algorithm's mean on the same candidates
+    outside_drafting: str | None  # trees.robustness: why the declared drafting cannot produce the tree posed
+    law_differs: bool  # trees.robustness: the law given the candidates differs from the declared algorithm's (information)
     accepts_more: bool  # trees: more accepted than the algorithm held to, at the level (information, not a failure)
 
     # --- a shape of the shapes family ----------------------------------------------------------

@@ -16,7 +16,7 @@ import torch
 from .._contract import Capabilities
 from .._oracle import inverse_cdf, normalise
 from .._trees.contract import TreeBatch
-from .._trees.exact import drafts_normalised
+from .._trees.exact import drafts_normalised, residual, without
 from .._vocabulary import Verdict
 from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
@@ -85,6 +85,39 @@ def no_token_after_a_leaf(tree, generator=None, *, uniforms=None):
     last = path.gather(1, ((path >= 0).sum(dim=1, keepdim=True) - 1)).squeeze(1)
     at_leaf = (tree.children[torch.arange(tree.batch, device=path.device), last, 0] < 0) & (last > 0)
     return path, torch.where(at_leaf, -1, token)
+
+
+def without_replacement_dedupes_siblings(tree, generator=None, *, uniforms=None):
+    """The without-replacement walk, a sibling whose token an earlier sibling already holds skipped
+    (no rejection step): the reference's law on every tree whose siblings are distinct, another on
+    duplicate siblings, which a without-replacement drafter never produces."""
+    u = _uniforms(tree, generator, uniforms)
+    batch, device = tree.batch, tree.parents.device
+    rows = torch.arange(batch, device=device)
+    current = torch.zeros(batch, dtype=torch.int64, device=device)
+    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
+    path[:, 0] = 0
+    p, q = normalise(tree.target_probs[:, 0]), drafts_normalised(tree.draft_probs[:, 0])
+    active = torch.ones(batch, dtype=torch.bool, device=device)
+    for depth in range(tree.depth):
+        moved = torch.zeros_like(active)
+        tried = torch.zeros_like(p, dtype=torch.bool)
+        for node in range(1, tree.width):  # children in try order (node order)
+            x = tree.tokens[:, node].clamp_min(0)
+            trying = active & ~moved & (tree.parents[:, node] == current) & ~tried.gather(1, x[:, None]).squeeze(1)  # the bug: ~tried
+            accept = trying & (u[:, node] * q.gather(1, x[:, None]).squeeze(1) < p.gather(1, x[:, None]).squeeze(1))
+            reject = (trying & ~accept)[:, None]
+            p, q = torch.where(reject, residual(p, q), p), torch.where(reject, without(q, x), q)
+            tried |= torch.nn.functional.one_hot(x, p.shape[1]).bool() & trying[:, None]
+            moved |= accept
+            current = torch.where(accept, node, current)
+        active &= moved
+        if not active.any():
+            break
+        path[:, depth + 1] = torch.where(moved, current, -1)
+        p = torch.where(moved[:, None], normalise(tree.target_probs[rows, current]), p)
+        q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), q)
+    return path, inverse_cdf(p, u[:, 0])
 
 
 def prefix_matching_target_only(tree, generator=None, *, uniforms=None):
@@ -174,6 +207,8 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
                 "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design."),
         _member("tree-no-token-after-a-leaf", no_token_after_a_leaf, "specinfer", "non-conformant", "quick",
                 "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range."),
+        _member("tree-without-replacement-breaks-on-duplicates", without_replacement_dedupes_siblings, "without-replacement", "conformant", "quick",
+                "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the contract only) and reports the law as information."),
         _member("tree-prefix-matching-accepts-more", prefix_matching_target_only, "target-only", "conformant", "quick",
                 "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens a step at V = 4) and is lossless; accepting more is information, never lossy."),
         _member("tree-block-verification-token-wise-residual", _TokenWiseResidual(), "block-verification", "lossy", "quick",

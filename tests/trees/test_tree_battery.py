@@ -45,7 +45,7 @@ def test_a_tree_spec_runs_in_the_worker() -> None:
 
 
 #: Lossless members: the whole quick battery must reach their declared verdict.
-LOSSLESS = {"tree-prefix-matching-accepts-more"}
+LOSSLESS = {"tree-prefix-matching-accepts-more", "tree-without-replacement-breaks-on-duplicates"}
 
 
 def test_every_tree_member_has_its_catching_check() -> None:
@@ -138,3 +138,37 @@ def test_a_law_test_flagging_an_outcome_of_probability_0_says_so_in_words() -> N
     assert result.status == "fail" and result.evidence["test"] == "impossible"
     assert "outcomes of probability 0 under the declared algorithm's law were emitted" in (result.message or "")
     assert "TV" not in (result.message or "") and result.min_detectable_tv is None
+
+
+def test_law_checks_pose_a_without_replacement_sampler_only_trees_its_drafter_can_produce() -> None:
+    from specverify.checks._tree_cases import CONDITIONAL_KINDS, ROBUSTNESS_KINDS, WITHOUT_REPLACEMENT, fixed_tree, outside_drafting
+
+    for seed in range(8):
+        for kind in CONDITIONAL_KINDS:
+            tree = fixed_tree(kind, seed, WITHOUT_REPLACEMENT)
+            assert (outside_drafting(tree, WITHOUT_REPLACEMENT) is None) == (kind not in ROBUSTNESS_KINDS), (kind, seed)
+        for kind in ROBUSTNESS_KINDS:
+            assert outside_drafting(fixed_tree(kind, seed, WITHOUT_REPLACEMENT), WITHOUT_REPLACEMENT) is not None
+            assert outside_drafting(fixed_tree(kind, seed, WITHOUT_REPLACEMENT), "specinfer") is None  # i.i.d.: as posed
+
+
+def test_a_without_replacement_verifier_breaking_only_on_duplicates_is_no_law_failure() -> None:
+    import torch
+
+    from specverify._trees.contract import TreeBatch
+    from specverify._trees.exact import tree_law
+
+    member = TREE_MEMBERS["tree-without-replacement-breaks-on-duplicates"]
+    # it does break on duplicate siblings: the star (a, a, b), p(a) < q(a), its path ends at node 3 where the law puts nothing
+    target = torch.tensor([[[0.3, 0.3, 0.4]] * 4], dtype=torch.float64)
+    draft = torch.tensor([[[0.6, 0.2, 0.2]] * 4], dtype=torch.float64)
+    star = TreeBatch(torch.tensor([[-1, 0, 0, 0]]), torch.tensor([[-1, 0, 0, 1]]), target, draft)
+    rows = 4096
+    path, _ = member(TreeBatch(star.parents.expand(rows, -1), star.tokens.expand(rows, -1), target.expand(rows, -1, -1), draft.expand(rows, -1, -1)), torch.Generator().manual_seed(0))
+    assert float(tree_law(star, "without-replacement")[0, 3].sum()) == 0.0 and int((path.amax(dim=1) == 3).sum()) > rows // 20
+    result = specverify.check(member, budget="quick", seed=0)
+    assert result.verdict == "conformant", [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
+    by_id = {c.id: c for c in result.checks}
+    assert by_id["trees.conditional[duplicates]"].status == "skip" and "cannot produce" in (by_id["trees.conditional[duplicates]"].message or "")
+    robustness = by_id["trees.robustness[duplicates]"]
+    assert robustness.status == "pass" and robustness.proves == "contract" and "information, not a law finding" in (robustness.message or "")
