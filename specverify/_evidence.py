@@ -229,6 +229,9 @@ class TreeCase(TypedDict, total=False):
     breaks_at: int | None  # the first node of that path the target forbids
     ends_observed: list[int]  # [nodes] how often paths ended at each node
     ends_expected: list[float]  # [nodes] how often the exact law expects that
+    rows: list[dict[str, Any]]  # the nodes involved, root first: {"node", "target" [V], "draft" [V] or None} (V <= 64)
+    rows_of: str  # which nodes those are, in words
+    smallest_difference: float | None  # the smallest nonzero |target - draft| over those rows
 
 
 class Evidence(TypedDict, total=False):

@@ -295,7 +295,9 @@ def case_json(
     columns: int | None = None,
 ) -> TreeCase:
     """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
-    failing output's path and token, and how often paths ended at each node against the exact law."""
+    failing output's path and token, how often paths ended at each node against the exact law, and
+    (V <= :data:`ROWS_MAX_VOCAB`) the target and draft rows at the nodes involved with the smallest
+    difference between them."""
     real = int(tree.num_nodes[0])
     out: TreeCase = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
     details = (fault.details or {}) if fault is not None else {}
@@ -307,7 +309,42 @@ def case_json(
         wanted = expected.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
         out["ends_observed"] = observed.tolist()
         out["ends_expected"] = wanted.tolist()
+    nodes, why = _nodes_involved(tree, out, real)
+    if nodes and tree.vocab <= ROWS_MAX_VOCAB:  # what decides the case: the laws at the nodes involved
+        draft = tree.draft_probs
+        out["rows"] = [{"node": n, "target": tree.target_probs[0, n].tolist(), "draft": None if draft is None else draft[0, n].tolist()} for n in nodes]
+        out["rows_of"] = why
+        out["smallest_difference"] = None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
     return out
+
+
+#: The largest vocabulary whose target and draft rows a failing tree case carries.
+ROWS_MAX_VOCAB = 64
+
+
+def _nodes_involved(tree: TreeBatch, case: TreeCase, real: int) -> tuple[list[int], str]:
+    """The nodes whose laws decide a case, root first, and which they are in words: a fault's
+    failing path, else the path to the node where paths ended farthest from the exact law."""
+    if "path" in case:
+        return [n for n in case["path"] if 0 <= n < real], "the nodes on the failing output's path"
+    if "ends_observed" in case and "ends_expected" in case:
+        gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
+        node = int(gaps.argmax())
+        farthest = node
+        nodes = [node]
+        while node > 0:
+            node = int(tree.parents[0, node])
+            nodes.append(node)
+        return nodes[::-1], f"the nodes on the path to node {farthest}, where paths ended farthest from the exact law"
+    return [], ""
+
+
+def _smallest_difference(target: torch.Tensor, draft: torch.Tensor) -> float | None:
+    """The smallest nonzero |target - draft| over the rows' tokens: two laws this close make a
+    verdict turn on rounding (a ratio of 1 - 1e-8 is a coin's, not a law's, decision)."""
+    gaps = (target - draft).abs()
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if gaps.numel() else None
 
 
 def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:

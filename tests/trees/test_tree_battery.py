@@ -172,3 +172,16 @@ def test_a_without_replacement_verifier_breaking_only_on_duplicates_is_no_law_fa
     assert by_id["trees.conditional[duplicates]"].status == "skip" and "cannot produce" in (by_id["trees.conditional[duplicates]"].message or "")
     robustness = by_id["trees.robustness[duplicates]"]
     assert robustness.status == "pass" and robustness.proves == "contract" and "information, not a law finding" in (robustness.message or "")
+
+
+def test_a_failing_tree_case_carries_the_laws_at_the_nodes_involved() -> None:
+    fault = specverify.check(TREE_MEMBERS["tree-residual-from-parent-node"], budget="quick", seed=0, select=["trees.output[[]shapes]"]).checks[0]
+    case = fault.evidence["tree_case"]
+    assert fault.status == "fail" and [r["node"] for r in case["rows"]] == [n for n in case["path"] if n >= 0]
+    assert all(len(r["target"]) == case["vocab"] and len(r["draft"]) == case["vocab"] for r in case["rows"])
+    assert case["rows_of"] == "the nodes on the failing output's path" and case["smallest_difference"] > 0
+    law = specverify.check(TREE_MEMBERS["tree-threshold-below-one"], budget="quick", seed=0, select=["trees.conditional[[]star]"]).checks[0]
+    case = law.evidence["tree_case"]
+    assert law.status == "fail" and case["rows"][0]["node"] == 0 and "farthest from the exact law" in case["rows_of"]
+    gaps = [abs(a - b) for a, b in zip(case["ends_observed"], case["ends_expected"])]
+    assert case["rows"][-1]["node"] == gaps.index(max(gaps))
