@@ -29,8 +29,11 @@ __all__ = ["build_index", "load_run"]
 
 @dataclasses.dataclass
 class FamilyCell:
+    """A family's checks in one run: passed out of those that ran (a skip tested nothing, so it
+    is neither in ``ran`` nor a failure: it is counted apart)."""
+
     passed: int
-    total: int
+    ran: int
     worst: str
     counts: list[tuple[str, int]]
 
@@ -119,7 +122,8 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
             continue
         counts = [(s, sum(c.get("status") == s for c in members)) for s in STATUSES]
         counts = [(s, n) for s, n in counts if n]
-        cells.append(FamilyCell(dict(counts).get("pass", 0), len(members), counts[0][0], counts))
+        ran = sum(c.get("status") != "skip" for c in members)
+        cells.append(FamilyCell(dict(counts).get("pass", 0), ran, counts[0][0], counts))
     versions = record.versions if isinstance(record.versions, Mapping) else {}
     facts = [
         f"budget {record.budget.get('name')}" if isinstance(record.budget, Mapping) and record.budget.get("name") else "",
