@@ -154,8 +154,8 @@ def guarantee(checks: Iterable[Any], *, power: float, alpha: float) -> str | Non
     tail = f"false-alarm probability of the run <= {alpha:g}"
     if len(groups) == 1:
         detect, reach = groups[0]
-        return f"every statistical check detects TV >= {detect:.3g} with probability >= {power}{_where(reach)}; {tail}"
-    clauses = "; ".join(f"TV >= {detect:.3g}{_where(reach)}" for detect, reach in groups)
+        return f"every statistical check detects {_tv(detect)} with probability >= {power}{_where(reach)}; {tail}"
+    clauses = "; ".join(f"{_tv(detect)}{_where(reach)}" for detect, reach in groups)
     return f"every statistical check detects, with probability >= {power}: {clauses}; {tail}"
 
 
@@ -166,6 +166,11 @@ def claims(checks: Iterable[Any]) -> list[tuple[float, Reach | None]]:
     ``reach`` (:class:`~specverify.CheckResult`)."""
     passed = [c for c in checks if c.status == "pass" and c.min_detectable_tv is not None]
     return _claim_groups(passed) if passed else []
+
+
+def _tv(detect: float) -> str:
+    """A clause's claim: a TV, or in words where only exact checks make it (never "TV >= 0")."""
+    return "any deviation (exact)" if detect == 0 else f"TV >= {detect:.3g}"
 
 
 def span_text(reach: Reach) -> str:

@@ -19,7 +19,7 @@ from .._record import RunInfo
 from .._result import RunResult
 from .._vocabulary import lossless
 from ..errors import RunFileError
-from ._format import number, slug, timestamp
+from ._format import detects, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
 from ._view import STATUSES, VERDICT_TEXT
@@ -143,5 +143,5 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         summary=[(s, n) for s, n in summary if n],
         cells=cells,
         facts=[f for f in facts if f],
-        detects=number(max(claims)) if claims and lossless(run.get("verdict")) else None,
+        detects=detects(max(claims)) if claims and lossless(run.get("verdict")) else None,
     )
