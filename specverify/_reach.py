@@ -183,7 +183,8 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
 
     Checks sorted by the largest V they tested; a clause ends where the running worst claim has
     grown past :data:`MERGE_FACTOR` times the claim the clause began with, or the largest V past
-    :data:`VOCAB_FACTOR` times the clause's first.  Each clause claims the
+    :data:`VOCAB_FACTOR` times the clause's first, but never between checks of the same largest V
+    (two clauses on one vocabulary would each claim a different TV for it).  Each clause claims the
     worst claim of every check up to its end (so the claims grow with V and each holds for all
     checks it speaks for) on the merged reach of its own checks.
     """
@@ -193,7 +194,8 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
     start = worst = 0.0
     for c in known:
         worst = max(worst, c.min_detectable_tv)
-        if groups and worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1]:
+        same_vocab = bool(groups) and c.reach.vocab[1] == groups[-1][-1].reach.vocab[1]  # two clauses on one V would contradict
+        if groups and (same_vocab or (worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1])):
             groups[-1].append(c)
         else:
             groups.append([c])

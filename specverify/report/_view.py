@@ -400,21 +400,24 @@ def _efficiency(evidence: Evidence, samples: Any = None) -> Efficiency | None:
 
 def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView], checks: list[Any]) -> Guarantee | None:
     alpha, power = run.get("family_wise_alpha"), run.get("power")
+    classes = claims(_claim(c) for c in checks if isinstance(c, Mapping))
+    shown = [(detects(tv), span_text(reach) if reach is not None else "") for tv, reach in classes]
     if lossless(verdict):
-        classes = claims(_claim(c) for c in checks if isinstance(c, Mapping))
         if classes and alpha is not None and power is not None:
             return Guarantee(
                 lead=f"With probability ≥ {number(power)}, every statistical check detects a deviation in total variation (TV) "
                 + ("of at least:" if len(classes) == 1 else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks tested):"),
-                classes=[(detects(tv), span_text(reach) if reach is not None else "") for tv, reach in classes],
+                classes=shown,
                 tail=f"The probability of any false alarm in this run is ≤ {number(alpha)}.",
             )
         return None
     if any(v.status == "fail" for v in views) and alpha is not None:
+        # what the checks that passed rule out, by reach class: where the sampler was not seen to fail
+        passed = f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at least:" if shown and power is not None else ""
         return Guarantee(
             lead="Contract and support failures are exact: no statistics. A statistical failure is a false alarm with "
-            f"probability ≤ {number(alpha)} for the whole run.",
-            classes=[],
+            f"probability ≤ {number(alpha)} for the whole run." + passed,
+            classes=shown if passed else [],
             tail="",
         )
     return None

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from specverify import RunResult
+from specverify._reach import claims, span_text
 from specverify.report import build_index, write_report
+from specverify.report._format import detects
 from specverify.report._view import run_view
 
 from ._chromium import Chromium, find_chromium
@@ -182,9 +184,6 @@ def _shot(browser: Chromium, name: str, tmp_path: Path) -> None:
 
 
 def test_a_conformant_report_states_each_reach_class_and_draws_a_skip_as_a_skip(browser: Chromium, reference_run: RunResult, tmp_path: Path) -> None:
-    from specverify._reach import claims, span_text
-    from specverify.report._format import detects
-
     whole = RunResult(run={**reference_run.run, "select": None, "left_out": []}, checks=reference_run.checks)  # as a whole run reports them
     assert whole.verdict == "conformant"
     page = tmp_path / "conformant.html"
@@ -208,5 +207,11 @@ def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(browser: Chro
     assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
     failing = browser.evaluate("[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => getComputedStyle(td).backgroundColor)")
     assert failing and set(failing) == {"rgb(255, 235, 233)"}  # the failure's red: what a skip must not look like
+    # beside the failures, what the checks that passed rule out, by reach class
+    classes = claims(lossy_run.checks)
+    assert classes
+    shown = browser.evaluate("[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)")
+    assert shown == [f"{detects(tv)} on {span_text(reach)}" for tv, reach in classes if reach is not None]
+    assert "the statistical checks that passed detect" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
     _skips_are_drawn_as_skips(browser, lossy_run)
     _shot(browser, "lossy-report", tmp_path)
