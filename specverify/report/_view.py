@@ -27,7 +27,7 @@ from ._format import anchor, compact, count, detects, number, timestamp
 from ._plots import comparison, comparison_svg
 from ._tree_svg import tree_case_svg
 
-__all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "Guarantee", "RunView", "run_view"]
+__all__ = ["APART", "STATUSES", "VERDICT_TEXT", "cell_colour", "CheckView", "Guarantee", "RunView", "run_view"]
 
 #: Worst first: the order sections and matrix cells rank statuses in.
 STATUSES = tuple(s.value for s in sorted(Status, key=lambda s: s.severity))  # the most severe first
@@ -139,13 +139,13 @@ class Cell:
 
 @dataclasses.dataclass
 class Matrix:
-    """Status counts by (case, family); the totals are (passed, ran, skipped) per family: a skip
-    tested nothing, so it is counted apart, never as a check that did not pass."""
+    """Status counts by (case, family); the totals are (passed, counted, apart) per family: skips
+    and float-edge findings are counted apart (:data:`APART`), never as checks that did not pass."""
 
     families: list[str]
     cases: list[str]
     cells: dict[tuple[str, str], Cell]
-    family_totals: dict[str, tuple[int, int, int]]
+    family_totals: dict[str, tuple[int, int, list[tuple[str, int]]]]
 
 
 @dataclasses.dataclass
@@ -449,15 +449,28 @@ def _matrix(views: list[CheckView]) -> Matrix:
                 continue
             counts = [(s, sum(v.status == s for v in members)) for s in STATUSES]
             counts = [(s, n) for s, n in counts if n]
-            worst = counts[0][0]
+            worst = cell_colour(counts)
             first = next(v for v in members if v.status == worst)
             title = "\n".join(f"{v.status}: {v.id}" for v in members)
             cells[(case, family)] = Cell(counts, worst, f"#{first.anchor}", title)
     totals = {}
     for f in families:
         statuses = [v.status for v in views if v.family == f]
-        totals[f] = (statuses.count("pass"), len(statuses) - statuses.count("skip"), statuses.count("skip"))
+        apart = [(s, statuses.count(s)) for s in APART if s in statuses]
+        totals[f] = (statuses.count("pass"), len(statuses) - sum(n for _, n in apart), apart)
     return Matrix(families, cases, cells, totals)
+
+
+#: Statuses counted apart from "passed of those run": a skip tested nothing, a float-edge finding
+#: decides no verdict; neither is a check that did not pass.
+APART = ("float-edge", "skip")
+
+
+def cell_colour(counts: list[tuple[str, int]]) -> str:
+    """The status a cell is coloured by: its worst, but a skip only where nothing else ran (a
+    cell of passes and a skip is a passing cell with a skip in it, not a skipped one)."""
+    ran = [s for s, _ in counts if s != "skip"]
+    return ran[0] if ran else "skip"
 
 
 def _environment(run: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -153,12 +153,14 @@ _SKIP_CELLS = """[...document.querySelectorAll('#matrix ~ .scroll td.cell.status
 
 
 def _skips_are_drawn_as_skips(browser: Chromium, run: RunResult) -> None:
-    """Every skipped case is a hatched grey cell marked ⊘, never the failure's red; the family
-    totals count passes among the checks that ran, the skips apart."""
-    skipped = {(c.case, c.family) for c in run.checks if c.status == "skip"}
+    """Every case where only skips happened is a hatched grey cell marked ⊘, never the failure's
+    red; the family totals count passes among the checks that ran and decide, skips (and
+    float-edge findings) apart."""
+    skipped = {(c.case or "(any case)", c.family) for c in run.checks if c.status == "skip"}
+    ran = {(c.case or "(any case)", c.family) for c in run.checks if c.status != "skip"}
     assert skipped, "the run holds a skip to draw"
     cells = browser.evaluate(_SKIP_CELLS)
-    assert len(cells) == len(skipped)
+    assert len(cells) == len(skipped - ran)
     fail_red = browser.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--fail').trim()")
     for cell in cells:
         assert cell["text"].startswith("⊘") and "repeating-linear-gradient" in cell["image"] and cell["italic"] == "italic"
@@ -167,9 +169,9 @@ def _skips_are_drawn_as_skips(browser: Chromium, run: RunResult) -> None:
     families = browser.evaluate("[...document.querySelectorAll('table.matrix thead th')].slice(1).map(th => th.innerText)")
     for family, text in zip(families, footer):
         members = [c for c in run.checks if c.family == family]
-        ran = [c for c in members if c.status != "skip"]
-        skips = len(members) - len(ran)
-        parts = ([f"{sum(c.status == 'pass' for c in ran)}/{len(ran)}"] if ran else []) + ([f"⊘\u202f{skips}"] if skips else [])
+        decided = [c for c in members if c.status not in ("skip", "float-edge")]
+        apart = [f"{mark}\u202f{n}" for status, mark in (("float-edge", "≈"), ("skip", "⊘")) if (n := sum(c.status == status for c in members))]
+        parts = ([f"{sum(c.status == 'pass' for c in decided)}/{len(decided)}"] if decided else []) + ([" ".join(apart)] if apart else [])
         assert text.strip() == "\n".join(parts), (family, text)
 
 
