@@ -229,6 +229,9 @@ class TreeCase(TypedDict, total=False):
     breaks_at: int | None  # the first node of that path the target forbids
     ends_observed: list[int]  # [nodes] how often paths ended at each node
     ends_expected: list[float]  # [nodes] how often the exact law expects that
+    rows: list[dict[str, Any]]  # the nodes involved, root first: {"node", "target" [V], "draft" [V] or None} (V <= 64)
+    rows_of: str  # which nodes those are, in words
+    smallest_difference: float | None  # the smallest nonzero |target - draft| over those rows
 
 
 class Evidence(TypedDict, total=False):
@@ -321,6 +324,9 @@ class Evidence(TypedDict, total=False):
     pvalue_high: float  # one-sided p-value: more accepted than expected
     held_to: str  # trees: the reference algorithm with the most accepted, that the sampler is held to
     expected_by_algorithm: dict[str, float]  # trees: each reference algorithm's mean on the same candidates
+    outside_drafting: str | None  # trees.robustness: why the declared drafting cannot produce the tree posed
+    law_differs: bool  # trees.robustness: the law given the candidates differs from the declared algorithm's (information)
+    accepts_more: bool  # trees: more accepted than the algorithm held to, at the level (information, not a failure)
 
     # --- a shape of the shapes family ----------------------------------------------------------
     V: int  # vocabulary size of the shape (robustness: of the failing vocabulary)

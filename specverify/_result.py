@@ -11,7 +11,9 @@ findings into a verdict, so no check decides the outcome of the run on its own:
 * ``loss``: the emitted tokens do not follow the target's law -> ``lossy``;
 * ``non-canonical``: the law given the drafts differs from the canonical algorithm's.  Together with
   lower acceptance and no ``loss`` it is a different lossless algorithm (``lossless-suboptimal``);
-  otherwise it is a bias the marginal checks were too weak to see (``lossy``);
+  with measurably *more* acceptance than declared (a tree verifier's ``evidence["accepts_more"]``)
+  likewise a different lossless algorithm where the target's law was tested; otherwise it is a bias
+  the marginal checks were too weak to see (``lossy``);
 * ``suboptimal``: fewer accepted drafts than the canonical algorithm -> ``lossless-suboptimal``.
 
 A law difference seen given an event so rare that it moves the emitted law by less than the
@@ -250,7 +252,10 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
         return Judgement("non-conformant", "does not renormalise its inputs, though it declares unnormalised=True")
     if "loss" in failing:
         return Judgement("lossy")
-    if "non-canonical" in failing and "suboptimal" not in failing:
+    # accepting measurably more than the declared algorithm (a tree verifier can beat its algorithm,
+    # specverify.checks._trees) speaks, as accepting fewer does, for a different lossless algorithm
+    accepts_more = any(c.status == "pass" and c.evidence.get("accepts_more") is True for c in checks)
+    if "non-canonical" in failing and "suboptimal" not in failing and not accepts_more:
         return Judgement("lossy", _non_canonical_reason(checks))
     if any(c.status == "error" for c in checks):
         return Judgement("error")
@@ -281,6 +286,8 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
                 "the sampler differs from the canonical algorithm where no target-law test ran, so its law there is unknown: "
                 + "; ".join(missing),
             )
+        if "suboptimal" not in failing:  # non-canonical, and accepting more: lossless where its law was tested
+            return Judgement("lossless-suboptimal", "a different lossless algorithm from the declared one: its law given the candidates differs, the target's law holds, and it accepts more")
         return Judgement("lossless-suboptimal")
     return Judgement("conformant")
 

@@ -311,7 +311,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
 
     Rules: ``shape-dtype``; ``path-root`` (a path starts at node 0); ``path-padding`` (-1 only after
     the path); ``path-range`` (nodes are real nodes of the row); ``path-edge`` (each node is a child
-    of the one before); ``token-range``; ``zero-target`` (finding ``support``): an accepted node whose
+    of the one before); ``no-token`` (a negative token: no token emitted after the path, e.g. none
+    drawn after a leaf); ``token-range``; ``zero-target`` (finding ``support``): an accepted node whose
     token has target probability 0 at its parent, or an emitted token of probability 0 at the last node.
     """
     batch, depth, vocab = tree.batch, tree.depth, tree.vocab
@@ -331,8 +332,11 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
         parent_of = tree.parents.gather(1, steps.clamp_min(0))
         broken = taken & (parent_of != path[:, :-1])
         checks.append(("path-edge", broken.any(-1), lambda r: f"row {r}: path {path[r].tolist()} steps to node {_first(steps[r], broken[r])}, which is not a child of the node before it", "contract"))
-        bad_token = (token < 0) | (token >= vocab)
+        no_token = token < 0
+        checks.append(("no-token", no_token, lambda r: f"row {r}: emitted no token (token {int(token[r])}) after path {path[r][path[r] >= 0].tolist()}: a verifier emits one token after the accepted path, the target's bonus or residual draw", "contract"))
+        bad_token = token >= vocab
         checks.append(("token-range", bad_token, lambda r: f"row {r}: emitted token {int(token[r])} is outside [0, {vocab})", "contract"))
+        bad_token = bad_token | no_token
         if not broken.any() and not bad_token.any():
             rows = torch.arange(batch, device=path.device)
             last = path.gather(1, (path >= 0).sum(dim=1, keepdim=True) - 1).squeeze(1)

@@ -8,13 +8,17 @@ test (the Triton tree kernel's) can pose the same trees without the battery.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+from typing import Any
 
 import numpy as np
 import torch
 
+from .._evidence import TreeCase
 from .._oracle import normalise
 from .._trees.contract import TreeBatch
+from ..errors import SamplerFault
 from ._fixtures import random_laws
 
 __all__ = [
@@ -26,11 +30,17 @@ __all__ = [
     "PRODUCTION_VOCABS",
     "TREE_SHAPES",
     "TreeShape",
+    "ROBUSTNESS_KINDS",
     "WEIGHTED_RESIDUAL",
+    "WITHOUT_REPLACEMENT",
+    "case_fingerprint",
+    "case_json",
     "fixed_tree",
     "lumped_model",
+    "outside_drafting",
     "production_actives",
     "production_tree",
+    "rows_slice",
 ]
 
 
@@ -89,8 +99,50 @@ BLOCK = "block-verification"
 # --- fixed cases: trees given with their candidates ------------------------------------------
 
 
+WITHOUT_REPLACEMENT = "without-replacement"
+#: Trees a without-replacement drafter cannot produce (kind -> why): its law checks never pose them;
+#: ``trees.robustness[kind]`` does, and judges only the contract there.
+ROBUSTNESS_KINDS = {"duplicates": "duplicate siblings", "draft-zero": "a child of draft probability 0"}
+
+
+def outside_drafting(tree: TreeBatch, algorithm: str | None) -> str | None:
+    """Why the drafting ``algorithm`` assumes cannot produce row 0 of ``tree``, or ``None``.
+
+    Without replacement: siblings are distinct, each of positive draft probability at its parent.
+    I.i.d. drafting (SpecInfer, target-only) and block verification's chains: every tree, as posed.
+    """
+    if algorithm != WITHOUT_REPLACEMENT:
+        return None
+    seen: dict[tuple[int, int], int] = {}
+    for node in range(1, int(tree.num_nodes[0])):
+        parent, token = int(tree.parents[0, node]), int(tree.tokens[0, node])
+        if (parent, token) in seen:
+            return f"nodes {seen[parent, token]} and {node} are duplicate siblings (token {token})"
+        seen[parent, token] = node
+        if tree.draft_probs is not None and float(tree.draft_probs[0, parent, token]) == 0.0:
+            return f"node {node} (token {token}) has draft probability 0 at its parent"
+    return None
+
+
+def _distinct_siblings(parents: tuple[int, ...], vocab: int, g: torch.Generator) -> torch.Tensor:
+    """Tokens for the nodes of ``parents``: distinct among each node's siblings (as drawn without replacement)."""
+    tokens = [-1] * len(parents)
+    for parent in sorted(set(parents[1:])):
+        children = [c for c, p in enumerate(parents) if p == parent and c]
+        for child, token in zip(children, torch.randperm(vocab, generator=g)[: len(children)].tolist()):
+            tokens[child] = int(token)
+    return torch.tensor([tokens])
+
+
 def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
-    """One tree of the conditional ``kind`` with its candidates and laws, from a seeded draw."""
+    """One tree of the conditional ``kind`` with its candidates and laws, from a seeded draw.
+
+    For a without-replacement sampler the trees of a law check are ones its drafter can produce
+    (distinct siblings, no child of draft probability 0: :func:`outside_drafting`); the
+    ``draft-zero`` kind is the ``zeros`` tree with its child of draft probability 0 kept.
+    """
+    draft_zero = kind == "draft-zero" or (kind == "zeros" and algorithm != WITHOUT_REPLACEMENT)
+    kind = "zeros" if kind == "draft-zero" else kind
     shape = TREE_SHAPES[CONDITIONAL_KINDS[kind]] if kind in CONDITIONAL_KINDS else AUDIT_ONLY[kind]
     g = torch.Generator().manual_seed(seed)
     n, v = shape.nodes, shape.vocab
@@ -102,6 +154,8 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
         tokens = torch.cat([torch.tensor([-1]), torch.randperm(v, generator=g)[: n - 1]])[None]
     else:
         tokens = torch.cat([torch.tensor([-1]), torch.randint(v, (n - 1,), generator=g)])[None]
+        if algorithm == WITHOUT_REPLACEMENT and kind != "duplicates" and max(shape.parents.count(p) for p in set(shape.parents[1:])) <= v:
+            tokens = _distinct_siblings(shape.parents, v, g)
     if kind in ("wide", "siblings-64", "nodes-64"):
         # most of the root's mass on the siblings past rank 32, so the verifier gets there
         late = tokens[0, 33 : 33 + 32]
@@ -115,7 +169,8 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
     if kind == "zeros":  # children of target probability 0, one of draft probability 0
         for child in (1, 5):
             target[0, shape.parents[child], tokens[0, child]] = 0.0
-        draft[0, shape.parents[4], tokens[0, 4]] = 0.0
+        if draft_zero:
+            draft[0, shape.parents[4], tokens[0, 4]] = 0.0
         target[0] = target[0] + (target[0].sum(-1, keepdim=True) == 0) * 1.0
     if kind == "weighted-residual":
         tokens = torch.tensor([WEIGHTED_RESIDUAL["tokens"]])
@@ -220,3 +275,95 @@ def lumped_model(vocab: int, seed: int) -> LumpedModel:
         return 0.8 * law + 0.2 * torch.eye(a + 1, dtype=torch.float64)[torch.arange(a + 2) % (a + 1)]
 
     return LumpedModel(vocab, actives, table(), table())
+
+
+# --- a failing case, for the report --------------------------------------------------------
+
+
+def rows_slice(tree: TreeBatch, row: int) -> TreeBatch:
+    """Row ``row`` of a batch, as a batch of one."""
+    draft = None if tree.draft_probs is None else tree.draft_probs[row : row + 1]
+    return TreeBatch(tree.parents[row : row + 1], tree.tokens[row : row + 1], tree.target_probs[row : row + 1], draft)
+
+
+def case_json(
+    tree: TreeBatch,
+    *,
+    counts: np.ndarray | None = None,
+    expected: np.ndarray | None = None,
+    fault: SamplerFault | None = None,
+    columns: int | None = None,
+) -> TreeCase:
+    """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
+    failing output's path and token, how often paths ended at each node against the exact law, and
+    (V <= :data:`ROWS_MAX_VOCAB`) the target and draft rows at the nodes involved with the smallest
+    difference between them."""
+    real = int(tree.num_nodes[0])
+    out: TreeCase = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
+    details = (fault.details or {}) if fault is not None else {}
+    if "failing_path" in details:
+        out["path"], out["token"] = details["failing_path"], details["failing_token"]
+        out["breaks_at"] = _breaks_at(tree, out["path"], out["token"])
+    if counts is not None and expected is not None:
+        observed = counts.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
+        wanted = expected.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
+        out["ends_observed"] = observed.tolist()
+        out["ends_expected"] = wanted.tolist()
+    nodes, why = _nodes_involved(tree, out, real)
+    if nodes and tree.vocab <= ROWS_MAX_VOCAB:  # what decides the case: the laws at the nodes involved
+        draft = tree.draft_probs
+        out["rows"] = [{"node": n, "target": tree.target_probs[0, n].tolist(), "draft": None if draft is None else draft[0, n].tolist()} for n in nodes]
+        out["rows_of"] = why
+        out["smallest_difference"] = None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
+    return out
+
+
+#: The largest vocabulary whose target and draft rows a failing tree case carries.
+ROWS_MAX_VOCAB = 64
+
+
+def _nodes_involved(tree: TreeBatch, case: TreeCase, real: int) -> tuple[list[int], str]:
+    """The nodes whose laws decide a case, root first, and which they are in words: a fault's
+    failing path, else the path to the node where paths ended farthest from the exact law."""
+    if "path" in case:
+        return [n for n in case["path"] if 0 <= n < real], "the nodes on the failing output's path"
+    if "ends_observed" in case and "ends_expected" in case:
+        gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
+        node = int(gaps.argmax())
+        farthest = node
+        nodes = [node]
+        while node > 0:
+            node = int(tree.parents[0, node])
+            nodes.append(node)
+        return nodes[::-1], f"the nodes on the path to node {farthest}, where paths ended farthest from the exact law"
+    return [], ""
+
+
+def _smallest_difference(target: torch.Tensor, draft: torch.Tensor) -> float | None:
+    """The smallest nonzero |target - draft| over the rows' tokens: two laws this close make a
+    verdict turn on rounding (a ratio of 1 - 1e-8 is a coin's, not a law's, decision)."""
+    gaps = (target - draft).abs()
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if gaps.numel() else None
+
+
+def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
+    """The first node of a failing output's path the target forbids (an accepted token of target
+    probability 0 at its parent), or the last node if what it emits there is forbidden."""
+    steps = [n for n in path if 0 <= n < tree.width]
+    for parent, node in zip(steps, steps[1:]):
+        if float(tree.target_probs[0, parent, tree.tokens[0, node]]) == 0.0:
+            return node
+    if steps and 0 <= token < tree.vocab and float(tree.target_probs[0, steps[-1], token]) == 0.0:
+        return steps[-1]
+    return None
+
+
+def case_fingerprint(case: Any) -> str:
+    """A generated tree's identity: its bytes (equal trees are screened once)."""
+    tree = case.tree
+    digest = hashlib.sha256()
+    for tensor in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs):
+        if tensor is not None:
+            digest.update(tensor.contiguous().flatten().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:24]

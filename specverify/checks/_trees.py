@@ -21,8 +21,13 @@ declared algorithm's law and its algorithm's acceptance.
   Kinds ``V=<n>`` do it at production vocabularies on a structured model (a few active tokens, the
   rest lumped into one tail cell per position, so the cells stay few whatever ``V``);
 * ``trees.acceptance[kind]``: accepted candidates per call against the declared algorithm's exact
-  expectation on the same candidates (fewer: ``suboptimal``; more: ``non-canonical``); a sampler
+  expectation on the same candidates (fewer: ``suboptimal``; more is information, said in the
+  message and ``evidence["accepts_more"]``, never a failure: the law checks judge the law); a sampler
   declaring no algorithm is held to the best listed algorithm lossless for those candidates.
+
+* ``trees.robustness[duplicates|draft-zero]`` (a without-replacement sampler only): trees its
+  drafter cannot produce (duplicate siblings; a child of draft probability 0), which its law checks
+  never pose; every output audited (it can fail the contract), the law compared as information.
 
 Every statistical result states its level (``alpha``) and power (``min_detectable_tv`` or the
 smallest detectable drop of the mean).  Shapes whose inputs are large (36 siblings, production
@@ -59,12 +64,18 @@ from ._tree_cases import (
     CONDITIONAL_KINDS,
     PRODUCTION_PARENTS,
     PRODUCTION_VOCABS,
+    ROBUSTNESS_KINDS,
     TREE_SHAPES,
+    WITHOUT_REPLACEMENT,
     TreeShape,
+    case_fingerprint,
+    case_json,
     fixed_tree,
     lumped_model,
+    outside_drafting,
     production_actives,
     production_tree,
+    rows_slice,
 )
 from ._tree_cases import BLOCK as _BLOCK
 
@@ -181,12 +192,24 @@ def _gof(check: Any, ctx: Context, counts: np.ndarray, law: np.ndarray, rows: in
     return test, test.min_detectable_tv(ctx.alpha, ctx.budget.power), expected, largest_deviation(counts, expected, lambda g, c: cell_name(c))
 
 
+DECLARED_LAW, TARGET_LAW = "the declared algorithm's law", "the target's law"
+
+
+def _detects(test: Any, claim: float, power: float, law: str) -> str:
+    """What a law test detects, in words: a TV bound, or, where it saw outcomes the law gives
+    probability 0, that (one such outcome is proof; no TV is involved, so none is printed)."""
+    if test.method == "impossible":
+        return f"{test.impossible} outcomes of probability 0 under {law} were emitted (one is proof that the law is not followed)"
+    return f"TV >= {claim:.3g} detected with probability >= {power}"
+
+
 def _law_result(
     check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: Evidence, summary: str, failure: str, finding: str, large: bool
 ) -> CheckResult:
     """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
     detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
-    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=claim, evidence=evidence)
+    # outcomes of probability 0 seen: proof with no TV involved, so no TV is claimed (none printed)
+    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=None if test.method == "impossible" else claim, evidence=evidence)
     if test.pvalue <= ctx.alpha:
         return check.result("fail", f"{failure}; {summary}", finding=finding, **common)
     ceiling = _ceiling(ctx, large)
@@ -218,7 +241,7 @@ class TreeOutputCheck(TreeCheck):
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree": kind, "tree_case": _case_json(tree, fault=fault)})
+            return fault_result(self, fault, evidence={"tree": kind, "tree_case": case_json(tree, fault=fault)})
         return self.result("pass", f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited), samples=rows * len(audited))
 
 
@@ -247,7 +270,7 @@ class TreeSupportCheck(TreeCheck):
             done.append(f"{rows} rows with the sampler's own coins")
             ctx.advance(rows * len(done))
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault), "coins": "all 0" if not done and sut.capabilities.uniforms else "generator"})
+            return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault), "coins": "all 0" if not done and sut.capabilities.uniforms else "generator"})
         note = "" if sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
         return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
 
@@ -291,13 +314,13 @@ class TreeGeneratedOutputCheck(TreeCheck):
             ctx.advance(GENERATED_ROWS * (1 + zero_coins))
             return Outcome(pvalues={}, samples=GENERATED_ROWS * (1 + zero_coins), min_detectable_tv={})
 
-        search = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint, examples=ctx.budget.validity_examples, statistical=False)
+        search = search_and_confirm(ctx, self.id, strategy, evaluate, case_fingerprint, examples=ctx.budget.validity_examples, statistical=False)
         samples = sum(o.samples for o in search.screens)
         if search.confirmed is not None:
             case, outcome = search.confirmed
             assert outcome.fault is not None
             sut.last_fault = outcome.fault  # the smallest case's fault, not the shrinker's last
-            evidence: Evidence = {"tree": f"generated {case.shape} tree", "tree_case": _case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
+            evidence: Evidence = {"tree": f"generated {case.shape} tree", "tree_case": case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
             return fault_result(self, outcome.fault, evidence=evidence)
         coins = " and with every coin exactly 0" if zero_coins else ""
         return self.result(
@@ -306,18 +329,6 @@ class TreeGeneratedOutputCheck(TreeCheck):
             f"called with the sampler's coins{coins}",
             samples=samples,
         )
-
-
-def _fingerprint(case: Any) -> str:
-    """A generated tree's identity: its bytes (equal trees are screened once)."""
-    import hashlib
-
-    tree = case.tree
-    digest = hashlib.sha256()
-    for tensor in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs):
-        if tensor is not None:
-            digest.update(tensor.contiguous().flatten().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()[:24]
 
 
 @dataclasses.dataclass
@@ -333,6 +344,8 @@ class TreeConditionalCheck(TreeCheck):
 
     def skip_reason(self, sut: Any) -> str | None:
         reason = super().skip_reason(sut)
+        if not reason and self.case in ROBUSTNESS_KINDS and sut.algorithm == WITHOUT_REPLACEMENT:
+            return f"{ROBUSTNESS_KINDS[self.case]}: a without-replacement drafter cannot produce them, so no law is judged there (trees.robustness[{self.case}] poses them, for the contract)"
         if reason or self.case in CONDITIONAL_KINDS:
             return reason
         if sut.algorithm == _BLOCK:
@@ -373,15 +386,58 @@ class TreeConditionalCheck(TreeCheck):
                 lambda _, path, token: last_nodes(path) * columns + classes[token],
             )
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": _case_json(tree, fault=fault)})
+            return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault)})
         test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"(node {c // columns}, {label(c % columns)})")
         evidence: Evidence = {
             "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
             "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
-            "tree_case": _case_json(tree, counts=counts, expected=expected, columns=columns),
+            "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns),
         }
-        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {_detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
         return _law_result(self, ctx, test, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
+
+
+#: The level at which the robustness check reports a law difference (information: it decides nothing).
+INFORMATION_ALPHA = 1e-3
+
+
+@dataclasses.dataclass
+class TreeRobustnessCheck(TreeCheck):
+    """Trees the declared drafting cannot produce (without replacement: duplicate siblings, a child
+    of draft probability 0), every output audited: it can fail the contract, never the law.  The
+    law given the candidates is compared with the declared algorithm's as information only."""
+
+    name: str = "robustness"
+    statistical: bool = False
+    proves: str | None = "contract"
+
+    def skip_reason(self, sut: Any) -> str | None:
+        reason = super().skip_reason(sut)
+        if not reason and sut.algorithm != WITHOUT_REPLACEMENT:
+            return "the sampler's declared drafting produces every tree the law checks pose (only without-replacement drafting excludes some)"
+        return reason
+
+    def run(self, ctx: Context) -> CheckResult:
+        sut = _sut(ctx)
+        algorithm, kind = sut.algorithm, self.case or ""
+        assert algorithm is not None  # without-replacement: skip_reason lets no other run
+        tree = sut.passed(fixed_tree(kind, ctx.seed_for(self.id, "tree"), algorithm))
+        law = sut.layout.law(tree)[0].reshape(-1).numpy()
+        rows = _rows(ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab)
+        try:
+            counts, _ = _tally(ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
+                               lambda _, path, token: last_nodes(path) * tree.vocab + token)
+        except SamplerFault as fault:
+            return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault), "outside_drafting": outside_drafting(tree, algorithm)})
+        test = gof_test(counts, law, alpha=INFORMATION_ALPHA, random_state=ctx.seed_for(self.id, "gof"))
+        expected = law * rows
+        where = largest_deviation(counts, expected, lambda g, c: f"(node {c // tree.vocab}, token {c % tree.vocab})")
+        differs = bool(test.pvalue <= INFORMATION_ALPHA)
+        evidence: Evidence = {"algorithm": algorithm, "outside_drafting": outside_drafting(tree, algorithm), "law_differs": differs, "test": test.method,
+                              "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "tree_case": case_json(tree, counts=counts, expected=expected)}
+        law_words = f"differs from {algorithm!r}'s (p = {test.pvalue:.3g}; {where})" if differs else f"is consistent with {algorithm!r}'s (p = {test.pvalue:.3g})"
+        return self.result("pass", f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot produce; "
+                           f"the law given the candidates {law_words}: information, not a law finding", samples=rows, evidence=evidence)
 
 
 def _draw(shape: TreeShape, model: Any, algorithm: str | None) -> Callable[[int, torch.Generator], TreeBatch]:
@@ -454,10 +510,10 @@ class TreeTargetLawCheck(TreeCheck):
             "length": length, "lumped": self.case not in TREE_SHAPES,
         }
         if last_tree is not None and test.pvalue <= ctx.alpha and last_tree.vocab <= 64:
-            evidence["tree_case"] = _case_json(_rows_slice(last_tree, 0))
+            evidence["tree_case"] = case_json(rows_slice(last_tree, 0))
         summary = (
             f"{rows} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
-            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; TV >= {claim:.3g} detected with probability >= {ctx.budget.power}"
+            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; {_detects(test, claim, ctx.budget.power, TARGET_LAW)}"
         )
         return _law_result(self, ctx, test, claim, rows, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)
 
@@ -517,52 +573,13 @@ class TreeAcceptanceCheck(TreeCheck):
         )
         if test.pvalue_low <= alpha:
             return self.result("fail", f"accepts fewer candidates than {best!r}: {summary}", finding="suboptimal", p_value=test.pvalue_low, **common)
-        if algorithm is not None and test.pvalue_high <= alpha:
-            return self.result("fail", f"accepts more candidates than {algorithm!r}, the algorithm it declares: {summary}", finding="non-canonical", p_value=test.pvalue_high, **common)
+        # more than the algorithm: information, not a failure (a lossless verifier can beat a tree
+        # algorithm, e.g. one trying a duplicate sibling's subtree too); the law checks judge its law
+        evidence["accepts_more"] = bool(test.pvalue_high <= alpha)
+        more = f"; it accepts more than {best!r} (p = {test.pvalue_high:.3g}): information, not a failure" if evidence["accepts_more"] else ""
         ceiling = shape.depth * _ceiling(ctx, shape.large)
         status = "pass" if detectable <= ceiling else "inconclusive"
-        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), p_value=min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)), **common)
-
-
-def _rows_slice(tree: TreeBatch, row: int) -> TreeBatch:
-    draft = None if tree.draft_probs is None else tree.draft_probs[row : row + 1]
-    return TreeBatch(tree.parents[row : row + 1], tree.tokens[row : row + 1], tree.target_probs[row : row + 1], draft)
-
-
-def _case_json(
-    tree: TreeBatch,
-    *,
-    counts: np.ndarray | None = None,
-    expected: np.ndarray | None = None,
-    fault: SamplerFault | None = None,
-    columns: int | None = None,
-) -> TreeCase:
-    """One tree for the report's drawing (``specverify.report._tree_svg``): nodes, tokens, the
-    failing output's path and token, and how often paths ended at each node against the exact law."""
-    real = int(tree.num_nodes[0])
-    out: TreeCase = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
-    details = (fault.details or {}) if fault is not None else {}
-    if "failing_path" in details:
-        out["path"], out["token"] = details["failing_path"], details["failing_token"]
-        out["breaks_at"] = _breaks_at(tree, out["path"], out["token"])
-    if counts is not None and expected is not None:
-        observed = counts.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
-        wanted = expected.reshape(tree.width, columns or tree.vocab)[:real].sum(axis=1)
-        out["ends_observed"] = observed.tolist()
-        out["ends_expected"] = wanted.tolist()
-    return out
-
-
-def _breaks_at(tree: TreeBatch, path: list[int], token: int) -> int | None:
-    """The first node of a failing output's path the target forbids (an accepted token of target
-    probability 0 at its parent), or the last node if what it emits there is forbidden."""
-    steps = [n for n in path if 0 <= n < tree.width]
-    for parent, node in zip(steps, steps[1:]):
-        if float(tree.target_probs[0, parent, tree.tokens[0, node]]) == 0.0:
-            return node
-    if steps and 0 <= token < tree.vocab and float(tree.target_probs[0, steps[-1], token]) == 0.0:
-        return steps[-1]
-    return None
+        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}") + more, p_value=test.pvalue_low, **common)
 
 
 def tree_battery() -> list[Check]:
@@ -576,4 +593,5 @@ def tree_battery() -> list[Check]:
         *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
         *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
         *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
+        *(TreeRobustnessCheck(kind) for kind in ROBUSTNESS_KINDS),
     ])

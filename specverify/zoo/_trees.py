@@ -16,7 +16,7 @@ import torch
 from .._contract import Capabilities
 from .._oracle import inverse_cdf, normalise
 from .._trees.contract import TreeBatch
-from .._trees.exact import drafts_normalised
+from .._trees.exact import drafts_normalised, residual, without
 from .._vocabulary import Verdict
 from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
@@ -79,6 +79,91 @@ def threshold_below_one(tree, generator=None, *, uniforms=None):
     return walk(tree, generator, uniforms, "target-only", accepts=accepts)
 
 
+def no_token_after_a_leaf(tree, generator=None, *, uniforms=None):
+    # the bonus token drawn only while a child is left to try: a path that reached a leaf emits -1
+    path, token = walk(tree, generator, uniforms, "specinfer")
+    last = path.gather(1, ((path >= 0).sum(dim=1, keepdim=True) - 1)).squeeze(1)
+    at_leaf = (tree.children[torch.arange(tree.batch, device=path.device), last, 0] < 0) & (last > 0)
+    return path, torch.where(at_leaf, -1, token)
+
+
+def without_replacement_dedupes_siblings(tree, generator=None, *, uniforms=None):
+    """The without-replacement walk, a sibling whose token an earlier sibling already holds skipped
+    (no rejection step): the reference's law on every tree whose siblings are distinct, another on
+    duplicate siblings, which a without-replacement drafter never produces."""
+    u = _uniforms(tree, generator, uniforms)
+    batch, device = tree.batch, tree.parents.device
+    rows = torch.arange(batch, device=device)
+    current = torch.zeros(batch, dtype=torch.int64, device=device)
+    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
+    path[:, 0] = 0
+    p, q = normalise(tree.target_probs[:, 0]), drafts_normalised(tree.draft_probs[:, 0])
+    active = torch.ones(batch, dtype=torch.bool, device=device)
+    for depth in range(tree.depth):
+        moved = torch.zeros_like(active)
+        tried = torch.zeros_like(p, dtype=torch.bool)
+        for node in range(1, tree.width):  # children in try order (node order)
+            x = tree.tokens[:, node].clamp_min(0)
+            trying = active & ~moved & (tree.parents[:, node] == current) & ~tried.gather(1, x[:, None]).squeeze(1)  # the bug: ~tried
+            accept = trying & (u[:, node] * q.gather(1, x[:, None]).squeeze(1) < p.gather(1, x[:, None]).squeeze(1))
+            reject = (trying & ~accept)[:, None]
+            p, q = torch.where(reject, residual(p, q), p), torch.where(reject, without(q, x), q)
+            tried |= torch.nn.functional.one_hot(x, p.shape[1]).bool() & trying[:, None]
+            moved |= accept
+            current = torch.where(accept, node, current)
+        active &= moved
+        if not active.any():
+            break
+        path[:, depth + 1] = torch.where(moved, current, -1)
+        p = torch.where(moved[:, None], normalise(tree.target_probs[rows, current]), p)
+        q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), q)
+    return path, inverse_cdf(p, u[:, 0])
+
+
+def prefix_matching_target_only(tree, generator=None, *, uniforms=None):
+    """Target-only verification over token prefixes: after accepting token x, the children of every
+    sibling holding x (with the same target row: the same context) are tried, so a duplicate
+    sibling's subtree is tried too.  Lossless (each token is drawn from the target's law given the
+    prefix, whatever the candidates), and it accepts more than the target-only walk."""
+    u = _uniforms(tree, generator, uniforms)
+    batch, n, device = tree.batch, tree.width, tree.parents.device
+    rows = torch.arange(batch, device=device)
+    group = torch.zeros(batch, n, dtype=torch.bool, device=device)
+    group[:, 0] = True
+    current = torch.zeros(batch, dtype=torch.int64, device=device)
+    p = normalise(tree.target_probs[:, 0])
+    active = torch.ones(batch, dtype=torch.bool, device=device)
+    for _ in range(tree.depth):
+        candidates = group.gather(1, tree.parents.clamp_min(0)) & (tree.parents >= 0)
+        moved = torch.zeros_like(active)
+        for node in range(1, n):  # every candidate of the group, in node order
+            trying = active & ~moved & candidates[:, node]
+            if not trying.any():
+                continue
+            x = tree.tokens[:, node].clamp_min(0)
+            p_x = p.gather(1, x[:, None]).squeeze(1)
+            accept = trying & (u[:, node] < p_x)
+            p = torch.where((trying & ~accept)[:, None], normalise((p - torch.nn.functional.one_hot(x, p.shape[1]) * p_x[:, None]).clamp_min(0.0)), p)
+            moved |= accept
+            current = torch.where(accept, node, current)
+        active &= moved
+        if not active.any():
+            break
+        row = tree.target_probs[rows, current]
+        same = candidates & (tree.tokens == tree.tokens[rows, current][:, None]) & (tree.target_probs == row[:, None]).all(-1)
+        group = torch.where(moved[:, None], same, group)
+        p = torch.where(moved[:, None], normalise(row), p)
+    path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
+    depth = tree.node_depth[rows, current]
+    node = current
+    for level in range(tree.depth, -1, -1):  # the accepted path, from its last node up through its parents
+        at = depth == level
+        path[:, level] = torch.where(at, node, path[:, level])
+        node = torch.where(at & (level > 0), tree.parents[rows, node].clamp_min(0), node)
+        depth = torch.where(at, depth - 1, depth)
+    return path, inverse_cdf(p, u[:, 0])
+
+
 class _TokenWiseResidual(BlockVerificationSampler):
     """Block verification's stopping rule with the token-wise residual norm([p - q]_+)."""
 
@@ -102,7 +187,8 @@ class _TokenWiseResidual(BlockVerificationSampler):
 
 
 def _member(name: str, fn: Any, algorithm: str, verdict: str, budget: str, story: str) -> TreeZooSampler:
-    return TreeZooSampler(name, fn, Verdict(verdict), ("trees",), budget, story, _CAPS, algorithm)
+    caught_by = () if Verdict(verdict).lossless else ("trees",)  # a lossless member: no family may fail it
+    return TreeZooSampler(name, fn, Verdict(verdict), caught_by, budget, story, _CAPS, algorithm)
 
 
 #: name -> tree member, in declaration order.
@@ -119,6 +205,12 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
                 "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel)."),
         _member("tree-threshold-below-one", threshold_below_one, "target-only", "lossy", "quick",
                 "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design."),
+        _member("tree-no-token-after-a-leaf", no_token_after_a_leaf, "specinfer", "non-conformant", "quick",
+                "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range."),
+        _member("tree-without-replacement-breaks-on-duplicates", without_replacement_dedupes_siblings, "without-replacement", "conformant", "quick",
+                "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the contract only) and reports the law as information."),
+        _member("tree-prefix-matching-accepts-more", prefix_matching_target_only, "target-only", "conformant", "quick",
+                "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens a step at V = 4) and is lossless; accepting more is information, never lossy."),
         _member("tree-block-verification-token-wise-residual", _TokenWiseResidual(), "block-verification", "lossy", "quick",
                 "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839)."),
     )

@@ -89,11 +89,20 @@ def test_audit_accepts_valid_outputs() -> None:
         ([[0, 2, 3], [0, -1, -1]], [0, 0], "path-edge"),  # 3 is a child of 1, not of 2
         ([[0, 3, -1], [0, -1, -1]], [0, 0], "path-edge"),
         ([[0, -1, -1], [0, -1, -1]], [0, V], "token-range"),
+        ([[0, -1, -1], [0, 1, -1]], [0, -1], "no-token"),
         ([[0, 1, -1], [0, -1, -1]], [2, 0], "zero-target"),  # after node 1, token 2 has probability 0
     ],
 )
 def test_audit_names_each_broken_rule(path, token, rule) -> None:  # type: ignore[no-untyped-def]
     assert rule in audit_rules(star_and_chain(), path, token)
+
+
+def test_no_token_is_its_own_violation_not_a_token_out_of_range() -> None:
+    """A verifier that returns ``-1`` (no bonus drawn after a leaf) breaks ``no-token``, said in words."""
+    violations = audit_tree_output(star_and_chain(), (torch.tensor([[0, -1, -1], [0, 1, -1]]), torch.tensor([0, -1])))
+    assert [v.rule for v in violations] == ["no-token"]
+    assert "emitted no token" in violations[0].message and "outside" not in violations[0].message
+    assert violations[0].row == 1
 
 
 def test_audit_an_accepted_node_of_zero_target_mass() -> None:
