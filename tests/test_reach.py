@@ -103,3 +103,29 @@ def test_the_api_takes_tv_and_records_the_plan_uncalibrated():
     assert result.run["plan"]["estimated_seconds"] is None
     assert result.run["plan"]["calibration"]["how"].startswith("not calibrated")
 
+
+def test_the_member_below_the_presets_reach_moves_the_law_by_the_tv_its_story_states():
+    import torch
+
+    from specverify.zoo import ZOO
+    from specverify.zoo._rounded import bf16_truncated, first_token_tv
+
+    x = torch.tensor([0.3, 1.0, 1.0 + 2**-7, 0.1], dtype=torch.float64)
+    assert bool((bf16_truncated(x) <= x).all()) and bool(((x - bf16_truncated(x)) / x <= 2**-7).all())
+    for vocab, mean, low, high in ((64, "6.1e-4", "4.4e-4", "8.7e-4"), (16, "7.8e-4", None, "2.0e-3")):
+        def short(x: float) -> str:
+            return f"{x:.1e}".replace("e-0", "e-")
+
+        tvs = []
+        for seed in range(20):
+            g = torch.Generator().manual_seed(seed)
+            p = torch.softmax(torch.randn(vocab, generator=g, dtype=torch.float64), 0)
+            q = torch.softmax(torch.randn(vocab, generator=g, dtype=torch.float64), 0)
+            tvs.append(first_token_tv(p, q))
+        story = ZOO["bf16-truncated-ratio"].story
+        assert mean in story and short(sum(tvs) / len(tvs)) == mean
+        assert short(max(tvs)) == high and high in story
+        if low is not None:
+            assert short(min(tvs)) == low and low in story
+    assert budget_for_tv(0.001).tv < 0.003 <= min(b.tv for b in BUDGETS.values())  # below every preset
+
