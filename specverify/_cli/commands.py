@@ -244,7 +244,7 @@ def _not_started(exc: Any, args: argparse.Namespace, err: Any) -> int:
     if seconds is None:
         message = f"--max-time {args.max_time:g}: this run's time cannot be estimated ({exc.cost.calibration.how}); nothing run"
     else:
-        message = f"--max-time {args.max_time:g}: the plan's estimated time is {seconds:,.0f} s (an upper bound; see --plan); nothing run"
+        message = f"--max-time {args.max_time:g}: the plan's estimated time is {seconds:,.0f} s (an estimate; see --plan); nothing run"
     err.print(f"specverify: error: {message}", markup=False, highlight=False)
     return 2
 

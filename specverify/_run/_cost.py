@@ -2,10 +2,12 @@
 short calibration of the sampler's speed.
 
 The checks size their samples as they run (their cases' vocabularies decide the degrees of
-freedom), so the plan states what no decision may exceed: every statistical decision draws at most
-the budget's ``max_samples``.  That bound, times the seconds per sample rows measured on a few
-calls at a representative shape, is the estimate: an upper bound, labelled as such, with how it
-was measured.  Exact checks draw no sampled evidence and are not counted.
+freedom), so the plan counts each statistical decision at the budget's ``max_samples``, the cap
+one test of it is sized under.  That count, times the seconds per row measured on a few calls at a
+small-V shape, is the estimate, labelled as such and with how it was measured.  It is not a bound
+either way: most decisions need fewer samples than the cap (a small df reaches the TV sooner), a
+searching check's screening examples draw more, large-V shapes cost more per row, and exact checks
+(not counted) take time too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ CALIBRATION_SHAPE = (4_096, 3, 64)
 
 @dataclasses.dataclass(frozen=True)
 class CheckCost:
-    """One planned check's share of the cost: its statistical decisions and their samples at most."""
+    """One planned check's share of the cost: its statistical decisions, each at the cap of one test."""
 
     id: str
     decisions: int
@@ -65,7 +67,7 @@ class RunCost:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "samples_are": "upper bound: each statistical decision draws at most the budget's max_samples",
+            "samples_are": "each statistical decision counted at the budget's max_samples (the cap of one test), an estimate",
             "checks": [dataclasses.asdict(c) | {"samples": c.samples} for c in self.checks],
             "total_samples": self.total_samples,
             "estimated_seconds": self.estimated_seconds,
@@ -79,13 +81,13 @@ class RunCost:
             if c.skipped:
                 out.append(f"{c.id:<44} {'skip':>9}")
             elif c.decisions:
-                out.append(f"{c.id:<44} {c.decisions:>9} {'<= ' + format(c.samples_per_decision, ','):>17} {c.samples:>15,}")
+                out.append(f"{c.id:<44} {c.decisions:>9} {format(c.samples_per_decision, ','):>17} {c.samples:>15,}")
             else:
                 out.append(f"{c.id:<44} {'exact':>9}")
-        out.append(f"total: at most {self.total_samples:,} samples")
+        out.append(f"total: {self.total_samples:,} samples (each decision at max_samples, the cap of one test)")
         seconds = self.estimated_seconds
-        timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s at most"
-        out.append(f"estimated time (an estimate, an upper bound): {timing}; {self.calibration.how}")
+        timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
+        out.append(f"estimated time (an estimate, not a bound: total samples x measured speed): {timing}; {self.calibration.how}")
         return out
 
 
@@ -102,7 +104,7 @@ class NotStarted(Exception):
 
 
 def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration) -> RunCost:
-    """Each planned check's statistical decisions at the budget's ``max_samples`` each (a bound)."""
+    """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of one test)."""
     checks = [
         CheckCost(p.id, p.check.decisions if p.check.statistical else 0, budget.max_samples if p.check.statistical else 0, p.skip_reason is not None)
         for p in planned
