@@ -129,3 +129,10 @@ def test_the_member_below_the_presets_reach_moves_the_law_by_the_tv_its_story_st
             assert short(min(tvs)) == low and low in story
     assert budget_for_tv(0.001).tv < 0.003 <= min(b.tv for b in BUDGETS.values())  # below every preset
 
+
+
+def test_a_loop_plan_counts_its_decisions_and_says_its_time_is_not_estimated(capsys):
+    assert main(["loop", "specverify.samplers:loop_reference", "--plan", "--tv", "0.02", "--only", "loop.positions"]) == 0
+    out = capsys.readouterr().out
+    assert "loop.positions" in out and f"total: {budget_for_tv(0.02).max_samples:,} samples" in out
+    assert "not estimated" in out and "conformant" not in out
