@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Reach", "ReachRecorder", "guarantee", "merge"]
+__all__ = ["Reach", "ReachRecorder", "claims", "guarantee", "merge", "span_text"]
 
 #: Distinct (K, V) shapes kept per check; beyond this only the ranges grow.
 MAX_SHAPES = 64
@@ -148,16 +148,34 @@ def guarantee(checks: Iterable[Any], *, power: float, alpha: float) -> str | Non
     are merged; each clause claims the largest detectable TV of its checks, on their merged reach,
     so no clause says more than its checks tested.
     """
-    passed = [c for c in checks if c.status == "pass" and c.min_detectable_tv is not None]
-    if not passed:
+    groups = claims(checks)
+    if not groups:
         return None
     tail = f"false-alarm probability of the run <= {alpha:g}"
-    groups = _claim_groups(passed)
     if len(groups) == 1:
         detect, reach = groups[0]
-        return f"every statistical check detects TV >= {detect:.3g} with probability >= {power}{_where(reach)}; {tail}"
-    clauses = "; ".join(f"TV >= {detect:.3g}{_where(reach)}" for detect, reach in groups)
+        return f"every statistical check detects {_tv(detect)} with probability >= {power}{_where(reach)}; {tail}"
+    clauses = "; ".join(f"{_tv(detect)}{_where(reach)}" for detect, reach in groups)
     return f"every statistical check detects, with probability >= {power}: {clauses}; {tail}"
+
+
+def claims(checks: Iterable[Any]) -> list[tuple[float, Reach | None]]:
+    """The guarantee's reach classes: ``(detectable TV, merged reach)`` of the passing statistical
+    checks, by increasing vocabulary (``[]`` if none passed), as :func:`guarantee` states them and
+    the HTML report's banner lists them.  Takes objects with ``status``, ``min_detectable_tv`` and
+    ``reach`` (:class:`~specverify.CheckResult`)."""
+    passed = [c for c in checks if c.status == "pass" and c.min_detectable_tv is not None]
+    return _claim_groups(passed) if passed else []
+
+
+def _tv(detect: float) -> str:
+    """A clause's claim: a TV, or in words where only exact checks make it (never "TV >= 0")."""
+    return "any deviation (exact)" if detect == 0 else f"TV >= {detect:.3g}"
+
+
+def span_text(reach: Reach) -> str:
+    """A reach as the guarantee names it: ``V in 2..8, K in 1..4``."""
+    return f"{_span('V', reach.vocab)}, {_span('K', reach.k)}"
 
 
 def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
@@ -165,7 +183,8 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
 
     Checks sorted by the largest V they tested; a clause ends where the running worst claim has
     grown past :data:`MERGE_FACTOR` times the claim the clause began with, or the largest V past
-    :data:`VOCAB_FACTOR` times the clause's first.  Each clause claims the
+    :data:`VOCAB_FACTOR` times the clause's first, but never between checks of the same largest V
+    (two clauses on one vocabulary would each claim a different TV for it).  Each clause claims the
     worst claim of every check up to its end (so the claims grow with V and each holds for all
     checks it speaks for) on the merged reach of its own checks.
     """
@@ -175,7 +194,8 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
     start = worst = 0.0
     for c in known:
         worst = max(worst, c.min_detectable_tv)
-        if groups and worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1]:
+        same_vocab = bool(groups) and c.reach.vocab[1] == groups[-1][-1].reach.vocab[1]  # two clauses on one V would contradict
+        if groups and (same_vocab or (worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1])):
             groups[-1].append(c)
         else:
             groups.append([c])
@@ -193,7 +213,7 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
 def _where(reach: Reach | None) -> str:
     if reach is None:
         return ""
-    return f" on {_span('V', reach.vocab)}, {_span('K', reach.k)}"
+    return f" on {span_text(reach)}"
 
 
 def _span(name: str, bounds: tuple[int, int]) -> str:

@@ -77,8 +77,9 @@ class Isolation:
 
 @dataclasses.dataclass
 class Timing:
-    """Where the run's time went: the whole, the sampler's share (``None`` for a loop, whose
-    calls are not timed apart) and the harness's (``None`` where the sampler ran elsewhere)."""
+    """Where the run's time went: the whole, the sampler's share (a loop's: its generations,
+    each timed whole, with the model calls it makes) and the harness's (``None`` where the
+    sampler ran elsewhere)."""
 
     total_seconds: float | None = None
     sampler_seconds: float | None = None

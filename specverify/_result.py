@@ -208,6 +208,21 @@ class RunResult:
         return cls(run=data["run"], checks=checks, finished=data.get("finished", True))
 
 
+def _non_canonical_reason(checks: list[CheckResult]) -> str:
+    """Why a law difference with no acceptance deficit is a loss: says what the acceptance checks
+    found (a case's own acceptance may well be low: only a ``suboptimal`` finding makes the
+    difference that of a lossless-suboptimal verifier)."""
+    differing = [c.id for c in checks if c.status == "fail" and c.finding == "non-canonical"]
+    shown = differing[0] + (f" and {len(differing) - 1} more" if len(differing) > 1 else "")
+    acceptance = [c for c in checks if c.proves == "suboptimal" and c.status in ("pass", "inconclusive")]
+    if not acceptance:
+        found = "no acceptance check ran to show it accepting fewer drafts than the canonical algorithm"
+    else:
+        passed = sum(c.status == "pass" for c in acceptance)
+        found = f"no acceptance check found it accepting fewer drafts than the canonical algorithm ({passed} of {len(acceptance)} passed)"
+    return f"the law given the drafts is not the canonical algorithm's ({shown}), and {found}: not the difference of a lossless-suboptimal verifier"
+
+
 def summarise(checks: list[CheckResult]) -> dict[str, int]:
     """Count of checks by status."""
     return {status: sum(c.status == status for c in checks) for status in STATUSES}
@@ -236,7 +251,7 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     if "loss" in failing:
         return Judgement("lossy")
     if "non-canonical" in failing and "suboptimal" not in failing:
-        return Judgement("lossy", "the law given the drafts is not the canonical one, and the sampler accepts no fewer drafts")
+        return Judgement("lossy", _non_canonical_reason(checks))
     if any(c.status == "error" for c in checks):
         return Judgement("error")
     left = list(left_out)

@@ -166,3 +166,11 @@ def test_zoo_writes_the_kill_matrix_with_the_command_that_made_it(tmp_path, caps
     assert sorted(r["member"] for r in rows) == ["fixed-seed", "ignores-generator"]
     assert all(r["meets"] and r["verdict"] == "non-conformant" and "contract" in r["caught_by"] for r in rows)
     assert "false alarms: 0" in capsys.readouterr().out
+
+
+def test_a_failing_line_says_what_its_test_detects_in_words_never_tv_at_least_0():
+    from specverify._cli.output import detects
+
+    assert detects(0.0137) == " (detects TV >= 0.0137)" and detects(None) == ""
+    assert detects(0.0) == " (exact: any deviation)"  # an exact check: no statistics
+    assert detects(0.0, 0.0) == " (exact: any outcome of probability 0)"  # a test that flags impossible outcomes

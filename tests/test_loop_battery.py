@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -77,6 +79,12 @@ def test_the_loop_command_runs_a_declared_loop_and_refuses_a_step_sampler(tmp_pa
     assert main(["loop", "specverify.samplers:loop_reference", "--budget", "quick", "--only", "loop.output", "--only", "loop.seeds", "--json", str(out), "-q"]) == 3
     text = capsys.readouterr().out
     assert "inconclusive" in text and out.exists()  # a subset never passes
+    # the same time split as ``check`` JSON: the loop's generations, timed whole, and the rest
+    timing = json.loads(out.read_text())["run"]["timing"]
+    assert set(timing) == {"total_seconds", "sampler_seconds", "harness_seconds", "harness_share"}
+    assert 0 < timing["sampler_seconds"] < timing["total_seconds"]
+    assert timing["harness_seconds"] == pytest.approx(timing["total_seconds"] - timing["sampler_seconds"], abs=2e-3)
+    assert 0 < timing["harness_share"] < 1
     assert main(["loop", "specverify.samplers:reference"]) == 2
     assert "not a generation loop" in capsys.readouterr().err
 

@@ -90,3 +90,18 @@ def test_a_misspelt_zoo_declaration_fails_at_once(field):
     declared = {"verdict": "lossy", "budget": "quick", "caught_by": ("fit",)} | {field: {"verdict": "lossey", "budget": "quik", "caught_by": ("fitt",)}[field]}
     with pytest.raises(ValueError):
         ZooSampler("misspelt", lambda *a: None, declared["verdict"], declared["caught_by"], declared["budget"], "a story")
+
+
+def test_a_law_difference_with_no_acceptance_deficit_says_what_the_acceptance_checks_found():
+    from specverify._result import judge
+
+    def check(id, status, finding=None, proves=None):
+        return CheckResult(id=id, family=id.split(".")[0], status=status, finding=finding, proves=proves)
+
+    differs = [check("fit.conditional[zeros]", "fail", "non-canonical", "non-canonical"), check("exact.emitted[random]", "fail", "non-canonical", "non-canonical")]
+    measured = judge([*differs, check("efficiency.acceptance[random]", "pass", proves="suboptimal")])
+    assert measured.verdict == "lossy"
+    assert "fit.conditional[zeros] and 1 more" in measured.reason and "(1 of 1 passed)" in measured.reason
+    assert "no fewer" not in measured.reason  # the failing case itself may accept 0 of 1,024 drafts
+    unmeasured = judge(differs)
+    assert unmeasured.verdict == "lossy" and "no acceptance check ran" in unmeasured.reason

@@ -179,6 +179,10 @@ def test_guarantee_states_each_claim_on_its_own_reach():
     assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in 2..8")
     line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
     assert "TV >= 0.0137 on V in 2..8" in line and "TV >= 0.3 on V in 2..262144" in line
+    same = guarantee([result(0.0244, 1025), result(0.0971, 1025)], power=0.99, alpha=1e-4)  # one V: one clause, its worst claim
+    assert same.startswith("every statistical check detects TV >= 0.0971 with probability >= 0.99 on V in 2..1025")
+    exact = guarantee([result(0.0, 3), result(0.3, 262_144)], power=0.99, alpha=1e-4)  # a class of exact checks alone
+    assert "any deviation (exact) on V in 2..3" in exact and "TV >= 0 " not in exact
 
 
 def test_after_a_hang_the_family_makes_no_further_call():

@@ -11,6 +11,7 @@ and are rebuilt in the worker, which beats at every model call: a loop hangs whe
 
 from __future__ import annotations
 
+import time
 import traceback
 from typing import Any
 
@@ -41,6 +42,18 @@ class LoopCalls(Supervised):
         return tuple(getattr(self.kind, "parameters", ()))
 
     def __call__(
+        self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, generator: torch.Generator
+    ) -> Any:
+        """One generation, timed: its seconds (the loop's own, with the model calls it makes; in a
+        worker, the round trip too) are the sampler's share of the run's time."""
+        started = time.perf_counter()
+        try:
+            return self._generate(target, draft, prompt, num_tokens, params, generator)
+        finally:
+            self.calls += 1
+            self.seconds += time.perf_counter() - started
+
+    def _generate(
         self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, generator: torch.Generator
     ) -> Any:
         if self._process is None:

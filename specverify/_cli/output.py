@@ -24,12 +24,14 @@ _VERDICT_STYLE = {v.value: v.style for v in Verdict}
 REPRO_LINES = 14
 
 
-def detects(min_detectable_tv: float | None) -> str:
-    """What a check's test detects, in words: an exact check any deviation, a statistical one a TV."""
+def detects(min_detectable_tv: float | None, p_value: float | None = None) -> str:
+    """What a check's test detects, in words: an exact check any deviation, a test that flags
+    outcomes the exact law forbids (a claim of 0 with a p-value) such an outcome, a statistical
+    one a TV; never "TV >= 0"."""
     if min_detectable_tv is None:
         return ""
     if min_detectable_tv == 0:
-        return " (exact: any deviation)"
+        return " (exact: any deviation)" if p_value is None else " (exact: any outcome of probability 0)"
     return f" (detects TV >= {min_detectable_tv:.3g})"
 
 
@@ -94,7 +96,7 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 
     def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
-        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv)}  [dim]{escape(result.message or '')}[/]")
+        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv, result.p_value)}  [dim]{escape(result.message or '')}[/]")
         if result.status in ("fail", "error"):
             for line in failure_lines(result):
                 console.print(f"{'':>15}[dim]{escape(line)}[/]")

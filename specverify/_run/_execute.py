@@ -141,23 +141,24 @@ class Run:
     def _tally(self, record: RunInfo) -> None:
         """What the subject was put through: its calls, and where the run's time went."""
         total = time.perf_counter() - self._since
-        if self.is_loop:
-            record.isolation = Isolation.from_json(self.subject.info())
-            record.timing = Timing(total_seconds=round(total, 3))
-            return
         count = {name: getattr(self.subject, name) + self._elsewhere[name] for name in COUNTERS}
         seconds = count["seconds"]
         here = not any(self._elsewhere.values())  # else the sampler's time was spent in parallel, elsewhere
-        isolation = record.isolation if record.isolation is not None else Isolation()
-        isolation.crashes, isolation.hangs, isolation.worker_starts = int(count["crashes"]), int(count["hangs"]), int(count["worker_starts"])
-        record.isolation = isolation
-        record.sampler_calls, record.sampler_rows, record.sampler_seconds = int(count["calls"]), int(count["rows"]), round(seconds, 3)
-        record.timing = Timing(
+        timing = Timing(
             total_seconds=round(total, 3),
             sampler_seconds=round(seconds, 3),
             harness_seconds=round(total - seconds, 3) if here else None,
             harness_share=round((total - seconds) / total, 4) if here and total > 0 else None,
         )
+        if self.is_loop:  # a loop's calls are generations, timed whole (specverify._calling.loop)
+            record.isolation = Isolation.from_json(self.subject.info())
+            record.timing = timing
+            return
+        isolation = record.isolation if record.isolation is not None else Isolation()
+        isolation.crashes, isolation.hangs, isolation.worker_starts = int(count["crashes"]), int(count["hangs"]), int(count["worker_starts"])
+        record.isolation = isolation
+        record.sampler_calls, record.sampler_rows, record.sampler_seconds = int(count["calls"]), int(count["rows"]), round(seconds, 3)
+        record.timing = timing
 
 
 def run_check(

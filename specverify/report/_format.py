@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FILTERS", "anchor", "compact", "count", "duration", "number", "pvalue", "slug", "timestamp", "visible"]
+__all__ = ["FILTERS", "anchor", "compact", "count", "detects", "duration", "number", "pvalue", "slug", "timestamp", "visible"]
 
 _ABSENT = "–"
 
@@ -57,7 +57,15 @@ def number(value: Any, digits: int = 3) -> str:
         return "NaN"
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
-    return f"{x:.{digits}g}"
+    return f"{x:.{_digits(x, digits)}g}"
+
+
+def _digits(x: float, digits: int) -> int:
+    """``digits``, or more where rounding would make a non-integer read as an integer: 0.99999994
+    is not "1" (a probability one ulp short of 1 is exactly the difference a table must show)."""
+    while digits < 17 and not x.is_integer() and float(f"{x:.{digits}g}").is_integer():
+        digits += 1
+    return digits
 
 
 def pvalue(value: Any) -> str:
@@ -67,6 +75,15 @@ def pvalue(value: Any) -> str:
     if x is not None and 0.0 <= x < 1e-300:
         return "< 1e-300"
     return number(value, 3)
+
+
+def detects(min_detectable_tv: Any, p_value: Any = None) -> str:
+    """What a check's test detects, in words: never "TV ≥ 0".  A claim of 0 is an exact check (no
+    p-value: any deviation) or a test that flags outcomes the exact law forbids (p-value 0)."""
+    x = _as_float(min_detectable_tv)
+    if x == 0:
+        return "any deviation (exact)" if p_value is None else "any outcome of probability 0 (exact)"
+    return f"TV ≥ {number(min_detectable_tv)}"
 
 
 def count(value: Any) -> str:
@@ -109,7 +126,7 @@ def compact(value: Any, limit: int = 240) -> str:
 
 def _rounded(value: Any) -> Any:
     if isinstance(value, float):
-        return float(f"{value:.4g}") if math.isfinite(value) else str(value)
+        return float(f"{value:.{_digits(value, 4)}g}") if math.isfinite(value) else str(value)
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -127,4 +144,4 @@ def anchor(check_id: str) -> str:
     return "check-" + (re.sub(r"[^a-z0-9]+", "-", check_id.lower()).strip("-") or "unnamed")
 
 
-FILTERS = {"timestamp": timestamp, "number": number, "pvalue": pvalue, "count": count, "duration": duration, "compact": compact, "anchor": anchor}
+FILTERS = {"timestamp": timestamp, "number": number, "pvalue": pvalue, "count": count, "detects": detects, "duration": duration, "compact": compact, "anchor": anchor}

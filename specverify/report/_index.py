@@ -19,20 +19,28 @@ from .._record import RunInfo
 from .._result import RunResult
 from .._vocabulary import lossless
 from ..errors import RunFileError
-from ._format import number, slug, timestamp
+from ._format import detects, slug, timestamp
 from ._html import render, write_text
 from ._page import render_report
-from ._view import STATUSES, VERDICT_TEXT
+from ._view import APART, STATUSES, VERDICT_TEXT, cell_colour
 
 __all__ = ["build_index", "load_run"]
 
 
 @dataclasses.dataclass
 class FamilyCell:
+    """A family's checks in one run: passed out of those that ran and decide (a skip tested
+    nothing, a float-edge finding decides no verdict: both are counted apart, never as failures)."""
+
     passed: int
-    total: int
+    ran: int
     worst: str
     counts: list[tuple[str, int]]
+
+    @property
+    def marked(self) -> list[tuple[str, int]]:
+        """The counts drawn under "passed/ran": every status but pass."""
+        return [(s, n) for s, n in self.counts if s != "pass"]
 
 
 @dataclasses.dataclass
@@ -119,7 +127,8 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
             continue
         counts = [(s, sum(c.get("status") == s for c in members)) for s in STATUSES]
         counts = [(s, n) for s, n in counts if n]
-        cells.append(FamilyCell(dict(counts).get("pass", 0), len(members), counts[0][0], counts))
+        ran = sum(c.get("status") not in APART for c in members)
+        cells.append(FamilyCell(dict(counts).get("pass", 0), ran, cell_colour(counts), counts))
     versions = record.versions if isinstance(record.versions, Mapping) else {}
     facts = [
         f"budget {record.budget.get('name')}" if isinstance(record.budget, Mapping) and record.budget.get("name") else "",
@@ -139,5 +148,5 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         summary=[(s, n) for s, n in summary if n],
         cells=cells,
         facts=[f for f in facts if f],
-        detects=number(max(claims)) if claims and lossless(run.get("verdict")) else None,
+        detects=detects(max(claims)) if claims and lossless(run.get("verdict")) else None,
     )

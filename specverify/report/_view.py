@@ -19,14 +19,15 @@ from markupsafe import Markup
 from .._evidence import CallShape, CaseRecord, EventSize, Evidence, FirstMismatch, PositionPValue, TVRecord, UnconfirmedAlarm
 from .._evidence import Warps as WarpsRecord
 from .._families import FAMILIES
+from .._reach import Reach, claims, span_text
 from .._result import FINDINGS
 from .._vocabulary import Finding, Status, Verdict, lossless
 from ._example import Example, example, shape_summary, size_key
-from ._format import anchor, compact, count, number, timestamp
+from ._format import anchor, compact, count, detects, number, timestamp
 from ._plots import comparison, comparison_svg
 from ._tree_svg import tree_case_svg
 
-__all__ = ["STATUSES", "VERDICT_TEXT", "CheckView", "RunView", "run_view"]
+__all__ = ["APART", "STATUSES", "VERDICT_TEXT", "cell_colour", "CheckView", "Guarantee", "RunView", "run_view"]
 
 #: Worst first: the order sections and matrix cells rank statuses in.
 STATUSES = tuple(s.value for s in sorted(Status, key=lambda s: s.severity))  # the most severe first
@@ -110,6 +111,25 @@ class CheckView:
 
 
 @dataclasses.dataclass
+class Guarantee:
+    """The banner's promise: a lead sentence, one line per reach class (the TV its checks detect,
+    where they tested it: a budget affords a coarser TV at V = 262,144 than at V = 8), a tail."""
+
+    lead: str
+    classes: list[tuple[str, str]]  # ("TV ≥ 0.0166", "V in 2..8, K in 1..4" or "" where unrecorded)
+    tail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Claim:
+    """A check's claim as its JSON records it, for :func:`specverify._reach.claims`."""
+
+    status: str
+    min_detectable_tv: float | None
+    reach: Reach | None
+
+
+@dataclasses.dataclass
 class Cell:
     counts: list[tuple[str, int]]
     worst: str
@@ -119,12 +139,13 @@ class Cell:
 
 @dataclasses.dataclass
 class Matrix:
-    """Status counts by (case, family); the totals are (passed, total) per family."""
+    """Status counts by (case, family); the totals are (passed, counted, apart) per family: skips
+    and float-edge findings are counted apart (:data:`APART`), never as checks that did not pass."""
 
     families: list[str]
     cases: list[str]
     cells: dict[tuple[str, str], Cell]
-    family_totals: dict[str, tuple[int, int]]
+    family_totals: dict[str, tuple[int, int, list[tuple[str, int]]]]
 
 
 @dataclasses.dataclass
@@ -138,7 +159,7 @@ class RunView:
     verdict_reason: str | None
     finished: bool
     summary: list[tuple[str, int]]
-    guarantee: str | None
+    guarantee: Guarantee | None
     headline: CheckView | None
     failures: list[CheckView]
     differences: list[CheckView]
@@ -180,7 +201,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         verdict_reason=_text(data.get("verdict_reason")),
         finished=bool(data.get("finished", True)),
         summary=summary,
-        guarantee=_guarantee(verdict, run, views),
+        guarantee=_guarantee(verdict, run, views, checks_json),
         headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
         failures=failures,
         differences=differences,
@@ -377,22 +398,39 @@ def _efficiency(evidence: Evidence, samples: Any = None) -> Efficiency | None:
     )
 
 
-def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView]) -> str | None:
+def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView], checks: list[Any]) -> Guarantee | None:
     alpha, power = run.get("family_wise_alpha"), run.get("power")
+    classes = claims(_claim(c) for c in checks if isinstance(c, Mapping))
+    shown = [(detects(tv), span_text(reach) if reach is not None else "") for tv, reach in classes]
     if lossless(verdict):
-        claims = [v.min_detectable_tv for v in views if v.status == "pass" and isinstance(v.min_detectable_tv, (int, float))]
-        if claims and alpha is not None and power is not None:
-            return (
-                f"Every statistical check detects a deviation of total variation ≥ {number(max(claims))} with probability "
-                f"≥ {number(power)}; the probability of any false alarm in this run is ≤ {number(alpha)}."
+        if classes and alpha is not None and power is not None:
+            return Guarantee(
+                lead=f"With probability ≥ {number(power)}, every statistical check detects a deviation in total variation (TV) "
+                + ("of at least:" if len(classes) == 1 else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks tested):"),
+                classes=shown,
+                tail=f"The probability of any false alarm in this run is ≤ {number(alpha)}.",
             )
         return None
     if any(v.status == "fail" for v in views) and alpha is not None:
-        return (
-            "Contract and support failures are exact: no statistics. A statistical failure is a false alarm with "
-            f"probability ≤ {number(alpha)} for the whole run."
+        # what the checks that passed rule out, by reach class: where the sampler was not seen to fail
+        passed = f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at least:" if shown and power is not None else ""
+        return Guarantee(
+            lead="Contract and support failures are exact: no statistics. A statistical failure is a false alarm with "
+            f"probability ≤ {number(alpha)} for the whole run." + passed,
+            classes=shown if passed else [],
+            tail="",
         )
     return None
+
+
+def _claim(data: Mapping[str, Any]) -> _Claim:
+    tv, reach = data.get("min_detectable_tv"), data.get("reach")
+    try:
+        recorded = Reach.from_json(dict(reach)) if isinstance(reach, Mapping) else None
+    except (KeyError, TypeError, ValueError):  # a foreign or older writer's reach: unrecorded
+        recorded = None
+    number_tv = float(tv) if isinstance(tv, (int, float)) and not isinstance(tv, bool) else None
+    return _Claim(status=str(data.get("status")), min_detectable_tv=number_tv, reach=recorded)
 
 
 def _matrix(views: list[CheckView]) -> Matrix:
@@ -411,12 +449,28 @@ def _matrix(views: list[CheckView]) -> Matrix:
                 continue
             counts = [(s, sum(v.status == s for v in members)) for s in STATUSES]
             counts = [(s, n) for s, n in counts if n]
-            worst = counts[0][0]
+            worst = cell_colour(counts)
             first = next(v for v in members if v.status == worst)
             title = "\n".join(f"{v.status}: {v.id}" for v in members)
             cells[(case, family)] = Cell(counts, worst, f"#{first.anchor}", title)
-    totals = {f: (sum(v.status == "pass" for v in views if v.family == f), sum(v.family == f for v in views)) for f in families}
+    totals = {}
+    for f in families:
+        statuses = [v.status for v in views if v.family == f]
+        apart = [(s, statuses.count(s)) for s in APART if s in statuses]
+        totals[f] = (statuses.count("pass"), len(statuses) - sum(n for _, n in apart), apart)
     return Matrix(families, cases, cells, totals)
+
+
+#: Statuses counted apart from "passed of those run": a skip tested nothing, a float-edge finding
+#: decides no verdict; neither is a check that did not pass.
+APART = ("float-edge", "skip")
+
+
+def cell_colour(counts: list[tuple[str, int]]) -> str:
+    """The status a cell is coloured by: its worst, but a skip only where nothing else ran (a
+    cell of passes and a skip is a passing cell with a skip in it, not a skipped one)."""
+    ran = [s for s, _ in counts if s != "skip"]
+    return ran[0] if ran else "skip"
 
 
 def _environment(run: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:

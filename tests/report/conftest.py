@@ -19,7 +19,8 @@ def lossy_run() -> RunResult:
     return real_run(
         replacement_from_target,
         _SPEC + "replacement_from_target",
-        ["contract.output", "exact.uniform-driven[random]", "exact.emitted[random]", "fit.conditional[zeros]", "efficiency.acceptance[random]"],
+        ["contract.output", "exact.uniform-driven[random]", "exact.emitted[random]", "fit.conditional[zeros]", "efficiency.acceptance[random]",
+         "shapes.edge-law[one-ulp]", "shapes.conditional[262144x1]"],  # one it passes; one a quick budget skips
     )
 
 
@@ -40,8 +41,10 @@ def reference_run() -> RunResult:
     return real_run(
         specverify.reference,
         "specverify.samplers:reference",
-        # a subset holding a test of the target's law (fit.first-token), so it can pass the sampler
-        ["contract.output", "exact.uniform-driven[zeros]", "exact.emitted[random]", "fit.first-token[chain]", "efficiency.acceptance[random]"],
+        # a subset holding a test of the target's law (fit.first-token), so it can pass the sampler;
+        # one at V = 1,025 (a second reach class of the guarantee), one a quick budget skips
+        ["contract.output", "exact.uniform-driven[zeros]", "exact.emitted[random]", "fit.first-token[chain]", "efficiency.acceptance[random]",
+         "shapes.edge-law[one-ulp]", "shapes.conditional[262144x1]"],
     )
 
 

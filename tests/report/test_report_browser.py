@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from specverify import RunResult
+from specverify._reach import claims, span_text
 from specverify.report import build_index, write_report
+from specverify.report._format import detects
 from specverify.report._view import run_view
 
 from ._chromium import Chromium, find_chromium
@@ -139,3 +141,79 @@ def _anchor(check_id: str) -> str:
     from specverify.report._format import anchor
 
     return anchor(check_id)
+
+
+#: Where the committed screenshots of a conformant and a lossy report live (docs/report.md shows them).
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "reports" / "screenshots"
+
+_SKIP_CELLS = """[...document.querySelectorAll('#matrix ~ .scroll td.cell.status-skip')].map(td => {
+  const s = getComputedStyle(td), mark = td.querySelector('.mark');
+  return {text: td.innerText, image: s.backgroundImage, colour: getComputedStyle(mark).color, italic: getComputedStyle(td.querySelector('a')).fontStyle};
+})"""
+
+
+def _skips_are_drawn_as_skips(browser: Chromium, run: RunResult) -> None:
+    """Every case where only skips happened is a hatched grey cell marked ⊘, never the failure's
+    red; the family totals count passes among the checks that ran and decide, skips (and
+    float-edge findings) apart."""
+    skipped = {(c.case or "(any case)", c.family) for c in run.checks if c.status == "skip"}
+    ran = {(c.case or "(any case)", c.family) for c in run.checks if c.status != "skip"}
+    assert skipped, "the run holds a skip to draw"
+    cells = browser.evaluate(_SKIP_CELLS)
+    assert len(cells) == len(skipped - ran)
+    fail_red = browser.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--fail').trim()")
+    for cell in cells:
+        assert cell["text"].startswith("⊘") and "repeating-linear-gradient" in cell["image"] and cell["italic"] == "italic"
+        assert cell["colour"] == "rgb(89, 99, 110)" and fail_red == "#cf222e"  # the skip grey, not the failure red
+    footer = browser.evaluate("[...document.querySelectorAll('table.matrix tfoot td')].map(td => td.innerText)")
+    families = browser.evaluate("[...document.querySelectorAll('table.matrix thead th')].slice(1).map(th => th.innerText)")
+    for family, text in zip(families, footer):
+        members = [c for c in run.checks if c.family == family]
+        decided = [c for c in members if c.status not in ("skip", "float-edge")]
+        apart = [f"{mark}\u202f{n}" for status, mark in (("float-edge", "≈"), ("skip", "⊘")) if (n := sum(c.status == status for c in members))]
+        parts = ([f"{sum(c.status == 'pass' for c in decided)}/{len(decided)}"] if decided else []) + ([" ".join(apart)] if apart else [])
+        assert text.strip() == "\n".join(parts), (family, text)
+
+
+def _shot(browser: Chromium, name: str, tmp_path: Path) -> None:
+    """The whole page, into reports/screenshots/ when SPECVERIFY_SCREENSHOTS names it (the
+    committed ones are made so), else into the test's folder."""
+    folder = Path(os.environ.get("SPECVERIFY_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    browser.screenshot(path, full_page=True)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def test_a_conformant_report_states_each_reach_class_and_draws_a_skip_as_a_skip(browser: Chromium, reference_run: RunResult, tmp_path: Path) -> None:
+    whole = RunResult(run={**reference_run.run, "select": None, "left_out": []}, checks=reference_run.checks)  # as a whole run reports them
+    assert whole.verdict == "conformant"
+    page = tmp_path / "conformant.html"
+    write_report(whole, page)
+    load = browser.load(page)
+    assert load.problems == [] and load.requests == [page.resolve().as_uri()]
+    assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "conformant"
+    classes = claims(whole.checks)
+    assert len(classes) >= 2
+    shown = browser.evaluate("[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)")
+    assert shown == [f"{detects(tv)} on {span_text(reach)}" for tv, reach in classes if reach is not None]
+    assert "every statistical check detects" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
+    _skips_are_drawn_as_skips(browser, whole)
+    _shot(browser, "conformant-report", tmp_path)
+
+
+def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
+    page = tmp_path / "lossy.html"
+    write_report(lossy_run, page)
+    assert browser.load(page).problems == []
+    assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
+    failing = browser.evaluate("[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => getComputedStyle(td).backgroundColor)")
+    assert failing and set(failing) == {"rgb(255, 235, 233)"}  # the failure's red: what a skip must not look like
+    # beside the failures, what the checks that passed rule out, by reach class
+    classes = claims(lossy_run.checks)
+    assert classes
+    shown = browser.evaluate("[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)")
+    assert shown == [f"{detects(tv)} on {span_text(reach)}" for tv, reach in classes if reach is not None]
+    assert "the statistical checks that passed detect" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
+    _skips_are_drawn_as_skips(browser, lossy_run)
+    _shot(browser, "lossy-report", tmp_path)

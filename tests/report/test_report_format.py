@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specverify.report._example import example, shape_summary, size_key
-from specverify.report._format import anchor, compact, count, duration, number, pvalue, slug, timestamp
+from specverify.report._format import anchor, compact, count, detects, duration, number, pvalue, slug, timestamp
 
 
 @pytest.mark.parametrize(
@@ -15,6 +15,21 @@ from specverify.report._format import anchor, compact, count, duration, number, 
 )  # fmt: skip
 def test_number(value, text) -> None:
     assert number(value) == text
+
+
+def test_enough_digits_to_show_a_difference() -> None:
+    # a probability one float32 ulp short of 1 is the difference a table exists to show
+    assert number(0.99999994) == "0.9999999" and number(1.0) == "1" and number(99.96) == "99.96"
+    assert number(1.0000001) != "1" and number(0.5) == "0.5" and number(0.123456) == "0.123"
+    assert compact([0.99999994, 1.0, 0.123456789]) == "[0.9999999, 1.0, 0.1235]"
+    assert example({**STEP, "target_probs": [[0.99999994, 6e-08, 0.0]] * 3}).tables[0].rows[0][0] == "0.9999999"
+
+
+def test_what_a_test_detects_is_said_in_words_never_tv_at_least_0() -> None:
+    assert detects(0.0137) == "TV ≥ 0.0137"
+    assert detects(0.0) == "any deviation (exact)"  # an exact check: no statistics
+    assert detects(0.0, 0.0) == "any outcome of probability 0 (exact)"  # a test that flags impossible outcomes
+    assert "TV ≥ 0" not in detects(0, 1e-300)
 
 
 def test_pvalues_counts_and_durations() -> None:

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from specverify import CheckResult, RunResult
 from specverify._result import FINDINGS
+from specverify._reach import claims, span_text
 from specverify.report import render_report
+from specverify.report._format import detects
 from specverify.report._example import shape_summary
 
 from ._audit import audit
@@ -45,8 +47,13 @@ def test_reference_page_states_the_verdict_and_the_guarantee(reference_run: RunR
     assert reference_run.verdict == "conformant"
     assert '<h1 class="verdict" data-verdict="conformant">conformant</h1>' in page
     text = " ".join(audit(page).text)
-    claims = [c.min_detectable_tv for c in reference_run.checks if c.min_detectable_tv is not None]
-    assert f"total variation ≥ {max(claims):.3g} with probability ≥ 0.99" in text
+    # the banner states the guarantee of each reach class, as the CLI does, not only the weakest
+    classes = claims(reference_run.checks)
+    assert len(classes) >= 2, classes
+    assert "With probability ≥ 0.99, every statistical check detects" in text
+    for tv, reach in classes:
+        assert reach is not None
+        assert f"{detects(tv)} on {span_text(reach)}" in audit(page).text
     assert "false alarm in this run is ≤ 0.0001" in text
     assert 'id="failures"' not in page
     cells: dict[tuple, list[str]] = {}
