@@ -13,7 +13,7 @@ import dataclasses
 
 from .errors import UsageError
 
-__all__ = ["BUDGETS", "Budget", "get_budget"]
+__all__ = ["BUDGETS", "MAX_SAMPLES_CAP", "SHAPE_VOLUME_CAP", "Budget", "budget_for_tv", "get_budget", "resolve_budget"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +60,8 @@ class Budget:
     shape_max_vocab: int = 262_144
     shape_full_domain: bool = False
     shape_ceiling_tv: float = 0.5
+    #: How the budget was derived (a custom ``--tv`` one: from which preset, what was capped); empty for a preset.
+    derivation: str = ""
 
     @property
     def ceiling_tv(self) -> float:
@@ -102,3 +104,60 @@ def get_budget(name: str) -> Budget:
         return BUDGETS[name]
     except KeyError:
         raise UsageError(f"unknown budget {name!r}; choose one of {', '.join(BUDGETS)}") from None
+
+
+#: Most samples one test of a ``--tv`` budget may draw: beyond it a decision is capped (and its
+#: reach stated as the TV it actually reaches), never silently sized for less.
+MAX_SAMPLES_CAP = 2_000_000_000
+#: Most input elements one production shape of a ``--tv`` budget may give the sampler.
+SHAPE_VOLUME_CAP = 2**36
+
+
+def _nearest_preset(tv: float) -> Budget:
+    """The preset whose TV is nearest ``tv`` on a log scale (its other settings are kept)."""
+    import math
+
+    return min(BUDGETS.values(), key=lambda b: abs(math.log(b.tv / tv)))
+
+
+def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
+    """A custom budget sized to detect TV ``tv``: the nearest preset's (or ``base``'s) other
+    settings, with ``max_samples``, ``shape_tv`` and ``shape_volume`` scaled by the power
+    analysis (samples grow as ``1/tv**2`` at a fixed df), capped at :data:`MAX_SAMPLES_CAP` and
+    :data:`SHAPE_VOLUME_CAP`; a capped decision states the TV it actually reaches, as any other.
+
+    Raises:
+        UsageError: ``tv`` outside (0, 1).
+    """
+    if not isinstance(tv, (int, float)) or isinstance(tv, bool) or not 0 < tv < 1:
+        raise UsageError(f"--tv must lie in (0, 1), got {tv!r}")
+    preset = get_budget(base) if isinstance(base, str) else base or _nearest_preset(tv)
+    scale = (preset.tv / tv) ** 2
+    wanted_samples = int(preset.max_samples * scale)
+    wanted_volume = int(preset.shape_volume * scale)
+    max_samples = max(1_000, min(wanted_samples, MAX_SAMPLES_CAP))
+    volume = max(2**20, min(wanted_volume, SHAPE_VOLUME_CAP))
+    shape_tv = min(0.5, preset.shape_tv * tv / preset.tv)
+    capped = [f"max_samples {wanted_samples:,} capped at {max_samples:,}"] if wanted_samples > MAX_SAMPLES_CAP else []
+    if wanted_volume > SHAPE_VOLUME_CAP:
+        capped.append(f"shape_volume {wanted_volume:,} capped at {volume:,}")
+    derivation = (
+        f"TV {tv:g} on demand: the {preset.name} preset's settings, max_samples, shape_tv and shape_volume "
+        f"scaled by ({preset.tv:g}/{tv:g})^2 = {scale:.3g}" + (f"; {', '.join(capped)}" if capped else "")
+    )
+    return preset.with_(
+        name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, shape_tv=shape_tv, shape_volume=volume,
+        shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,
+    )
+
+
+def resolve_budget(budget: Budget | str = "standard", *, tv: float | None = None, alpha: float | None = None) -> Budget:
+    """The budget a run uses: a preset by name (or a :class:`Budget`), or with ``tv`` one sized for
+    it from that preset's settings when a preset other than the default is named, else from the
+    nearest preset; ``alpha`` overrides the family-wise level."""
+    chosen = get_budget(budget) if isinstance(budget, str) else budget
+    if tv is not None:
+        chosen = budget_for_tv(tv, None if isinstance(budget, str) and budget == "standard" else chosen)
+    if alpha is not None:
+        chosen = chosen.with_(alpha=alpha)
+    return chosen

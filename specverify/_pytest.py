@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._budgets import get_budget
+from ._budgets import resolve_budget
 from ._cli.output import case_lines
 from ._result import CheckResult, RunResult
 from ._run import Run
@@ -193,12 +193,9 @@ class SpecverifyPlugin:
         self.config = config
         self.spec = spec
         try:
-            self.budget = get_budget(budget)
+            self.budget = resolve_budget(budget, tv=config.getoption("specverify_tv"), alpha=config.getoption("specverify_alpha"))
         except ValueError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
-        alpha = config.getoption("specverify_alpha")
-        if alpha is not None:
-            self.budget = self.budget.with_(alpha=alpha)
         self.seed = config.getoption("specverify_seed") or 0
         searched = importable_from(config)
         use_default_threads()  # as the CLI: one thread each for the harness and the sampler, unless OMP_NUM_THREADS is set
@@ -295,6 +292,7 @@ def battery(
     seed: int = 0,
     only: list[str] | None = None,
     expected_failures: dict[str, str] | None = None,
+    tv: float | None = None,
 ) -> Callable[[str], None]:
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
@@ -306,7 +304,7 @@ def battery(
     or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
-    chosen = get_budget(budget)
+    chosen = resolve_budget(budget, tv=tv)  # ``tv``: a custom budget sized for it (specverify._budgets.budget_for_tv)
     # A spec runs in a supervised process of its own; a callable is called in this process.
     sut = load_sut(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
     run = Run(sut, chosen, seed, select=only, spec=spec)

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._budgets import Budget, get_budget
+from ._budgets import Budget, get_budget, resolve_budget
 from ._calling.sut import SamplerUnderTest, importable_source
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
+from ._run._cost import NotStarted, RunCost, calibrate, plan_cost
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from .checks._loop import loop_battery
 from .errors import Interrupted, UsageError
@@ -75,6 +76,8 @@ def check(
     on_plan: Callable[[list[PlannedCheck]], None] | None = None,
     on_wait: Callable[[float, float], None] | None = None,
     kind: str | None = None,
+    tv: float | None = None,
+    on_cost: Callable[[RunCost], bool] | None = None,
 ) -> RunResult:
     """Put a sampler (or a generation loop) through its battery and return the :class:`~specverify.RunResult`.
 
@@ -105,15 +108,17 @@ def check(
         on_wait: called with ``(seconds, limit)`` while a call is slow (isolated samplers only).
         kind: ``"loop"`` for a generation loop given by its spec (an object says so itself);
             ``None``: what the subject declares.
+        tv: a target TV in (0, 1): a custom budget sized for it (:func:`specverify._budgets.budget_for_tv`)
+            from the nearest preset (or from ``budget`` when it is not the default); ``None``: the preset.
+        on_cost: called with the plan's cost, timed by a short calibration, before the first check;
+            ``False`` stops the run before it starts (:class:`~specverify._run._cost.NotStarted`).
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.
         UsageError: ``select`` matches no check of the subject's battery (for a loop, before it loads).
         Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
-    budget = get_budget(budget) if isinstance(budget, str) else budget
-    if alpha is not None:
-        budget = budget.with_(alpha=alpha)
+    budget = resolve_budget(budget, tv=tv, alpha=alpha)
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     start = time.perf_counter()
@@ -128,7 +133,19 @@ def check(
     except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
         subject.kill() if subject.kind.generation else subject.close()
         raise
+    if on_cost is not None:
+        _gate(run, subject, on_cost)
     return _drive(run, subject, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+
+
+def _gate(run: Run, subject: SamplerUnderTest, on_cost: Callable[[RunCost], bool]) -> None:
+    """Time the plan (a short calibration), record it, and stop before the first check where
+    ``on_cost`` says so (:class:`NotStarted`); the Run recorded the plan's samples already."""
+    cost = plan_cost(run.planned, run.budget, calibrate(subject))
+    run.info.extra["plan"] = cost.to_json()
+    if not on_cost(cost):
+        subject.close()
+        raise NotStarted(cost)
 
 
 def _drive(
@@ -180,6 +197,8 @@ def check_loop(
     on_result: Callable[[CheckResult], None] | None = None,
     json_path: str | os.PathLike[str] | None = None,
     spec: str | None = None,
+    tv: float | None = None,
+    on_cost: Callable[[RunCost], bool] | None = None,
 ) -> RunResult:
     """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
 
@@ -195,7 +214,7 @@ def check_loop(
     """
     return check(
         loop, budget=budget, seed=seed, alpha=alpha, select=select, isolation=isolation, timeout=timeout,
-        on_result=on_result, json_path=json_path, spec=spec, kind="loop",
+        on_result=on_result, json_path=json_path, spec=spec, kind="loop", tv=tv, on_cost=on_cost,
     )
 
 

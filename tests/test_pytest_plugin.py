@@ -144,3 +144,14 @@ def test_a_subset_that_includes_a_target_law_test_still_never_passes(pytester):
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*verdict at best inconclusive*contract.determinism*", "*verdict: inconclusive*"])
+
+
+def test_the_pytest_plugin_takes_a_tv(pytester, tmp_path):
+    out = tmp_path / "run.json"
+    args = ("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract.output", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*args, "--specverify-tv=0.04", f"--specverify-json={out}")
+    result.assert_outcomes(passed=1, failed=1)  # the check passes; a subset's verdict never does
+    assert json.loads(out.read_text())["run"]["budget"]["name"] == "tv=0.04"
+    bad = pytester.runpytest(*args, "--specverify-tv=3")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--tv must lie in (0, 1)*"])

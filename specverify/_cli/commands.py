@@ -135,6 +135,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
     from ..errors import SamplerSpecError
+    from .._run._cost import NotStarted
     from .._runner import check, load_failure
 
     def fail(message: str) -> int:
@@ -163,11 +164,17 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 timeout=args.timeout,
                 on_plan=display.plan,
                 on_wait=display.waiting,
+                tv=args.tv,
+                on_cost=_cost_gate(args, out),
             )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)
+    except NotStarted as exc:
+        return _not_started(exc, args, err)
     except SamplerSpecError as exc:  # the sampler could not be imported or built
-        failure = load_failure(args.spec, str(exc), args.budget, args.seed)
+        from .._budgets import resolve_budget
+
+        failure = load_failure(args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha), args.seed)
         if args.json:
             from .._runner import write_json
 
@@ -191,6 +198,10 @@ def _validate(args: argparse.Namespace) -> str | None:
         return "--alpha must lie in (0, 1)"
     if args.timeout is not None and not args.timeout > 0:
         return "--timeout must be a positive number of seconds"
+    if args.tv is not None and not 0 < args.tv < 1:
+        return f"--tv must lie in (0, 1), got {args.tv:g}"
+    if args.max_time is not None and not args.max_time > 0:
+        return "--max-time must be a positive number of seconds"
     for flag, path in (("--json", args.json), ("--report", args.report)):
         if not path:
             continue
@@ -206,6 +217,36 @@ def _validate(args: argparse.Namespace) -> str | None:
     if args.json and args.report and Path(args.json).resolve() == Path(args.report).resolve():
         return "--json and --report name the same file"
     return None
+
+
+def _cost_gate(args: argparse.Namespace, out: Any) -> Callable[[Any], bool] | None:
+    """With ``--plan``: print the plan and its cost, never start; with ``--max-time``: start only
+    when the estimate is known and within it; else ``None`` (no calibration spent)."""
+    if not args.plan and args.max_time is None:
+        return None
+
+    def gate(cost: Any) -> bool:
+        if args.plan:
+            for line in cost.lines():
+                out.print(line, markup=False, highlight=False)
+            return False
+        seconds = cost.estimated_seconds
+        return seconds is not None and seconds <= args.max_time
+
+    return gate
+
+
+def _not_started(exc: Any, args: argparse.Namespace, err: Any) -> int:
+    """The run stopped before its first check: 0 after ``--plan``, else 2 (the estimate is over ``--max-time``)."""
+    if args.plan:
+        return 0
+    seconds = exc.cost.estimated_seconds
+    if seconds is None:
+        message = f"--max-time {args.max_time:g}: this run's time cannot be estimated ({exc.cost.calibration.how}); nothing run"
+    else:
+        message = f"--max-time {args.max_time:g}: the plan's estimated time is {seconds:,.0f} s (an estimate; see --plan); nothing run"
+    err.print(f"specverify: error: {message}", markup=False, highlight=False)
+    return 2
 
 
 def _write_report(result, path: str, err) -> bool:
@@ -237,6 +278,7 @@ def _loop(args: argparse.Namespace) -> int:
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
     from ..errors import SamplerSpecError
+    from .._run._cost import NotStarted
     from .._runner import check_loop
 
     try:
@@ -244,9 +286,12 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
             args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
             isolation="in-process" if args.in_process else "process", timeout=args.timeout,
             on_result=None if args.quiet else result_printer(out), json_path=args.json, spec=args.spec,
+            tv=args.tv, on_cost=_cost_gate(args, out),
         )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)
+    except NotStarted as exc:
+        return _not_started(exc, args, err)
     except (SamplerSpecError, ValueError) as exc:  # not loadable, not a loop, or a selection that matches nothing
         err.print(f"specverify: error: {exc}", markup=False, highlight=False)
         return 2

@@ -222,6 +222,15 @@ def _add_run_options(
     )
     parser.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
     parser.add_argument(
+        "--tv",
+        type=float,
+        metavar="EPS",
+        help="a custom budget sized to detect TV EPS in (0, 1): the nearest preset's settings (or --budget's, when given), "
+        "samples scaled by the power analysis, capped where a decision cannot reach EPS (its reach is stated)",
+    )
+    parser.add_argument("--plan", action="store_true", help="print the plan and its estimated cost (a short calibration of the sampler), then exit 0")
+    parser.add_argument("--max-time", type=float, metavar="SECONDS", help="stop before starting (exit 2) when the plan's estimated time exceeds SECONDS")
+    parser.add_argument(
         "--only",
         action="append",
         metavar="PATTERN",

@@ -23,6 +23,7 @@ from .._result import CheckResult, RunResult
 from ..checks import Check, Context
 from ..checks._base import fault_result
 from ..checks._loop import LoopCheck, LoopContext
+from ._cost import NOT_CALIBRATED, plan_cost
 from ._info import run_info
 from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
 from ..errors import SamplerFault
@@ -75,6 +76,7 @@ class Run:
         self.info.select = self.select
         self.info.left_out = left_out_of(subject, self.select)
         self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
+        self.info.extra["plan"] = plan_cost(self.planned, budget, NOT_CALIBRATED).to_json()  # the samples; timed by --plan
         self.interrupted = False
         self._since = time.perf_counter() if since is None else since
         self._results: dict[str, list[CheckResult]] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from . import _logits_members  # noqa: F401 - registers the logits-level members after the step ones
 from . import _float_edges  # noqa: F401 - registers the float-edge members after them
+from . import _rounded  # noqa: F401 - registers the member below the presets' reach after them
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler

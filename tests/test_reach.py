@@ -1,0 +1,138 @@
+"""Reach on demand: a budget sized for any TV (``--tv``), the plan's cost before a run (``--plan``),
+and a run stopped before it starts when its estimate is over ``--max-time``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import specverify
+from specverify._budgets import BUDGETS, MAX_SAMPLES_CAP, budget_for_tv, resolve_budget
+from specverify._cli import main
+from specverify.errors import UsageError
+
+REFERENCE = "specverify.samplers:reference"
+ONE_FIT = "fit.conditional[random]"
+
+
+def test_a_tv_budget_scales_the_nearest_preset_by_the_power_analysis():
+    thorough = BUDGETS["thorough"]
+    budget = budget_for_tv(0.001)
+    assert budget.name == "tv=0.001" and budget.tv == 0.001
+    assert budget.examples == thorough.examples and budget.shape_full_domain  # thorough's other settings
+    assert budget.max_samples == int(thorough.max_samples * 9)  # (0.003 / 0.001) ** 2
+    assert budget.shape_tv == pytest.approx(thorough.shape_tv / 3)
+    assert "thorough" in budget.derivation and "capped" not in budget.derivation
+    assert budget_for_tv(0.04).examples == BUDGETS["quick"].examples
+    assert budget_for_tv(0.01).max_samples == BUDGETS["standard"].max_samples
+
+
+def test_a_tv_beyond_what_the_caps_allow_says_it_is_capped():
+    budget = budget_for_tv(1e-5)
+    assert budget.max_samples == MAX_SAMPLES_CAP
+    assert "max_samples" in budget.derivation and "capped" in budget.derivation
+
+
+def test_an_explicit_preset_is_the_base_and_alpha_still_overrides():
+    budget = resolve_budget("quick", tv=0.01, alpha=1e-3)
+    assert budget.examples == BUDGETS["quick"].examples and budget.alpha == 1e-3
+    assert budget.max_samples == BUDGETS["quick"].max_samples * 25
+    assert resolve_budget("standard") is BUDGETS["standard"]
+
+
+@pytest.mark.parametrize("tv", [0.0, 1.0, -0.1, 2.0, float("nan")])
+def test_a_tv_outside_the_unit_interval_is_a_usage_error(tv):
+    with pytest.raises(UsageError, match="--tv must lie in"):
+        budget_for_tv(tv)
+    with pytest.raises(UsageError):
+        specverify.check(REFERENCE, tv=tv, select=["contract.output"])
+
+
+@pytest.mark.parametrize("command", ["check", "loop"])
+@pytest.mark.parametrize("flags", [["--tv", "1.5"], ["--tv", "0"], ["--max-time", "0"], ["--max-time", "-3"]])
+def test_bad_reach_options_are_one_line_and_exit_2(command, flags, capsys, tmp_path):
+    json_path = tmp_path / "run.json"
+    assert main([command, REFERENCE, *flags, "--json", str(json_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "specverify: error:" in captured.err and flags[0] in captured.err
+    assert not json_path.exists()  # nothing ran
+
+
+def test_plan_prints_samples_per_decision_and_an_estimate_and_runs_nothing(capsys, tmp_path):
+    json_path = tmp_path / "run.json"
+    assert main(["check", REFERENCE, "--plan", "--tv", "0.002", "--only", ONE_FIT, "--json", str(json_path)]) == 0
+    out = capsys.readouterr().out
+    expected = budget_for_tv(0.002).max_samples
+    assert f"{ONE_FIT}" in out and f" {expected:,} " in out
+    assert f"total: {expected:,} samples" in out
+    assert "an estimate" in out and "measured: fastest of 3 calls" in out
+    assert "pass" not in out and "conformant" not in out  # no check ran, no verdict
+    assert not json_path.exists()
+
+
+def test_max_time_under_the_estimate_stops_before_starting(capsys, tmp_path):
+    json_path = tmp_path / "run.json"
+    assert main(["check", REFERENCE, "--max-time", "0.000001", "--only", ONE_FIT, "--json", str(json_path)]) == 2
+    captured = capsys.readouterr()
+    assert "--max-time" in captured.err and "nothing run" in captured.err and len(captured.err.strip().splitlines()) == 1
+    assert captured.out == "" and not json_path.exists()
+
+
+def test_a_loop_cannot_be_timed_so_max_time_refuses_it(capsys):
+    assert main(["loop", "specverify.samplers:loop_reference", "--max-time", "1000", "--only", "loop.positions"]) == 2
+    assert "cannot be estimated" in capsys.readouterr().err
+
+
+def test_a_real_run_records_its_budget_and_plan(tmp_path):
+    json_path = tmp_path / "run.json"
+    code = main(["check", REFERENCE, "--tv", "0.03", "--max-time", "600", "--only", "contract.output", "--only", ONE_FIT,
+                 "--json", str(json_path), "-q", "--seed", "1"])
+    assert code in (0, 3)  # a subset never passes a sampler; it may be inconclusive, never lossy
+    run = json.loads(json_path.read_text())["run"]
+    assert run["tv"] == 0.03 and run["budget"]["name"] == "tv=0.03" and "scaled" in run["budget"]["derivation"]
+    plan = run["plan"]
+    assert plan["total_samples"] == budget_for_tv(0.03).max_samples and plan["estimated_seconds"] is not None
+    assert "an estimate" in plan["samples_are"] and plan["calibration"]["seconds_per_row"] > 0
+
+
+def test_the_api_takes_tv_and_records_the_plan_uncalibrated():
+    result = specverify.check(REFERENCE, tv=0.04, select=["contract.output"], isolation="in-process")
+    assert result.run["budget"]["name"] == "tv=0.04"
+    assert result.run["plan"]["estimated_seconds"] is None
+    assert result.run["plan"]["calibration"]["how"].startswith("not calibrated")
+
+
+def test_the_member_below_the_presets_reach_moves_the_law_by_the_tv_its_story_states():
+    import torch
+
+    from specverify.zoo import ZOO
+    from specverify.zoo._rounded import bf16_truncated, first_token_tv
+
+    x = torch.tensor([0.3, 1.0, 1.0 + 2**-7, 0.1], dtype=torch.float64)
+    assert bool((bf16_truncated(x) <= x).all()) and bool(((x - bf16_truncated(x)) / x <= 2**-7).all())
+    for vocab, mean, low, high in ((64, "6.1e-4", "4.4e-4", "8.7e-4"), (16, "7.8e-4", None, "2.0e-3")):
+        def short(x: float) -> str:
+            return f"{x:.1e}".replace("e-0", "e-")
+
+        tvs = []
+        for seed in range(20):
+            g = torch.Generator().manual_seed(seed)
+            p = torch.softmax(torch.randn(vocab, generator=g, dtype=torch.float64), 0)
+            q = torch.softmax(torch.randn(vocab, generator=g, dtype=torch.float64), 0)
+            tvs.append(first_token_tv(p, q))
+        story = ZOO["bf16-truncated-ratio"].story
+        assert mean in story and short(sum(tvs) / len(tvs)) == mean
+        assert short(max(tvs)) == high and high in story
+        if low is not None:
+            assert short(min(tvs)) == low and low in story
+    assert budget_for_tv(0.001).tv < 0.003 <= min(b.tv for b in BUDGETS.values())  # below every preset
+
+
+
+def test_a_loop_plan_counts_its_decisions_and_says_its_time_is_not_estimated(capsys):
+    assert main(["loop", "specverify.samplers:loop_reference", "--plan", "--tv", "0.02", "--only", "loop.positions"]) == 0
+    out = capsys.readouterr().out
+    assert "loop.positions" in out and f"total: {budget_for_tv(0.02).max_samples:,} samples" in out
+    assert "not estimated" in out and "conformant" not in out
