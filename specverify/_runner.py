@@ -22,10 +22,10 @@ from ._calling.sut import SamplerUnderTest, importable_source
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
-from ._run._cost import NotStarted, RunCost, calibrate, plan_cost
+from ._run._cost import RunCost, calibrate, plan_cost
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from .checks._loop import loop_battery
-from .errors import Interrupted, UsageError
+from .errors import Interrupted, NotStarted, UsageError
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
 __all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
@@ -111,7 +111,7 @@ def check(
         tv: a target TV in (0, 1): a custom budget sized for it (:func:`specverify._budgets.budget_for_tv`)
             from the nearest preset (or from ``budget`` when it is not the default); ``None``: the preset.
         on_cost: called with the plan's cost, timed by a short calibration, before the first check;
-            ``False`` stops the run before it starts (:class:`~specverify._run._cost.NotStarted`).
+            ``False`` stops the run before it starts (:class:`~specverify.errors.NotStarted`).
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.

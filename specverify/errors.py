@@ -7,7 +7,8 @@ The tree::
     │   ├── UsageError             a name or selection that matches nothing (a budget, --only); also a ValueError
     │   ├── SamplerSpecError       a sampler or loop spec could not be loaded, built or posed (CLI: exit 2)
     │   ├── AdapterUnavailable     an adapter cannot run here (library or device absent); also a RuntimeError
-    │   └── RunFileError           a run JSON that cannot be read or is not a run result
+    │   ├── RunFileError           a run JSON that cannot be read or is not a run result
+    │   └── NotStarted             the run stopped before its first check (--plan, or an estimate over --max-time)
     ├── SamplerFault               evidence: the sampler (or loop) under test raised, hung, died or broke its contract
     └── CheckFailed                evidence: a check of the pytest battery did not pass (a test failure)
     KeyboardInterrupt
@@ -34,7 +35,7 @@ This module imports nothing heavy (no torch), so catching these costs no import.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._evidence import Evidence
@@ -44,6 +45,7 @@ __all__ = [
     "AdapterUnavailable",
     "CheckFailed",
     "Interrupted",
+    "NotStarted",
     "RunFileError",
     "SamplerFault",
     "SamplerSpecError",
@@ -91,6 +93,16 @@ class AdapterUnavailable(SpecverifyError, RuntimeError):
 
 class RunFileError(SpecverifyError):
     """A run JSON that cannot be read or is not a run result; the message is one line."""
+
+
+class NotStarted(SpecverifyError):
+    """The run stopped before its first check, as asked: ``--plan`` (print the cost, run nothing), or
+    a cost estimated over ``--max-time``.  ``cost`` is the plan's cost (a ``RunCost``: samples per
+    check and the estimated seconds) that decided it."""
+
+    def __init__(self, cost: Any) -> None:
+        super().__init__("the run was not started")
+        self.cost = cost
 
 
 class SamplerFault(Exception):

@@ -135,7 +135,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
     from ..errors import SamplerSpecError
-    from .._run._cost import NotStarted
+    from ..errors import NotStarted
     from .._runner import check, load_failure
 
     def fail(message: str) -> int:
@@ -278,7 +278,7 @@ def _loop(args: argparse.Namespace) -> int:
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
     from ..errors import SamplerSpecError
-    from .._run._cost import NotStarted
+    from ..errors import NotStarted
     from .._runner import check_loop
 
     try:

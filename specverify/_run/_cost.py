@@ -21,7 +21,7 @@ from .._budgets import Budget
 from .._kinds import ChainKind
 from ._plan import PlannedCheck
 
-__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "NotStarted", "RunCost", "calibrate", "plan_cost"]
+__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost"]
 
 #: The shape calibration calls run at: rows of a K=3 chain over V=64 (the battery's small-V cases).
 CALIBRATION_SHAPE = (4_096, 3, 64)
@@ -93,14 +93,6 @@ class RunCost:
 
 #: The calibration of a run that asked for no estimate (no --plan, no --max-time): no sampler call spent on it.
 NOT_CALIBRATED = Calibration(None, "not calibrated (ask with --plan or --max-time)")
-
-
-class NotStarted(Exception):
-    """The run stopped before its first check (``--plan``, or an estimate over ``--max-time``)."""
-
-    def __init__(self, cost: RunCost) -> None:
-        super().__init__("the run was not started")
-        self.cost = cost
 
 
 def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration) -> RunCost:
