@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -94,16 +95,16 @@ class SequoiaTree:
 def _successor_tensor(successors: torch.Tensor | Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]], batch: int, width: int) -> torch.Tensor:
     """``[B, N, C]`` int64 from a tensor (``[N, C]`` shared or ``[B, N, C]``) or Python lists."""
     if not isinstance(successors, torch.Tensor):
-        rows = list(successors)
-        nested = bool(rows) and any(isinstance(x, Sequence) and any(isinstance(y, Sequence) for y in x) for x in rows)
-        per_row = rows if nested else [rows] * batch
+        rows: list[Any] = list(successors)
+        nested = any(isinstance(x, Sequence) and any(isinstance(y, Sequence) for y in x) for x in rows)
+        per_row: list[list[list[int]]] = [[[int(c) for c in node] for node in row] for row in (rows if nested else [rows] * batch)]
         most = max((len(c) for row in per_row for c in row), default=0)
         table = torch.full((len(per_row), width, max(most, 1)), -1, dtype=torch.int64)
         for b, row in enumerate(per_row):  # Python lists: one tree of at most N nodes a row
             if len(row) > width:
                 raise ValueError(f"Sequoia layout: row {b} lists successors for {len(row)} nodes, more than N = {width}")
             for i, children in enumerate(row):
-                table[b, i, : len(children)] = torch.tensor(list(children), dtype=torch.int64)
+                table[b, i, : len(children)] = torch.tensor(children, dtype=torch.int64)
         successors = table
     if successors.dim() == 2:
         successors = successors[None].expand(batch, *successors.shape)
