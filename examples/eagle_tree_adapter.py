@@ -48,7 +48,7 @@ def evaluate_posterior(
             any_child |= live
             qk = torch.where(tried, 0.0, q)
             qk = qk / qk.sum(-1, keepdim=True).clamp_min(1e-300)
-            qx = torch.where(torch.tensor(eagle1_ratio), cart_candidates_prob[:, j, i], qk[rows, x.clamp_min(0)])
+            qx = cart_candidates_prob[:, j, i] if eagle1_ratio else qk[rows, x.clamp_min(0)]
             accept = live & (coins[:, j, i] * qx < gtp[rows, x.clamp_min(0)])
             reject = live & ~accept
             best = torch.where(accept, j, best)

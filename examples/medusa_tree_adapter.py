@@ -6,9 +6,9 @@ token 0), the target's laws along the same paths (``logits[retrieve_indices]``, 
 probabilities), ``retrieve_indices`` to tell a padding 0 from a candidate 0, and nodes numbered by
 depth then by the heads' top-k rank.  Medusa's own rule, typical acceptance (``typical=(0.09, 0.3)``:
 accept ``x`` iff ``p(x) > min(eps, delta * exp(-H(p)))``), is lossy by design; the rule below is the
-lossless target-only one (accept a child with probability ``g(x)``, else zero it and renormalise),
-which suits heads whose candidates are a deterministic top-k.  The adapter (``sampler``, at the
-bottom) is the part to copy.
+lossless target-only one (accept a child with probability ``g(x)``, else zero it and renormalise,
+the renormalisation kept as one running mass), which suits heads whose candidates are a
+deterministic top-k.  The adapter (``sampler``, at the bottom) is the part to copy.
 """
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ def evaluate_posterior(
         node = torch.where(on_path, retrieve_indices[:, :, i], torch.iinfo(torch.int64).max)
         by_rank = node.argsort(dim=1, stable=True)  # children in node order: the heads' top-k rank
         g = posterior_prob[rows, best, i - 1] / posterior_prob[rows, best, i - 1].sum(-1, keepdim=True)
-        entropy = -(g * torch.log(g + 1e-5)).sum(-1)
+        if typical is not None:
+            eps, delta = typical
+            entropy = -(g * torch.log(g + 1e-5)).sum(-1)
+            threshold = torch.minimum(torch.full_like(entropy, eps), delta * torch.exp(-entropy))
+        kept = torch.ones(batch, dtype=g.dtype)  # the mass of g not yet rejected
+        tried = torch.zeros_like(g, dtype=torch.bool)
         moved = torch.zeros(batch, dtype=torch.bool)
         tried_any = torch.zeros(batch, dtype=torch.bool)
         previous = torch.full((batch,), -1, dtype=torch.int64)
@@ -50,18 +55,17 @@ def evaluate_posterior(
             live = walking & ~moved & on_path[rows, j] & (n != previous)
             previous = torch.where(live, n, previous)
             tried_any |= live
+            gx = torch.where(tried[rows, x], 0.0, g[rows, x])  # a rejected token keeps probability 0
             if typical is None:
-                accept = live & (coins[rows, n.clamp_min(0)] < g[rows, x])
+                accept = live & (coins[rows, n.clamp_min(0)] * kept < gx)  # probability g(x) / kept
             else:
-                eps, delta = typical
-                accept = live & (g[rows, x] > torch.minimum(torch.full_like(entropy, eps), delta * torch.exp(-entropy)))
-            reject = live & ~accept
+                accept = live & (g[rows, x] > threshold)
+            reject = live & ~accept & (kept - gx > 0)  # no mass left: the law stays as it was
             best = torch.where(accept, j, best)
             moved |= accept
-            zeroed = g.clone()
-            zeroed[rows, x] = 0.0
-            mass = zeroed.sum(-1, keepdim=True)
-            g = torch.where(reject[:, None] & (mass > 0), zeroed / mass.clamp_min(1e-300), g)
+            kept = torch.where(reject, kept - gx, kept)
+            tried[rows[reject], x[reject]] = True
+        g = torch.where(tried, 0.0, g) / kept[:, None]
         length += moved.to(torch.int64)
         stopped = walking & ~moved
         bonus = posterior_prob[rows, best, i - 1] / posterior_prob[rows, best, i - 1].sum(-1, keepdim=True)
