@@ -324,6 +324,8 @@ def from_medusa(
     on_rows = row_parents != PADDING
     if (on_rows & (row_parents != parents)).any():
         raise ValueError("Medusa layout: a row of retrieve_indices is not a path of medusa_attn_mask's tree")
+    if (~on_rows & (parents != PADDING)).any():
+        raise ValueError("Medusa layout: a node of medusa_attn_mask's tree is on no row of retrieve_indices")
     order = canonical_order(parents, torch.arange(width, device=parents.device).expand(batch, width))
     tree = renumbered(order, parents, tree_candidates, target_probs, draft_probs)
     return MedusaTree(tree, order, _canonical_rows(order, paths))

@@ -108,3 +108,15 @@ def test_each_example_imports_public_names_only_and_adapts_in_about_twenty_lines
     adapter = source.split("# --- the adapter", 1)[1]
     lines = [line for line in adapter.splitlines()[1:] if line.strip() and not line.lstrip().startswith("#")]
     assert 5 <= len(lines) <= 22, len(lines)
+
+
+def test_docs_quote_each_adapter_as_it_is() -> None:
+    """docs/trees.md's "Real layouts" quotes the three adapters line for line, in order."""
+    section = (ROOT / "docs" / "trees.md").read_text().split("## Real layouts", 1)[1].split("\n## ", 1)[0]
+    snippets = [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+    assert len(snippets) == 3
+    for name, snippet in zip(("eagle", "medusa", "sequoia"), snippets, strict=True):
+        source = (ROOT / "examples" / f"{name}_tree_adapter.py").read_text()
+        lines = [line.strip() for line in snippet.splitlines() if line.strip()]
+        assert len(lines) >= 6
+        assert all(line in source for line in lines), name

@@ -126,6 +126,13 @@ def test_sequoia_renumbers_a_tree_grown_out_of_breadth_first_order() -> None:
     assert layout.to_path(torch.tensor([[0, 2, 3]]), torch.tensor([1]))[0].tolist() == [[0, 1, 3]]
 
 
+def test_sequoia_takes_one_successor_list_per_row() -> None:
+    per_row = [[[1, 2], [], [], []], [[1], [2], [3], []]]  # a star of two (node 3 unused) and a chain
+    layout = trees.from_sequoia(per_row, torch.tensor([[9, 4, 5, 0], [9, 4, 5, 6]]), laws(2, 4))
+    assert layout.tree.parents.tolist() == [[-1, 0, 0, -2], [-1, 0, 1, 2]]
+    assert layout.successor_lists(0) == [[1, 2], [], [], []] and layout.successor_lists(1) == per_row[1]
+
+
 def test_outputs_naming_no_node_are_kept_visible() -> None:
     layout = trees.to_eagle(trees.from_eagle(choice_buffers(CHOICES)["eagle"], torch.zeros(1, 8, dtype=torch.int64), laws(1, 8)).tree)
     assert layout.to_path(torch.tensor([9]), torch.tensor([1]))[0, 0] == 8  # no row 9: node N, the audit reports it
@@ -159,6 +166,8 @@ def test_medusa_malformed_buffers_are_refused() -> None:
     off_tree = dict(medusa, retrieve_indices=torch.tensor([[0, 2, 4, -1]]))  # node 4's parent is node 1
     with pytest.raises(ValueError, match="not a path of medusa_attn_mask"):
         trees.from_medusa(off_tree, tokens, target)
+    with pytest.raises(ValueError, match="on no row"):
+        trees.from_medusa(dict(medusa, retrieve_indices=medusa["retrieve_indices"][:-1]), tokens, target)  # leaf (2,) left out
     with pytest.raises(ValueError, match="expected 2 dimensions"):
         trees.from_medusa(dict(medusa, retrieve_indices=torch.zeros(3, 2, 2, 2, dtype=torch.int64)), tokens, target)
 
