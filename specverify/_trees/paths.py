@@ -76,6 +76,8 @@ def _depth_first_key(tree: TreeBatch) -> torch.Tensor:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _LeafPaths:
+    """What EAGLE's and Medusa's layouts share: the leaf-path matrix and the outputs through it."""
+
     tree: TreeBatch
     order: torch.Tensor
     retrieve_indices: torch.Tensor
