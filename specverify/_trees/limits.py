@@ -60,8 +60,8 @@ class TreeLimits:
     def declared(self) -> bool:
         return self != TreeLimits()
 
-    def describe(self) -> str:
-        """The limits in words, as a run records them (empty when none is declared)."""
+    def describe(self, *, shape_only: bool = False) -> str:
+        """The limits in words (``shape_only``: children, depth, nodes; empty when none is declared)."""
         parts = [
             f"{label} {value}"
             for label, value in (("at most", self.max_children), ("depth at most", self.max_depth), ("nodes at most", self.max_nodes))
@@ -69,7 +69,7 @@ class TreeLimits:
         ]
         if self.max_children is not None:
             parts[0] += " children a node"
-        if self.reserved:
+        if self.reserved and not shape_only:
             parts.append(f"token{'s' if len(self.reserved) > 1 else ''} {', '.join(map(str, self.reserved))} never a candidate")
         return "; ".join(parts)
 

@@ -24,6 +24,7 @@ from ._base import Context, fault_result
 from ._fixtures import random_laws
 from ._tree_cases import BLOCK as _BLOCK
 from ._tree_cases import TREE_SHAPES
+from ._tree_posing import Posed, drawn_posed, model_drafts
 from ._trees import TreeCheck, _ceiling, _draw, _rows, _run_rows, _sut
 
 __all__ = ["TreeAcceptanceCheck"]
@@ -45,6 +46,9 @@ class TreeAcceptanceCheck(TreeCheck):
     def shape_name(self) -> str | None:
         return self.case
 
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        return drawn_posed(self.case or "", algorithm)
+
     def run(self, ctx: Context) -> CheckResult:
         sut = _sut(ctx)
         algorithm = sut.algorithm
@@ -52,7 +56,8 @@ class TreeAcceptanceCheck(TreeCheck):
         parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
         shape = dataclasses.replace(shape, parents=parents)
         g = torch.Generator().manual_seed(ctx.seed_for(self.id, "model"))
-        model = ChainModel(random_laws(g, (shape.vocab, shape.vocab)), random_laws(g, (shape.vocab, shape.vocab)), (0,))
+        target = random_laws(g, (shape.vocab, shape.vocab))
+        model = ChainModel(target, model_drafts(sut, random_laws(g, (shape.vocab, shape.vocab))), (0,))
         alpha = ctx.alpha / 2
         rows = _rows(ctx, shape.depth, alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
         references = _lossless_for(algorithm)

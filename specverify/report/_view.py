@@ -174,6 +174,7 @@ class RunView:
     run_line: list[str]
     rerun: str | None
     selection: list[str] | None
+    not_posed: list[str]  # trees the sampler's declared tree limits kept out, "<check>: <what>: <why>"
 
 
 def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
@@ -216,6 +217,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         run_line=_run_line(run),
         rerun=_rerun(run),
         selection=[str(p) for p in run["select"]] if isinstance(run.get("select"), list) and run["select"] else None,
+        not_posed=[str(p) for p in run["not_posed"]] if isinstance(run.get("not_posed"), list) else [],
     )
 
 
