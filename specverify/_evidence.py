@@ -232,6 +232,7 @@ class TreeCase(TypedDict, total=False):
     rows: list[dict[str, Any]]  # the nodes involved, root first: {"node", "target" [V], "draft" [V] or None} (V <= 64)
     rows_of: str  # which nodes those are, in words
     smallest_difference: float | None  # the smallest nonzero |target - draft| over those rows
+    mechanism: str  # how the case fails, in words (an accepted child, the residual after a node, the bonus after a leaf)
 
 
 class Evidence(TypedDict, total=False):

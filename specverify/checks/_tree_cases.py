@@ -342,7 +342,35 @@ def case_json(
         out["rows"] = [{"node": n, "target": tree.target_probs[0, n].tolist(), "draft": None if draft is None else draft[0, n].tolist()} for n in nodes]
         out["rows_of"] = why
         out["smallest_difference"] = None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
+    mechanism = _mechanism(tree, out, real, fault)
+    if mechanism:
+        out["mechanism"] = mechanism
     return out
+
+
+def _mechanism(tree: TreeBatch, case: TreeCase, real: int, fault: SamplerFault | None) -> str | None:
+    """How the case fails, in words: which step of the walk (an accepted child, the residual after
+    a node's children are rejected, the bonus after a leaf) produced what the law forbids."""
+    parents = tree.parents[0, :real].tolist()
+    leaf = lambda n: n not in parents[1:]  # noqa: E731
+    if "path" in case:
+        path = [n for n in case["path"] if 0 <= n < real]
+        token, at = case.get("token", -1), case.get("breaks_at")
+        last = path[-1] if path else 0
+        after = f"the bonus after a leaf (node {last}), drawn from the target there" if leaf(last) else f"the residual after node {last}'s children were rejected"
+        if at is not None and at > 0 and float(tree.target_probs[0, parents[at], tree.tokens[0, at]]) == 0.0:
+            return f"an accepted child: node {at} (token {int(tree.tokens[0, at])}) was accepted although its target probability at node {parents[at]} is 0"
+        if at is not None:
+            return f"the token after the path: {token} was emitted as {after}, where its target probability is 0"
+        if fault is not None:
+            return f"{fault.violation.rule}: the output after path {path} (ending at {'a leaf' if leaf(last) else 'an inner node'}, node {last}) breaks the contract"
+    if "ends_observed" in case and "ends_expected" in case:
+        gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
+        node = int(gaps.argmax())
+        how = (f"a leaf: its token accepted, then the bonus drawn from the target at node {node}" if leaf(node)
+               else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the residual drawn there")
+        return f"paths ending at node {node}, {how}: {case['ends_observed'][node]} observed against {case['ends_expected'][node]:.1f} expected"
+    return None
 
 
 #: The largest vocabulary whose target and draft rows a failing tree case carries.
