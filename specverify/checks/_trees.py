@@ -338,7 +338,9 @@ class TreeGeneratedOutputCheck(TreeCheck):
         strategy = tree_cases(
             shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed",
             max_nodes=min(GENERATED_MAX_NODES, limits.max_nodes or GENERATED_MAX_NODES), max_siblings=min(MAX_SIBLINGS, limits.max_children or MAX_SIBLINGS),
-        ).map(lambda case: generated_within(case, limits))
+        )
+        if limits.declared:  # else the very strategy as before: the same trees, the same shrinking
+            strategy = strategy.map(lambda case: generated_within(case, limits))
 
         def evaluate(case: Any, seed: int, alpha: float, stage: str) -> Outcome:
             if sut.unsupported(case.tree.vocab):
