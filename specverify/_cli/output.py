@@ -116,6 +116,8 @@ def print_verdict(console, result, args) -> None:
     reason = getattr(result, "verdict_reason", None)  # why the verdict is no better (an inconclusive subset, ...)
     if reason:
         console.print(f"  why: {escape(reason)}")
+    for left in getattr(result.run, "not_posed", None) or []:  # what the sampler's declared tree limits kept out
+        console.print(f"  not posed: {escape(left)}")
     for check in result.checks:  # on their own lines: real differences that decide nothing
         if check.status == "float-edge" and "event" in check.evidence:
             from ..checks._event import sizes_text
