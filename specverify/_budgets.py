@@ -13,7 +13,7 @@ import dataclasses
 
 from .errors import UsageError
 
-__all__ = ["BUDGETS", "MAX_SAMPLES_CAP", "SHAPE_VOLUME_CAP", "Budget", "budget_for_tv", "get_budget", "resolve_budget"]
+__all__ = ["BUDGETS", "COVERAGE_TV", "MAX_SAMPLES_CAP", "SHAPE_VOLUME_CAP", "Budget", "budget_for_tv", "depth_for", "get_budget", "resolve_budget"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +42,10 @@ class Budget:
             the identity test of :func:`specverify.stats.identity_test` (samples ~ sqrt(cells)/eps^2).
         shape_ceiling_tv: above this detectable TV a ``shapes`` check is inconclusive (its own
             ceiling: at the largest V a CPU budget affords far fewer rows than at small V).
+        depth_examples: searching checks first screen their ``examples`` at ``coverage_tv``, then
+            test this many of the largest cases screened again at ``tv`` (0: every example at
+            ``tv``, as the presets do); see docs/statistics.md, "Depth at a small TV".
+        coverage_tv: the TV the coverage screens are sized for when ``depth_examples`` is set.
     """
 
     name: str
@@ -60,6 +64,8 @@ class Budget:
     shape_max_vocab: int = 262_144
     shape_full_domain: bool = False
     shape_ceiling_tv: float = 0.5
+    depth_examples: int = 0
+    coverage_tv: float | None = None
     #: How the budget was derived (a custom ``--tv`` one: from which preset, what was capped); empty for a preset.
     derivation: str = ""
 
@@ -145,10 +151,31 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
         f"TV {tv:g} on demand: the {preset.name} preset's settings, max_samples, shape_tv and shape_volume "
         f"scaled by ({preset.tv:g}/{tv:g})^2 = {scale:.3g}" + (f"; {', '.join(capped)}" if capped else "")
     )
+    depth, coverage = depth_for(tv, preset.examples)
+    if depth:
+        derivation += (
+            f"; searching checks screen their {preset.examples} examples at TV {coverage:g} and test the "
+            f"{depth} largest again at TV {tv:g} (the depth tier)"
+        )
     return preset.with_(
         name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, shape_tv=shape_tv, shape_volume=volume,
         shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,
+        depth_examples=depth, coverage_tv=coverage,
     )
+
+
+#: Below this TV a ``--tv`` budget's searching checks are tiered: coverage at this TV, depth at the TV asked.
+COVERAGE_TV = 0.01
+
+
+def depth_for(tv: float, examples: int) -> tuple[int, float | None]:
+    """How many searching examples a ``--tv`` budget tests at ``tv`` itself, and the TV the others
+    are screened at: ``(0, None)`` (every example at ``tv``) down to :data:`COVERAGE_TV`; below it
+    as many deep cases as cost about what the ``examples`` coverage screens at
+    :data:`COVERAGE_TV` cost (samples grow as ``1/tv**2``), and at least one."""
+    if tv >= COVERAGE_TV:
+        return 0, None
+    return max(1, int(examples * (tv / COVERAGE_TV) ** 2)), COVERAGE_TV
 
 
 def resolve_budget(budget: Budget | str = "standard", *, tv: float | None = None, alpha: float | None = None) -> Budget:

@@ -21,6 +21,7 @@ __all__ = [
     "AdjacentRows",
     "CallShape",
     "CaseRecord",
+    "DepthRecord",
     "EmittedToken",
     "EventSize",
     "Evidence",
@@ -170,6 +171,19 @@ class UnconfirmedAlarm(TypedDict):
     confirm_pvalue: float | None  # the confirmation's p-value (None: the decision had no test there)
 
 
+class DepthRecord(TypedDict):
+    """A search's depth tier at a small TV (docs/statistics.md, "Depth at a small TV"): every case
+    screened at a coarse TV, the largest tested again at the budget's TV, which the claim is made on."""
+
+    coverage_tv: float  # the TV the coverage screens were sized for
+    coverage_examples: int  # cases screened at it
+    coverage_claim: float | None  # the TV those screens detect (the largest over them and the decisions)
+    coverage_reach: str | None  # what they gave the sampler (V and K ranges)
+    deep_examples: int  # cases tested again at the budget's TV
+    deep_claim: float | None  # the TV the deep tests detect: the decision's claim
+    deep_samples: int  # samples the deep tests drew
+
+
 class AdjacentRows(TypedDict):
     """Independence of adjacent batch rows (contract.rows-independent)."""
 
@@ -270,6 +284,7 @@ class Evidence(TypedDict, total=False):
     alpha_share: float  # what screen and confirmation together spend of the run's budget
     smallest_screen_pvalue: float  # the smallest p-value among the screens
     unconfirmed_alarms: list[UnconfirmedAlarm]  # screen alarms fresh samples did not confirm
+    depth: DepthRecord  # a --tv budget below TV 0.01: the coverage screens and the deep tests the claim is made on
 
     # --- a goodness-of-fit test ----------------------------------------------------------------
     test: str  # the method, e.g. "g-test", "pearson", "monte-carlo", "exact", "adk-chi-square", "impossible"

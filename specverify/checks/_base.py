@@ -12,6 +12,7 @@ verdict: they report evidence and a finding.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -76,6 +77,18 @@ class Context:
             if done.reach is not None:
                 self.reached.append(done.reach)
             yield done.result
+
+    @contextlib.contextmanager
+    def at_tv(self, tv: float | None) -> Iterator[None]:
+        """Within the block, the budget's TV is ``tv`` (``None``: unchanged): a search's coverage
+        screens are sized for a coarser TV than its depth tier (``Budget.depth_examples``)."""
+        kept = self.budget
+        if tv is not None:
+            self.budget = kept.with_(tv=tv)
+        try:
+            yield
+        finally:
+            self.budget = kept
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)

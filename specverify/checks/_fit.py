@@ -76,7 +76,7 @@ class StepLawCheck(Check):
             laws = np.stack([c.law().reshape(-1).numpy() for c in cases])
             # A confirmation also runs an anytime-valid test at half its level, so a failing
             # sampler stops as soon as the evidence is in; the fixed test gets the other half.
-            sequential = stage == "confirm"
+            sequential = stage != "screen"  # a confirmation, or a depth-tier test at a small TV
             fixed_alpha = alpha / 2 if sequential else alpha
             share = fixed_alpha / len(cases)
             df = int(((laws > 0).sum(axis=1) - 1).max())
@@ -97,7 +97,7 @@ class StepLawCheck(Check):
             if sequential:  # Bonferroni over the fixed test and the e-value (1/e is a valid p-value)
                 pvalue = min(1.0, 2 * pvalue, 2 * math.exp(-min(log_e[0], 700.0)))
             claim = max(t.min_detectable_tv(share, power) for t in tests)
-            if stage == "screen":
+            if stage != "confirm":
                 confirm_share = confirm_alpha / len(cases)
                 planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
                 claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_share, power))
@@ -180,7 +180,7 @@ class ModelFitCheck(Check):
             fingerprint = case.fingerprint()
             case = ctx.model_as_passed(case)
             # a screen alarm covers the three decisions; a confirmation tests each at its own share
-            share = alpha / 3 if stage == "screen" else alpha
+            share = alpha / 3 if stage != "confirm" else alpha
             vocab_size, k_case = case.vocab_size, case.k
             joint = target_law(case.model, k_case + 1).numpy()
             df_step = int((joint > 0).sum()) - 1
@@ -214,7 +214,7 @@ class ModelFitCheck(Check):
             claims[position_id] = max(
                 g.min_detectable_tv(share / k_case, power) for g, *_ in position_results
             )
-            if stage == "screen":
+            if stage != "confirm":
                 planned = plan_samples(ctx, df_step, confirm_alpha)
                 for key in claims:
                     claims[key] = max(claims[key], min_detectable_tv(planned, max(df_step, 1), confirm_alpha, power))

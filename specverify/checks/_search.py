@@ -28,13 +28,14 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from .._evidence import CaseRecord, Evidence
+from .._evidence import CaseRecord, DepthRecord, Evidence
+from .._reach import Reach, merge, span_text
 from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
 
-__all__ = ["Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
+__all__ = ["Depth", "Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
 
 C = TypeVar("C")
 
@@ -48,7 +49,8 @@ def confirm_level(ctx: Context, examples: int | None = None) -> float:
     """The level :func:`search_and_confirm` holds a confirmation to, after ``examples`` screens
     (default the budget's), so that the decision keeps its share ``ctx.alpha``; a screen uses it to
     state the claim a confirmation would make."""
-    return confirmation_alpha(ctx.alpha, examples or ctx.budget.examples, ctx.budget.screen_alpha, confirmations=2)
+    screens = (examples or ctx.budget.examples) + ctx.budget.depth_examples  # the depth tier's screens count too
+    return confirmation_alpha(ctx.alpha, screens, ctx.budget.screen_alpha, confirmations=2)
 
 
 @dataclasses.dataclass
@@ -110,6 +112,24 @@ class SearchResult(Generic[C]):
     unconfirmed: list[tuple[C, Outcome]] = dataclasses.field(default_factory=list)
     confirm_alpha: float = 0.0
     exhausted: bool = False
+    depth: Depth | None = None
+
+
+@dataclasses.dataclass
+class Depth:
+    """The depth tier of a search at a small TV (``Budget.depth_examples``): the coverage screens
+    were sized for ``coverage_tv``, then ``outcomes`` retested the largest cases at the budget's TV.
+
+    Attributes:
+        coverage_tv: the TV the coverage screens (and their confirmations) were sized for.
+        coverage_reach: what the coverage screens gave the sampler (the check's own reach is the
+            deep tests', the only ones its claim is made on).
+        outcomes: the deep tests, largest case first.
+    """
+
+    coverage_tv: float
+    coverage_reach: Reach | None = None
+    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
 
 
 def _search_settings(max_examples: int) -> settings:
@@ -145,8 +165,8 @@ def search_and_confirm(
     examples = examples or budget.examples
     screen_alpha = budget.screen_alpha if statistical else 1.0
     seen: dict[str, Outcome] = {}
+    cases: dict[str, C] = {}  # the case of each screen (the depth tier retests the largest)
     excluded: set[str] = set()  # alarms that fresh samples did not confirm
-    limit = MAX_SCREENS_FACTOR * examples + 50
     result: SearchResult[C] = SearchResult(examples=0, screens=[])
     if statistical:
         result.confirm_alpha = confirm_level(ctx, examples)
@@ -156,7 +176,37 @@ def search_and_confirm(
         if key not in seen:
             seed = ctx.seed_for(check_id, "screen", key)
             seen[key] = _guarded(evaluate, case, seed, screen_alpha, "screen")
+            cases[key] = case
         return seen[key]
+
+    deep = budget.depth_examples if statistical else 0
+    coverage_tv = budget.coverage_tv if deep and budget.coverage_tv is not None else None
+    with ctx.at_tv(coverage_tv):
+        _search_rounds(ctx, check_id, strategy, evaluate, fingerprint, screen, seen, excluded, examples, result, statistical)
+    if coverage_tv is not None and result.confirmed is None and not result.exhausted:
+        result.depth = _deepen(ctx, check_id, evaluate, fingerprint, seen, cases, excluded, deep, coverage_tv, result)
+    result.examples = len(seen)
+    result.screens = list(seen.values())
+    return result
+
+
+def _search_rounds(
+    ctx: Context,
+    check_id: str,
+    strategy: st.SearchStrategy[C],
+    evaluate: Callable[[C, int, float, str], Outcome],
+    fingerprint: Callable[[C], str],
+    screen: Callable[[C], Outcome],
+    seen: dict[str, Outcome],
+    excluded: set[str],
+    examples: int,
+    result: SearchResult[C],
+    statistical: bool,
+) -> None:
+    """Up to :data:`MAX_ROUNDS` rounds of generate, shrink and confirm, into ``result``."""
+    budget = ctx.budget
+    screen_alpha = budget.screen_alpha if statistical else 1.0
+    limit = MAX_SCREENS_FACTOR * examples + 50
 
     generated = 0
     for round_ in range(MAX_ROUNDS):
@@ -199,9 +249,38 @@ def search_and_confirm(
         excluded.update(fingerprint(case) for case in candidates)
     else:
         result.exhausted = True  # every round alarmed and none confirmed
-    result.examples = len(seen)
-    result.screens = list(seen.values())
-    return result
+
+
+def _deepen(
+    ctx: Context,
+    check_id: str,
+    evaluate: Callable[[C, int, float, str], Outcome],
+    fingerprint: Callable[[C], str],
+    seen: dict[str, Outcome],
+    cases: dict[str, C],
+    excluded: set[str],
+    deep: int,
+    coverage_tv: float,
+    result: SearchResult[C],
+) -> Depth:
+    """The depth tier: the ``deep`` largest cases screened (most samples at the coverage TV: the
+    most cells and groups), in screen order among equals, tested again on fresh samples at the
+    budget's TV (stage ``deep``: a screen, at the screen level); an alarm is confirmed on fresh
+    samples at the budget's TV.  The check's reach becomes the deep tests' own."""
+    mark = len(ctx.reached)
+    depth = Depth(coverage_tv, merge(ctx.reached))
+    order = {key: i for i, key in enumerate(seen)}
+    ranked = sorted((k for k, o in seen.items() if o.fault is None and k not in excluded), key=lambda k: (-seen[k].samples, order[k]))
+    for key in ranked[:deep]:
+        outcome = _guarded(evaluate, cases[key], ctx.seed_for(check_id, "deep", key), ctx.budget.screen_alpha, "deep")
+        depth.outcomes.append(outcome)
+        if _alarm(outcome, ctx.budget.screen_alpha, True):
+            result.minimal = result.first = cases[key]
+            result.confirmed = _confirm(ctx, check_id, [cases[key]], lambda _: outcome, evaluate, fingerprint, result, tag="deep-confirm")
+            if result.confirmed is not None:
+                break
+    del ctx.reached[:mark]  # the claim is the deep tests'; the coverage screens' reach is kept in depth
+    return depth
 
 
 def _confirm(
@@ -212,13 +291,15 @@ def _confirm(
     evaluate: Callable[[C, int, float, str], Outcome],
     fingerprint: Callable[[C], str],
     result: SearchResult[C],
+    *,
+    tag: str = "confirm",
 ) -> tuple[C, Outcome] | None:
-    """Confirm the smallest alarming case, then the first, on fresh samples."""
+    """Confirm the smallest alarming case, then the first, on fresh samples (seeded by ``tag``)."""
     for case in candidates:
         outcome = screen(case)
         if outcome.fault is not None:
             return (case, outcome)
-        seed = ctx.seed_for(check_id, "confirm", fingerprint(case))
+        seed = ctx.seed_for(check_id, tag, fingerprint(case))
         confirmation = _guarded(evaluate, case, seed, result.confirm_alpha, "confirm")
         if confirmation.rejects(result.confirm_alpha, each=True):
             return (case, confirmation)
@@ -294,14 +375,18 @@ def decisions_from_search(
         "confirm_alpha": found.confirm_alpha,
         "alpha_share": ctx.alpha,  # what screen and confirmation together spend of the run's budget
     }
-    total_samples = sum(o.samples for o in screens)
+    depth = found.depth
+    claimed = screens if depth is None else depth.outcomes  # with a depth tier the claim is the deep tests'
+    total_samples = sum(o.samples for o in screens) + (0 if depth is None else sum(o.samples for o in depth.outcomes))
+    if depth is not None:
+        base_evidence["depth"] = _depth_record(depth, screens, [d.id for d in decisions])
     confirmed_ids = set()
     if found.confirmed is not None and found.confirmed[1].fault is None:
         confirmed_ids = {d.id for d in decisions if (found.confirmed[1].pvalues.get(d.id, 1.0) <= found.confirm_alpha)}
     for decision in decisions:
         key = decision.id
         pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
-        claims = [o.min_detectable_tv[key] for o in screens if key in o.min_detectable_tv]
+        claims = [o.min_detectable_tv[key] for o in claimed if key in o.min_detectable_tv]
         claim = max(claims) if claims else None
         common: dict[str, Any] = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
         if confirmed_ids and key not in confirmed_ids:
@@ -333,6 +418,11 @@ def decisions_from_search(
                 )
                 continue
         status, message = _unfailed(ctx, found, claim)
+        if depth is not None and status == "pass":
+            message = (
+                f"{found.examples} cases screened at TV {depth.coverage_tv:g}, the {len(depth.outcomes)} largest tested again at "
+                f"TV {ctx.budget.tv:g}; no deviation found"
+            )
         evidence = base_evidence.copy()
         if pvalues:
             evidence["smallest_screen_pvalue"] = min(pvalues)
@@ -353,6 +443,23 @@ def decisions_from_search(
             )
         )
     return results
+
+
+def _depth_record(depth: Depth, screens: list[Outcome], ids: list[str]) -> DepthRecord:
+    """What the depth tier did: the coverage screens' TV, claim and reach, the deep tests' claim."""
+    def worst(outcomes: list[Outcome]) -> float | None:
+        claims = [o.min_detectable_tv[i] for o in outcomes for i in ids if i in o.min_detectable_tv]
+        return max(claims) if claims else None
+
+    return {
+        "coverage_tv": depth.coverage_tv,
+        "coverage_examples": len(screens),
+        "coverage_claim": worst(screens),
+        "coverage_reach": None if depth.coverage_reach is None else span_text(depth.coverage_reach),
+        "deep_examples": len(depth.outcomes),
+        "deep_claim": worst(depth.outcomes),
+        "deep_samples": sum(o.samples for o in depth.outcomes),
+    }
 
 
 def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tuple[str, str]:

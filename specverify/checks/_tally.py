@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from .._calling.pool import unit_seed, unit_spans
+from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
 from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_offsets
@@ -99,7 +100,7 @@ def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
     travel back, not tokens)."""
     cases = unit.target.shape[0]
     counts = np.zeros(cases * unit.cells, dtype=np.int64)
-    batches: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}  # a chunk's rows depend on its phase only
+    batches = _phase_batches(unit)  # a chunk's rows depend on its phase only, in every unit of the experiment
 
     def chunks():
         for start in range(unit.start, unit.stop, CHUNK):
@@ -122,6 +123,22 @@ def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
     return counts
 
 
+_held = threading.local()  # each harness thread's batches of its current experiment
+
+
+def _phase_batches(unit: StepUnit) -> dict[tuple[int, int], tuple[torch.Tensor, ...]]:
+    """The batches built for the experiment ``unit`` belongs to (the same stacked cases), kept by
+    this thread from one unit to the next: each unit's rows are the same batch again (its phase
+    is 0, :func:`step_counts`), built once, and passed as the same tensors, so the worker's
+    shared-memory copy of them is written once too."""
+    held = getattr(_held, "batches", None)
+    sources = (unit.target, unit.draft, unit.drafts)
+    if held is None or any(a is not b for a, b in zip(held[0], sources)) or held[1] != (unit.dtype, unit.cells):
+        held = (sources, (unit.dtype, unit.cells), {})
+        _held.batches = held
+    return held[2]
+
+
 def step_counts(
     ctx: Context,
     cases: list[StepCase],
@@ -142,7 +159,8 @@ def step_counts(
     target, draft, drafts = stack_cases(cases)
     dtype = ctx.dtype_for(cases[0].precision)
     counts = np.zeros(len(cases) * cells, dtype=np.int64)
-    spans = unit_spans(rows_per_case * len(cases))
+    # units of a whole number of cycles of the cases, so that every full unit is the same batch
+    spans = unit_spans(rows_per_case * len(cases), UNIT_ROWS - UNIT_ROWS % len(cases))
     units = (StepUnit(target, draft, drafts, start, stop_, unit_seed(seed, i), dtype, cells) for i, start, stop_ in spans)
     for (_, start, stop_), unit_counts in zip(spans, ctx.units(count_steps, units)):
         counts += unit_counts
