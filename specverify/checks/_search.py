@@ -418,11 +418,6 @@ def decisions_from_search(
                 )
                 continue
         status, message = _unfailed(ctx, found, claim)
-        if depth is not None and status == "pass":
-            message = (
-                f"{found.examples} cases screened at TV {depth.coverage_tv:g}, the {len(depth.outcomes)} largest tested again at "
-                f"TV {ctx.budget.tv:g}; no deviation found"
-            )
         evidence = base_evidence.copy()
         if pvalues:
             evidence["smallest_screen_pvalue"] = min(pvalues)
@@ -476,6 +471,11 @@ def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tu
         return "inconclusive", "no case could be tested"
     if claim > ctx.budget.ceiling_tv:
         return "inconclusive", f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+    if found.depth is not None:
+        return "pass", (
+            f"{found.examples} cases screened at TV {found.depth.coverage_tv:g}, the {len(found.depth.outcomes)} largest "
+            f"tested again at TV {ctx.budget.tv:g}; no deviation found"
+        )
     return "pass", f"{found.examples} cases, no deviation found"
 
 
