@@ -152,20 +152,26 @@ def sample_next(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     return inverse_cdf(probs, torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=probs.device))
 
 
-def draw_drafts(model: Model, batch: int, k: int, generator: torch.Generator) -> torch.Tensor:
-    """``[batch, k]`` draft tokens sampled autoregressively from the draft model."""
+def draw_drafts(model: Model, batch: int, k: int, generator: torch.Generator, *, probs: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """``[batch, k]`` draft tokens sampled autoregressively from the draft model; with ``probs``,
+    the draft law each was drawn from (``[batch, V]`` per position) is appended to it, so that
+    :func:`step_inputs` need not look it up again."""
     drafts = torch.empty((batch, 0), dtype=torch.int64)
     for _ in range(k):  # loop over positions (<= K), vectorised over rows
-        drafts = torch.cat([drafts, sample_next(model.draft(drafts), generator).unsqueeze(-1)], dim=1)
+        law = model.draft(drafts)
+        if probs is not None:
+            probs.append(law)
+        drafts = torch.cat([drafts, sample_next(law, generator).unsqueeze(-1)], dim=1)
     return drafts
 
 
-def step_inputs(model: Model, drafts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(target_probs [B, K+1, V], draft_probs [B, K, V])`` for a verification step on ``drafts``."""
+def step_inputs(model: Model, drafts: torch.Tensor, draft_probs: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(target_probs [B, K+1, V], draft_probs [B, K, V])`` for a verification step on ``drafts``
+    (``draft_probs``: the draft laws :func:`draw_drafts` drew them from, not looked up again)."""
     k = drafts.shape[1]
     target = torch.stack([model.target(drafts[:, :i]) for i in range(k + 1)], dim=1)
     if k == 0:
         draft = target[:, :0]
     else:
-        draft = torch.stack([model.draft(drafts[:, :i]) for i in range(k)], dim=1)
+        draft = torch.stack(draft_probs if draft_probs is not None else [model.draft(drafts[:, :i]) for i in range(k)], dim=1)
     return target, draft

@@ -214,8 +214,9 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
 
     def inputs():
         for start in range(0, unit.rows, CHUNK):
-            drafts = draw_drafts(model, min(CHUNK, unit.rows - start), k, harness)
-            given.append(StepInputs(*step_inputs(model, drafts), drafts))
+            laws: list[torch.Tensor] = []
+            drafts = draw_drafts(model, min(CHUNK, unit.rows - start), k, harness, probs=laws)
+            given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
             yield given[-1]
 
     for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
