@@ -29,9 +29,9 @@ import torch
 from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
 from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
-from .._exact import sequence_offsets
+from .._exact import all_sequences, sequence_offsets
 from .._layout import StepInputs
-from .._models import draw_drafts, sample_next, step_inputs
+from .._models import ChainModel, TableModel, draw_drafts, sample_next, step_inputs
 from ..stats import samples_needed
 from ._base import Context
 
@@ -212,11 +212,17 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
     tally = _no_tally(unit.case)
     given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read one ahead)
 
+    table = _step_table(model, k, vocab)
+
     def inputs():
         for start in range(0, unit.rows, CHUNK):
             laws: list[torch.Tensor] = []
             drafts = draw_drafts(model, min(CHUNK, unit.rows - start), k, harness, probs=laws)
-            given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
+            if table is None:
+                given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
+            else:  # one gather a chunk: the same values step_inputs would look up, position by position
+                code = _base_code(drafts, vocab)
+                given.append(StepInputs(table[0][code], table[1][code], drafts))
             yield given[-1]
 
     for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
@@ -229,6 +235,27 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
             code = code * vocab + completed[:, position]
         tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
     return tally
+
+
+#: Most draft sequences (V**K) whose step inputs a model tally lays out once, in a table.
+STEP_TABLE_SEQUENCES = 4_096
+
+
+def _step_table(model: Any, k: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Every draft sequence's step inputs (:func:`step_inputs` on all ``V**K`` of them, base-V
+    order) for a table or chain model with few enough of them: a model whose laws are rows of a
+    table gives each sequence the same values in any batch, so a chunk's inputs are one gather."""
+    if not isinstance(model, (TableModel, ChainModel)) or k == 0 or vocab**k > STEP_TABLE_SEQUENCES:
+        return None
+    return step_inputs(model, all_sequences(vocab, k))
+
+
+def _base_code(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Base-``vocab`` code of each row (first token most significant), over columns, not rows."""
+    code = torch.zeros(tokens.shape[0], dtype=torch.int64)
+    for column in range(tokens.shape[1]):
+        code = code * vocab + tokens[:, column]
+    return code
 
 
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
