@@ -157,6 +157,9 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
             f"; searching checks screen their {preset.examples} examples at TV {coverage:g} and test the "
             f"{depth} largest again at TV {tv:g} (the depth tier)"
         )
+        if volume > preset.shape_volume:  # the production shapes' large V cannot reach EPS at any affordable volume
+            volume = preset.shape_volume
+            derivation += f"; shape_volume kept at the {preset.name} preset's {volume:,} (large V keeps its cap and states the TV it reaches)"
     return preset.with_(
         name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, shape_tv=shape_tv, shape_volume=volume,
         shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,

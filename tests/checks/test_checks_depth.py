@@ -83,4 +83,6 @@ def test_a_tv_budget_below_the_coverage_tv_gets_a_depth_tier_that_costs_about_wh
     assert depth_for(0.005, 20) == (5, COVERAGE_TV)  # 20 * (0.005 / 0.01) ** 2
     budget = budget_for_tv(0.001)
     assert budget.depth_examples == 1 and budget.coverage_tv == COVERAGE_TV and "depth tier" in budget.derivation
+    assert budget.shape_volume == BUDGETS["thorough"].shape_volume  # large V keeps its cap (it cannot reach 0.001)
+    assert budget_for_tv(0.01, "quick").shape_volume == BUDGETS["quick"].shape_volume * 25  # no depth tier: scaled as before
     assert all(b.depth_examples == 0 for b in BUDGETS.values())  # the presets are unchanged
