@@ -127,16 +127,18 @@ _held = threading.local()  # each harness thread's batches of its current experi
 
 
 def _phase_batches(unit: StepUnit) -> dict[tuple[int, int], tuple[torch.Tensor, ...]]:
-    """The batches built for the experiment ``unit`` belongs to (the same stacked cases), kept by
-    this thread from one unit to the next: each unit's rows are the same batch again (its phase
+    """The batches built for the experiment ``unit`` belongs to (the same stacked cases and
+    dtype), kept by this thread from one unit to the next: each unit's rows are the same batch again (its phase
     is 0, :func:`step_counts`), built once, and passed as the same tensors, so the worker's
     shared-memory copy of them is written once too."""
     held = getattr(_held, "batches", None)
-    sources = (unit.target, unit.draft, unit.drafts)
-    if held is None or any(a is not b for a, b in zip(held[0], sources)) or held[1] != (unit.dtype, unit.cells):
-        held = (sources, (unit.dtype, unit.cells), {})
+    # the stacked cases are small ([cases, K+1, V]): their bytes say it is the same experiment's,
+    # also where each unit arrives as fresh tensors (a worker's process)
+    key = (unit.dtype, unit.cells, *((tuple(t.shape), t.dtype, t.numpy().tobytes()) for t in (unit.target, unit.draft, unit.drafts)))
+    if held is None or held[0] != key:
+        held = (key, {})
         _held.batches = held
-    return held[2]
+    return held[1]
 
 
 def step_counts(
