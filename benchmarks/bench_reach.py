@@ -24,7 +24,7 @@ from pathlib import Path
 REFERENCE = {"check": "specverify.samplers:reference", "loop": "specverify.samplers:loop_reference"}
 
 
-def measure(command: str, tv: float, workers: int, only: list[str], extra: list[str]) -> dict[str, object]:
+def measure(command: str, tv: float, workers: int, only: list[str], extra: list[str], keep: Path | None = None) -> dict[str, object]:
     """One CLI run: its verdict, guarantee, timing and the resources it used."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
@@ -37,13 +37,15 @@ def measure(command: str, tv: float, workers: int, only: list[str], extra: list[
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         data = json.loads(out.read_text()) if out.exists() else {}
+        if keep is not None and out.exists():
+            keep.write_text(out.read_text())  # the run's own JSON beside the figures
     run = data.get("run", {})
     checks = data.get("checks", [])
     return {
         "command": " ".join(["specverify", *argv[3:]]).replace(str(out), "RUN.json"),
         "exit": done.returncode,
         "verdict": data.get("verdict"),
-        "guarantee": next((line for line in done.stdout.splitlines() if "detects" in line), None),
+        "guarantee": next((line.strip() for line in done.stdout.splitlines() if line.strip().startswith("every statistical check")), None),
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
         "load_before": [round(x, 2) for x in load_before],
@@ -65,10 +67,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
     command = "loop" if args.loop else "check"
-    result = measure(command, args.tv, args.workers, args.only, [])
-    result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
     args.out.mkdir(parents=True, exist_ok=True)
-    name = f"reach-{command}-tv{args.tv:g}" + ("-only" if args.only else "")
+    name = f"reach-{command}-tv{args.tv:g}-workers{args.workers}" + ("-only" if args.only else "")
+    result = measure(command, args.tv, args.workers, args.only, [], keep=args.out / f"{name}.run.json")
+    result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count()}
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 
