@@ -125,7 +125,7 @@ def counts_main(args: argparse.Namespace) -> None:
             drawn = measured_counts(name, sampler=sampler)
             assert drawn == table[name], {k: (drawn.get(k), table[name].get(k)) for k in set(drawn) | set(table[name]) if drawn.get(k) != table[name].get(k)}
         print(f"{name}: {_total(table[name]):,} trees ({time.perf_counter() - start:.1f} s to count)")
-    ids = list(dict.fromkeys(i for b in args.budgets for i in table[b]))
+    ids = list(dict.fromkeys(i for b in sorted(args.budgets, key=lambda b: -len(table[b])) for i in table[b]))
     lines = ["| check | " + " | ".join(args.budgets) + " |", "|---|" + "---|" * len(args.budgets)]
     for i in ids:
         lines.append(f"| `{i}` | " + " | ".join(_cell(table[b].get(i)) for b in args.budgets) + " |")
@@ -167,6 +167,10 @@ def _export(ref: str, into: Path) -> Path:
     return into
 
 
+def _commit(ref: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True, capture_output=True, text=True).stdout.strip()
+
+
 def timed_check(tree: Path, budget: str, ms: float, json_path: Path) -> dict[str, Any]:
     """``specverify check bench_trees:slow_reference`` with ``tree``'s specverify: wall and CPU seconds."""
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "SPECVERIFY_BENCH_TREE_MS": str(ms), "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
@@ -199,9 +203,12 @@ def time_main(args: argparse.Namespace) -> None:
                 print(f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  CPU {record['cpu_s']:7.1f} s  "
                       f"load {record['load_before'][0]:.2f} -> {record['load_after'][0]:.2f}", flush=True)
     command = "python benchmarks/bench_trees.py time " + " ".join(sys.argv[2:])
+    before, after = _commit(args.before), _commit("HEAD")
+    dirty = " with uncommitted changes" if subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "specverify"], capture_output=True, text=True).stdout else ""
     lines = [
-        f"# A quick run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and after\n",
-        f"`{command}` (before: `{args.before}`, exported with `git archive`; after: this tree; alternating, the same machine, one after the other)\n",
+        f"# A {args.budget} run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and after\n",
+        f"`{command}` (before: `{args.before}` = {before}, exported with `git archive`; after: this tree, {after}{dirty} to specverify/; "
+        "alternating, the same machine, one after the other)\n",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, shared with other work (load average: 1-minute figure before and after each run).\n",
         "| run | verdict | trees | wall s | CPU s | load before | load after |", "|---|---|---|---|---|---|---|",
     ]
@@ -209,7 +216,7 @@ def time_main(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"trees-time-{args.budget}-{args.ms:g}ms"
-    (out / f"{stem}.json").write_text(json.dumps({"machine": platform.platform(), "before": args.before, "runs": runs}, indent=1) + "\n")
+    (out / f"{stem}.json").write_text(json.dumps({"machine": platform.platform(), "before": [args.before, before], "after": after + dirty, "runs": runs}, indent=1) + "\n")
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
