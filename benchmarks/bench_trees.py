@@ -193,7 +193,8 @@ def timed_check(tree: Path, budget: str, ms: float, json_path: Path) -> dict[str
 def time_main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "before").mkdir()
-        base = _export(args.before, Path(tmp) / "before")
+        before, after = _commit(args.before), _commit("HEAD")  # resolved now: main may move during the runs
+        base = _export(before, Path(tmp) / "before")
         runs: list[dict[str, Any]] = []
         for round_ in range(args.repeat):
             for label, tree in (("before", base), ("after", ROOT)):
@@ -203,7 +204,6 @@ def time_main(args: argparse.Namespace) -> None:
                 print(f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  CPU {record['cpu_s']:7.1f} s  "
                       f"load {record['load_before'][0]:.2f} -> {record['load_after'][0]:.2f}", flush=True)
     command = "python benchmarks/bench_trees.py time " + " ".join(sys.argv[2:])
-    before, after = _commit(args.before), _commit("HEAD")
     dirty = " with uncommitted changes" if subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "specverify"], capture_output=True, text=True).stdout else ""
     lines = [
         f"# A {args.budget} run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and after\n",
