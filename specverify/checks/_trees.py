@@ -35,21 +35,17 @@ vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
-from .._calling.sut import SamplerUnderTest
-from .._evidence import Evidence, TreeCase
+from .._evidence import Evidence
 from .._result import CheckResult
-from .._trees.contract import TreeBatch, last_nodes
+from .._trees.contract import last_nodes
 from .._kinds import TreeKind, kind_of
 from ..errors import SamplerFault
-from ..stats import gof_test, samples_needed
+from ..stats import gof_test
 from ._base import Check, Context, check_id, fault_result
-from ._fixtures import random_laws
 from ._tally import largest_deviation
 from ._tree_tally import DECLARED_LAW, LawDecision, detects, expand, law_result, planned_rows, sut_of, tally
 from ._tree_cases import (
@@ -63,17 +59,15 @@ from ._tree_cases import (
     case_fingerprint,
     case_json,
     fixed_tree,
-    lumped_model,
     outside_drafting,
     posed_parents,
     production_actives,
     production_tree,
-    rows_slice,
 )
 from ._tree_cases import BLOCK as _BLOCK
-from ._tree_posing import NOT_POSED, Posed, drawn_posed, fixed_posed, fixed_within, generated_within, model_drafts
+from ._tree_posing import NOT_POSED, Posed, fixed_posed, fixed_within, generated_within
 
-__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck", "TreeTargetLawCheck"]
+__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck"]
 
 def _applies(kind_shape: str, algorithm: str | None) -> str | None:
     if algorithm == _BLOCK and kind_shape != "chain":
