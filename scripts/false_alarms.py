@@ -59,6 +59,7 @@ def _run(spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: s
         "seed": seed,
         "commit": commit,
         "verdict": result.get("verdict", "no JSON"),
+        "reason": result.get("verdict_reason", ""),
         "exit_code": done.returncode,
         "seconds": round(seconds, 1),
         "checks": len(checks),
