@@ -8,7 +8,8 @@ import json
 import re
 
 from specverify._cli import main
-from specverify._warps.findings import warp_finding, warp_record
+from specverify._warps.findings import warp_finding
+from specverify._warps.separating import warp_record
 from specverify._warps.declared import resolve_warp
 from specverify._warps.presets import PRESETS
 

@@ -12,7 +12,7 @@ from typing import Any
 from .._budgets import Budget
 from .._record import Isolation, RunInfo, SamplerInfo
 from ..checks._loop import REACH as LOOP_REACH
-from .._warps.findings import warp_record
+from .._warps.separating import warp_record
 from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]

@@ -3,9 +3,10 @@
 "Speculation moves the law" decides a verdict; "this warp differs from preset X" never does: it
 says what a user reading ``conformant`` needs to know (the law was the one *declared*, or
 transformers' when nothing was declared) and how far the other engines' conventions are from it
-on the separating cases (:mod:`specverify._warps.separating`).  :func:`warp_record` is what a run
-records (the JSON's ``run["warp"]``, logits and loop runs alike); :func:`warp_finding` reads that
-record back, so the command line and the HTML report say the same thing in the same words.
+on the separating cases (:mod:`specverify._warps.separating`).  A run records it as the JSON's
+``run["warp"]`` (:func:`specverify._warps.separating.warp_record`, logits and loop runs alike);
+:func:`warp_finding` reads that record back, so the command line and the HTML report say the same
+thing in the same words.  This module imports no torch: the report reads records without it.
 """
 
 from __future__ import annotations
@@ -14,24 +15,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import SamplerFault
-from .declared import DEFAULT_PRESET, DeclaredWarp
-from .separating import differences
+__all__ = ["DEFAULT_PRESET", "PresetDifference", "WarpFinding", "warp_finding"]
 
-__all__ = ["PresetDifference", "WarpFinding", "warp_finding", "warp_record"]
+#: The convention an undeclared sampler is judged by.
+DEFAULT_PRESET = "transformers"
 
 #: What the finding is, said where it is shown: it never decides the verdict.
 INFORMATIVE = "informative, never the verdict: engines' conventions differ, speculation is not at issue"
-
-
-def warp_record(oracle: DeclaredWarp) -> dict[str, Any]:
-    """What a run records of the warp it judged by: which it is, and how it differs from each
-    other preset on the separating cases (a declared callable that raises there: ``fault``)."""
-    try:
-        found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
-    except SamplerFault as fault:  # the checks that called the warp report it as the sampler's fault
-        return {**oracle.describe(), "differences": None, "fault": str(fault)}
-    return {**oracle.describe(), "differences": found}
 
 
 @dataclasses.dataclass(frozen=True)
