@@ -13,12 +13,14 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._budgets import Budget, get_budget, resolve_budget
+from ._calling.pool import Pool
 from ._calling.sut import SamplerUnderTest, importable_source
+from ._run._workers import Placement, open_pool
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
@@ -78,6 +80,10 @@ def check(
     kind: str | None = None,
     tv: float | None = None,
     on_cost: Callable[[RunCost], bool] | None = None,
+    workers: int | None = None,
+    devices: Sequence[str] | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> RunResult:
     """Put a sampler (or a generation loop) through its battery and return the :class:`~specverify.RunResult`.
 
@@ -112,45 +118,62 @@ def check(
             from the nearest preset (or from ``budget`` when it is not the default); ``None``: the preset.
         on_cost: called with the plan's cost, timed by a short calibration, before the first check;
             ``False`` stops the run before it starts (:class:`~specverify.errors.NotStarted`).
+        workers: sampler processes the experiments' units are spread over (default: one a device
+            of ``devices``, else 1); each is isolated, time-limited and restarted on a fault as the
+            one is. For a given ``seed`` the counts, p-values and verdict do not depend on it.
+        devices: one worker a device (``["cuda:0", "cuda:1"]``), in turn; overrides ``device``.
+        executor: ``"local"`` (processes on this machine) or ``"ray"``: the workers are Ray actors
+            (``pip install 'specverify[ray]'``) on the cluster at ``address``, or on a local one
+            started for the run when ``address`` is ``None``.
+        address: the Ray cluster's address (``executor="ray"`` only).
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.
-        UsageError: ``select`` matches no check of the subject's battery (for a loop, before it loads).
+        UsageError: ``select`` matches no check of the subject's battery (for a loop, before it
+            loads); ``workers`` below 1, several workers of a sampler that cannot run isolated, an
+            unknown ``executor`` or a Ray cluster that cannot be reached.
         Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
     budget = resolve_budget(budget, tv=tv, alpha=alpha)
     if isinstance(sampler, str) and spec is None:
         spec = sampler
+    placement = Placement.of(workers, devices, executor, address, device)  # bad options fail before anything loads
     start = time.perf_counter()
-    subject, reason = _load(sampler, kind, budget, select, device=device, isolation=isolation, timeout=timeout, spec=spec)
+    subject, reason = _load(sampler, kind, budget, select, device=placement.device(0), isolation=isolation, timeout=timeout, spec=spec)
     if on_wait is not None and not subject.kind.generation:
         subject.on_wait = on_wait
+    pool: Pool | None = None
     try:
-        run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start)
+        pool = open_pool(subject, sampler, placement, spec=spec, timeout=timeout, first_timeout=budget.timeout)
+        run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start, pool=pool)
     except KeyboardInterrupt:
-        subject.kill()
+        (pool or subject).kill()
         raise
     except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
-        subject.kill() if subject.kind.generation else subject.close()
+        if pool is not None:
+            pool.kill() if subject.kind.generation else pool.close()
+        else:
+            subject.kill() if subject.kind.generation else subject.close()
         raise
+    if placement.recorded:
+        run.info.extra["workers"] = placement.to_json()
     if on_cost is not None:
-        _gate(run, subject, on_cost)
-    return _drive(run, subject, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+        _gate(run, on_cost)
+    return _drive(run, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
 
 
-def _gate(run: Run, subject: SamplerUnderTest, on_cost: Callable[[RunCost], bool]) -> None:
+def _gate(run: Run, on_cost: Callable[[RunCost], bool]) -> None:
     """Time the plan (a short calibration), record it, and stop before the first check where
     ``on_cost`` says so (:class:`NotStarted`); the Run recorded the plan's samples already."""
-    cost = plan_cost(run.planned, run.budget, calibrate(subject))
+    cost = plan_cost(run.planned, run.budget, calibrate(run.subject), workers=run.pool.size)
     run.info.extra["plan"] = cost.to_json()
     if not on_cost(cost):
-        subject.close()
+        run.pool.close()
         raise NotStarted(cost)
 
 
 def _drive(
     run: Run,
-    subject: SamplerUnderTest,
     *,
     json_path: str | os.PathLike[str] | None,
     on_result: Callable[[CheckResult], None] | None,
@@ -158,7 +181,8 @@ def _drive(
     on_plan: Callable[[list[PlannedCheck]], None] | None,
 ) -> RunResult:
     """Run every planned check of ``run`` in plan order, writing the JSON after each; the subject
-    is closed (kept for the next run) after, or killed on Ctrl-C (:class:`Interrupted`)."""
+    and its workers are closed (kept for the next run) after, or killed on Ctrl-C (:class:`Interrupted`)."""
+    subject, pool = run.subject, run.pool
     try:
         if on_plan:
             on_plan(run.planned)
@@ -169,15 +193,15 @@ def _drive(
             if json_path is not None:
                 write_json(run.result(), json_path)
     except KeyboardInterrupt:  # Ctrl-C mid-call: the worker is ended, not kept; what finished is kept
-        subject.kill()
+        pool.kill()
         run.interrupted = True
     except BaseException:
         if subject.kind.generation:
-            subject.kill()  # a loop's worker may be mid-call: never kept for the next run
+            pool.kill()  # a loop's worker may be mid-call: never kept for the next run
         raise
     finally:
         result = run.result()
-        subject.close()
+        pool.close()
         if json_path is not None:
             write_json(result, json_path)
     if run.interrupted:
@@ -199,6 +223,9 @@ def check_loop(
     spec: str | None = None,
     tv: float | None = None,
     on_cost: Callable[[RunCost], bool] | None = None,
+    workers: int | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> RunResult:
     """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
 
@@ -215,6 +242,7 @@ def check_loop(
     return check(
         loop, budget=budget, seed=seed, alpha=alpha, select=select, isolation=isolation, timeout=timeout,
         on_result=on_result, json_path=json_path, spec=spec, kind="loop", tv=tv, on_cost=on_cost,
+        workers=workers, executor=executor, address=address,
     )
 
 

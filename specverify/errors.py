@@ -119,6 +119,9 @@ class SamplerFault(Exception):
         self.violation = violation
         self.details: Evidence = details or {}
 
+    def __reduce__(self) -> tuple[Any, ...]:  # it travels back from a worker on another machine (Ray)
+        return (type(self), (self.violation, self.details))
+
 
 class CheckFailed(Exception):
     """A check of the pytest battery did not pass; carries its results for the failure report."""

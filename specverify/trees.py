@@ -6,10 +6,14 @@ A tree sampler is ``sampler(tree: TreeBatch, generator, *, uniforms=None) -> (pa
 
 * :class:`TreeBatch`: one tree of candidate nodes per row (parents, tokens, target and draft laws);
   ``PADDING`` marks padding nodes, ``ALGORITHMS`` names the lossless algorithms.
-* Converters, so an adapter to an engine's own layout is a few lines: :class:`SGLangTree`
-  (:func:`to_sglang`, :func:`from_sglang`, :func:`sglang_arrays`), :class:`EagleTree`
-  (:func:`to_eagle`, :func:`from_eagle`); :func:`as_chain_sampler` and :func:`chain_output` between
-  the chain and the tree contracts.
+* Converters, so an adapter to an engine's own layout is about twenty lines, each a typed layout
+  with ``to_path``/``from_path`` for the outputs: :class:`SGLangTree` (:func:`to_sglang`,
+  :func:`from_sglang`, :func:`sglang_arrays`: first-child / next-sibling arrays),
+  :class:`EagleTree` (:func:`to_eagle`, :func:`from_eagle`: leaf-path matrices with per-parent draft
+  rows), :class:`MedusaTree` (:func:`to_medusa`, :func:`from_medusa`: candidate buffers),
+  :class:`SequoiaTree` (:func:`to_sequoia`, :func:`from_sequoia`: successor lists with prefix
+  offsets); :func:`as_chain_sampler` and :func:`chain_output` between the chain and the tree
+  contracts.
 * Exact laws: :func:`tree_law` (the law of the accepted path and the token after it under an
   algorithm), :func:`block_law`, :func:`expected_accepted`; :func:`draw_tree` draws a tree's
   candidates from a model as a drafter does.
@@ -24,7 +28,9 @@ from __future__ import annotations
 from ._trees.contract import ALGORITHMS, PADDING, TreeBatch, as_chain_sampler, chain_output
 from ._trees.draw import draw_tree
 from ._trees.exact import block_law, expected_accepted, tree_law
-from ._trees.converters import EagleTree, SGLangTree, from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from ._trees.converters import SGLangTree, from_sglang, sglang_arrays, to_sglang
+from ._trees.paths import EagleTree, MedusaTree, from_eagle, from_medusa, to_eagle, to_medusa
+from ._trees.successors import SequoiaTree, from_sequoia, to_sequoia
 from .samplers._tree_reference import (
     TREE_REFERENCES,
     block_verification,
@@ -37,8 +43,10 @@ from .samplers._tree_reference import (
 __all__ = [
     "ALGORITHMS",
     "EagleTree",
+    "MedusaTree",
     "PADDING",
     "SGLangTree",
+    "SequoiaTree",
     "TREE_REFERENCES",
     "TreeBatch",
     "as_chain_sampler",
@@ -48,9 +56,13 @@ __all__ = [
     "draw_tree",
     "expected_accepted",
     "from_eagle",
+    "from_medusa",
+    "from_sequoia",
     "from_sglang",
     "sglang_arrays",
     "to_eagle",
+    "to_medusa",
+    "to_sequoia",
     "to_sglang",
     "tree_law",
     "tree_reference",

@@ -134,8 +134,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
-    from ..errors import SamplerSpecError
-    from ..errors import NotStarted
+    from ..errors import NotStarted, SamplerSpecError, UsageError
     from .._runner import check, load_failure
 
     def fail(message: str) -> int:
@@ -166,11 +165,17 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 on_wait=display.waiting,
                 tv=args.tv,
                 on_cost=_cost_gate(args, out),
+                workers=args.workers,
+                devices=_devices(args),
+                executor=args.executor,
+                address=args.address,
             )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)
     except NotStarted as exc:
         return _not_started(exc, args, err)
+    except UsageError as exc:  # workers that cannot be had (a sampler that cannot run isolated, Ray unreachable): nothing ran
+        return fail(str(exc))
     except SamplerSpecError as exc:  # the sampler could not be imported or built
         from .._budgets import resolve_budget
 
@@ -189,6 +194,27 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
     return result.exit_code
 
 
+def _placement_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --workers, --devices, --executor and --address, if anything."""
+    from .._run._workers import Placement
+    from ..errors import UsageError
+
+    if args.workers is not None and args.workers < 1:
+        return f"--workers must be at least 1, got {args.workers}"
+    if args.address is not None and args.executor != "ray":
+        return "--address is a Ray cluster's: give it with --executor ray"
+    try:
+        Placement.of(args.workers, _devices(args), args.executor, args.address)
+    except UsageError as exc:
+        return f"--devices: {exc}" if getattr(args, "devices", None) else str(exc)
+    return None
+
+
+def _devices(args: argparse.Namespace) -> list[str] | None:
+    listed = getattr(args, "devices", None)
+    return listed.split(",") if listed else None
+
+
 def _validate(args: argparse.Namespace) -> str | None:
     """What makes the options unusable, found before anything runs (or ``None``)."""
     import tempfile
@@ -202,6 +228,9 @@ def _validate(args: argparse.Namespace) -> str | None:
         return f"--tv must lie in (0, 1), got {args.tv:g}"
     if args.max_time is not None and not args.max_time > 0:
         return "--max-time must be a positive number of seconds"
+    problem = _placement_problem(args)
+    if problem is not None:
+        return problem
     for flag, path in (("--json", args.json), ("--report", args.report)):
         if not path:
             continue
@@ -286,7 +315,7 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
             args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
             isolation="in-process" if args.in_process else "process", timeout=args.timeout,
             on_result=None if args.quiet else result_printer(out), json_path=args.json, spec=args.spec,
-            tv=args.tv, on_cost=_cost_gate(args, out),
+            tv=args.tv, on_cost=_cost_gate(args, out), workers=args.workers, executor=args.executor, address=args.address,
         )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)

@@ -123,6 +123,7 @@ def _add_check(commands: Any) -> None:
         "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
     )
     check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
+    check.add_argument("--devices", metavar="LIST", help="one worker a device, in turn (cuda:0,cuda:1); overrides --device")
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -237,5 +238,19 @@ def _add_run_options(
         help=f"run only checks whose id or family matches (repeatable; globs, with [ ] literal: {only_example}); "
         f"a subset can fail a {what} but not pass it",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="sampler processes to spread the samples over, each isolated and supervised (default 1, or one a --devices entry); "
+        "for a given --seed the counts, p-values and verdict do not depend on N",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="run the workers as processes here (local, the default) or as Ray actors (ray: pip install 'specverify[ray]')",
+    )
+    parser.add_argument("--address", metavar="ADDR", help="the Ray cluster to run on (--executor ray; default: a local one started for the run)")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help=timeout_help)
     parser.add_argument("--in-process", action="store_true", help=in_process_help)

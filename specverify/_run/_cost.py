@@ -55,6 +55,7 @@ class RunCost:
 
     checks: list[CheckCost]
     calibration: Calibration
+    workers: int = 1  # the samples are spread over this many sampler processes
 
     @property
     def total_samples(self) -> int:
@@ -63,7 +64,7 @@ class RunCost:
     @property
     def estimated_seconds(self) -> float | None:
         rate = self.calibration.seconds_per_row
-        return None if rate is None else self.total_samples * rate
+        return None if rate is None else self.total_samples * rate / self.workers
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class RunCost:
             "checks": [dataclasses.asdict(c) | {"samples": c.samples} for c in self.checks],
             "total_samples": self.total_samples,
             "estimated_seconds": self.estimated_seconds,
+            "workers": self.workers,
             "calibration": dataclasses.asdict(self.calibration),
         }
 
@@ -87,7 +89,8 @@ class RunCost:
         out.append(f"total: {self.total_samples:,} samples (each decision at max_samples, the cap of one test)")
         seconds = self.estimated_seconds
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
-        out.append(f"estimated time (an estimate, not a bound: total samples x measured speed): {timing}; {self.calibration.how}")
+        spread = f" / {self.workers} workers" if self.workers > 1 else ""
+        out.append(f"estimated time (an estimate, not a bound: total samples x measured speed{spread}): {timing}; {self.calibration.how}")
         return out
 
 
@@ -95,13 +98,14 @@ class RunCost:
 NOT_CALIBRATED = Calibration(None, "not calibrated (ask with --plan or --max-time)")
 
 
-def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration) -> RunCost:
-    """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of one test)."""
+def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration, *, workers: int = 1) -> RunCost:
+    """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of
+    one test), spread over ``workers`` sampler processes."""
     checks = [
         CheckCost(p.id, p.check.decisions if p.check.statistical else 0, budget.max_samples if p.check.statistical else 0, p.skip_reason is not None)
         for p in planned
     ]
-    return RunCost(checks, calibration)
+    return RunCost(checks, calibration, workers)
 
 
 def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CALIBRATION_SHAPE) -> Calibration:

@@ -11,13 +11,16 @@ from every planned check is never finished, so never a pass.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._budgets import Budget
+from .._calling.pool import COUNTERS as POOL_COUNTERS, Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
+from .._reach import Reach, merge
 from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
 from ..checks import Check, Context
@@ -31,7 +34,7 @@ from ..errors import SamplerFault
 __all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 
 #: What a sampler under test counts as it is called; a run sums them over the processes that ran its checks.
-COUNTERS = ("calls", "rows", "seconds", "crashes", "hangs", "worker_starts")
+COUNTERS = POOL_COUNTERS
 
 
 class Run:
@@ -47,6 +50,8 @@ class Run:
         isolation_reason: why the subject runs in this process, where it does.
         since: ``time.perf_counter()`` when the run began (default: now), so its timing counts
             loading the subject.
+        pool: the workers that run the experiments' units (:mod:`specverify._calling.pool`;
+            default: the subject alone); ``pool.primary`` must be ``subject``.
 
     Raises:
         UsageError: ``select`` matches no check of the subject's battery.
@@ -62,8 +67,10 @@ class Run:
         spec: str | None = None,
         isolation_reason: str | None = None,
         since: float | None = None,
+        pool: Pool | None = None,
     ) -> None:
         self.subject = subject
+        self.pool: Pool = pool if pool is not None else SerialPool(subject)
         self.budget = budget
         self.seed = seed
         self.spec = spec
@@ -90,15 +97,15 @@ class Run:
     def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
         if self.is_loop:
-            results = run_loop_check(planned, self.subject, self.budget, self.seed)
+            results = run_loop_check(planned, self.subject, self.budget, self.seed, pool=self.pool)
         else:
-            results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance)
+            results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance, pool=self.pool)
         self._results[planned.id] = results
         return results
 
     def usage(self) -> dict[str, float]:
-        """The subject's counters in this process (``COUNTERS``), to ship with results run here."""
-        return {name: getattr(self.subject, name, 0) for name in COUNTERS}
+        """The subject's counters in this process (``COUNTERS``, over its workers), to ship with results run here."""
+        return self.pool.usage()
 
     def record(self, check_id: str, results: list[CheckResult], usage: Mapping[str, float] | None = None) -> None:
         """Record results of the planned check ``check_id`` that ran elsewhere (an xdist worker),
@@ -141,9 +148,10 @@ class Run:
     def _tally(self, record: RunInfo) -> None:
         """What the subject was put through: its calls, and where the run's time went."""
         total = time.perf_counter() - self._since
-        count = {name: getattr(self.subject, name) + self._elsewhere[name] for name in COUNTERS}
+        usage = self.pool.usage()
+        count = {name: usage[name] + self._elsewhere[name] for name in COUNTERS}
         seconds = count["seconds"]
-        here = not any(self._elsewhere.values())  # else the sampler's time was spent in parallel, elsewhere
+        here = not any(self._elsewhere.values()) and self.pool.size == 1  # else the sampler's time was spent in parallel
         timing = Timing(
             total_seconds=round(total, 3),
             sampler_seconds=round(seconds, 3),
@@ -169,12 +177,14 @@ def run_check(
     *,
     spec: str | None = None,
     advance: Callable[[int], None] = lambda rows: None,
+    pool: Pool | None = None,
 ) -> list[CheckResult]:
-    """Run one planned check; whatever happens, return results (never raise, but for Ctrl-C)."""
+    """Run one planned check; whatever happens, return results (never raise, but for Ctrl-C).
+    ``pool``: where its experiments' units run (default: on ``sut``, one after another)."""
     check = planned.check
     if planned.skip_reason is not None:
         return _skips(check, planned.skip_reason)
-    ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance)
+    ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance, pool=pool)
     sut.reach.reset()
     sut.last_fault = None
     start = time.perf_counter()
@@ -197,7 +207,7 @@ def run_check(
             )
         ]
     elapsed = time.perf_counter() - start
-    reach = sut.reach.snapshot(kinds=[check.case] if check.case else [])
+    reach = _reach_of(sut, ctx, check)
     fault, sut.last_fault = sut.last_fault, None
     for result in results:
         if fault is not None and fault.details and result.status == "fail" and result.evidence.get("violation") == fault.violation.rule:
@@ -210,6 +220,13 @@ def run_check(
         if result.status == "fail" and "minimal_example" in result.evidence:
             _add_warps(result, sut, fault)
     return results
+
+
+def _reach_of(sut: SamplerUnderTest, ctx: Context, check: Check) -> Reach | None:
+    """What the check gave the sampler: its own calls and its units', wherever they ran."""
+    kinds = [check.case] if check.case else []
+    reach = merge([sut.reach.snapshot(kinds=kinds), *ctx.reached])
+    return dataclasses.replace(reach, kinds=tuple(sorted(set(kinds)))) if reach is not None else None
 
 
 def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault | None) -> None:
@@ -227,14 +244,14 @@ def _skips(check: Check, reason: str) -> list[CheckResult]:
     return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
 
 
-def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int) -> list[CheckResult]:
+def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int, *, pool: Pool | None = None) -> list[CheckResult]:
     """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
-    failure of the loop is the check's failing result."""
+    failure of the loop is the check's failing result; its generations run on ``pool``."""
     check = planned.check
     assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
     if planned.skip_reason is not None:
         return [check._result("skip", message=planned.skip_reason)]
     start = time.perf_counter()
-    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha))
+    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool))
     result.duration_s = time.perf_counter() - start
     return [result]

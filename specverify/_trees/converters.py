@@ -1,4 +1,4 @@
-"""Engines' tree layouts to and from :class:`~specverify._trees.contract.TreeBatch`, so an adapter is ten lines.
+"""SGLang's tree layout to and from :class:`~specverify._trees.contract.TreeBatch`, and the renumbering every converter shares.
 
 * SGLang (``tree_speculative_sampling_target_only``, EAGLE with topk > 1): per row ``N`` nodes,
   node 0 the root; ``candidates [B, N]`` (token per node), ``retrive_index [B, N]`` (each node's
@@ -8,13 +8,7 @@
   nodes, root first, -1 padded), ``accept_token_num [B]`` (accepted nodes after the root),
   ``predicts [B * N]`` (at each accepted node's flat index, the token that follows it: the next
   accepted node's token, or the emitted token after the last one).
-* EAGLE (SafeAILab/EAGLE ``eagle/model/utils.py``): one static tree for the batch,
-  ``retrieve_indices [L, D+1]``, a root-to-leaf path of node indices per leaf, -1 padded; a node's
-  children are tried in the order they first appear in those rows.  Outputs: ``best_candidate [B]``
-  (the leaf row whose prefix is the accepted path) and ``accept_length [B]`` (accepted nodes after
-  the root).
-
-Either engine may number nodes in any order; a row numbered as :class:`TreeBatch` requires (parents
+An engine may number nodes in any order; a row numbered as :class:`TreeBatch` requires (parents
 first, siblings in try order, unused nodes last) keeps its numbering, any other is renumbered breadth
 first with siblings in try order; the converters keep the map to translate outputs back.
 """
@@ -27,13 +21,13 @@ import torch
 
 from .contract import PADDING, TreeBatch
 
-__all__ = ["EagleTree", "SGLangTree", "from_eagle", "from_sglang", "to_eagle", "to_sglang"]
+__all__ = ["SGLangTree", "canonical_order", "from_sglang", "renumbered", "sglang_arrays", "to_sglang"]
 
 
 # --- renumbering -----------------------------------------------------------------------------
 
 
-def _canonical_order(parents: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+def canonical_order(parents: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """``order [B, N]``: the source node at each canonical index (padding sources last, -1 past them).
 
     ``parents`` is in source numbering (-1 root at 0, ``PADDING`` for nodes outside the tree);
@@ -74,7 +68,7 @@ def _canonical_order(parents: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return torch.where(valid[:, None], identity, order)
 
 
-def _renumbered(order: torch.Tensor, parents_src: torch.Tensor, tokens: torch.Tensor, target: torch.Tensor, draft: torch.Tensor | None) -> TreeBatch:
+def renumbered(order: torch.Tensor, parents_src: torch.Tensor, tokens: torch.Tensor, target: torch.Tensor, draft: torch.Tensor | None) -> TreeBatch:
     inverse = torch.full_like(order, -1)
     b, n = (order >= 0).nonzero(as_tuple=True)
     inverse[b, order[b, n]] = n
@@ -189,8 +183,8 @@ def from_sglang(
     if (times > 1).any() or (times[:, 0] > 0).any():
         raise ValueError("SGLang layout: a node is listed twice by first-child / next-sibling links (or the root is a child)")
     parents = torch.where(_connected(parents), parents, PADDING)
-    order = _canonical_order(parents, rank)
-    tree = _renumbered(order, parents, candidates, target_probs, draft_probs)
+    order = canonical_order(parents, rank)
+    tree = renumbered(order, parents, candidates, target_probs, draft_probs)
     return SGLangTree(tree, order, retrive_index)
 
 
@@ -231,82 +225,3 @@ def sglang_arrays(layout: SGLangTree) -> dict[str, torch.Tensor]:
     if tree.draft_probs is not None:
         arrays["draft_probs"] = tree.draft_probs
     return arrays
-
-
-# --- EAGLE -----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class EagleTree:
-    """A TreeBatch made from EAGLE's ``retrieve_indices``, with the maps to translate outputs.
-
-    ``retrieve_indices`` here is in *canonical* node numbering; ``order[n]`` is EAGLE's node of
-    canonical node ``n``.
-    """
-
-    tree: TreeBatch
-    order: torch.Tensor
-    retrieve_indices: torch.Tensor
-
-    def to_path(self, best_candidate: torch.Tensor, accept_length: torch.Tensor) -> torch.Tensor:
-        """``path [B, D+1]`` from EAGLE's ``(best_candidate, accept_length)``."""
-        rows = self.retrieve_indices[best_candidate.to(torch.int64)]
-        steps = torch.arange(rows.shape[1], device=rows.device)
-        return torch.where(steps <= accept_length.to(torch.int64)[:, None], rows, -1)
-
-    def from_path(self, path: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(best_candidate, accept_length)``: the first leaf row whose prefix is the path."""
-        taken = path >= 0
-        agree = (self.retrieve_indices[None, :, :] == path[:, None, :]) | ~taken[:, None, :]
-        match = agree.all(dim=-1)
-        if not match.any(dim=1).all():
-            raise ValueError("EAGLE layout: a path is no prefix of any row of retrieve_indices")
-        return match.to(torch.int64).argmax(dim=1), taken.sum(dim=1) - 1
-
-
-def from_eagle(
-    retrieve_indices: torch.Tensor, tokens: torch.Tensor, target_probs: torch.Tensor, draft_probs: torch.Tensor | None = None
-) -> EagleTree:
-    """EAGLE's static tree (``retrieve_indices [L, D+1]``, -1 padded) for a batch of ``tokens [B, N]``."""
-    batch, width = tokens.shape
-    paths = retrieve_indices.to(torch.int64)
-    if (paths[:, 0] != 0).any():
-        raise ValueError("EAGLE layout: every row of retrieve_indices must start at the root 0")
-    parents = torch.full((width,), PADDING, dtype=torch.int64, device=tokens.device)
-    parents[0] = -1
-    first_row = torch.full((width,), paths.shape[0], dtype=torch.int64, device=tokens.device)
-    edge = (paths[:, 1:] >= 0) & (paths[:, :-1] >= 0)
-    child, parent = paths[:, 1:][edge], paths[:, :-1][edge]
-    parents[child] = parent
-    if (parents[child] != parent).any():
-        raise ValueError("EAGLE layout: a node has two different parents in retrieve_indices")
-    row_of = torch.arange(paths.shape[0], device=tokens.device)[:, None].expand_as(paths[:, 1:])[edge]
-    first_row.scatter_reduce_(0, child, row_of, reduce="amin")
-    order = _canonical_order(parents[None], first_row[None])[0]
-    tree = _renumbered(order.expand(batch, width), parents.expand(batch, width), tokens, target_probs, draft_probs)
-    inverse = torch.full_like(order, -1)
-    inverse[order[order >= 0]] = torch.nonzero(order >= 0).squeeze(1)
-    canonical_paths = torch.where(paths >= 0, inverse[paths.clamp_min(0)], -1)
-    return EagleTree(tree, order, canonical_paths)
-
-
-def to_eagle(tree: TreeBatch) -> torch.Tensor:
-    """``retrieve_indices [L, D+1]`` of a batch that shares one tree, leaves in try order."""
-    if not (tree.parents == tree.parents[:1]).all():
-        raise ValueError("to_eagle: EAGLE's layout holds one tree for the whole batch")
-    parents = tree.parents[0].tolist()
-    children = tree.children[0]
-    leaves = [n for n in range(len(parents)) if parents[n] != PADDING and children[n, 0] < 0]
-    rank = tree.sibling_rank[0].tolist()
-
-    def path(n: int) -> list[int]:
-        nodes = [n]
-        while parents[nodes[-1]] >= 0:
-            nodes.append(parents[nodes[-1]])
-        return nodes[::-1]
-
-    rows = sorted((path(n) for n in leaves), key=lambda p: [rank[x] for x in p])  # depth-first, try order
-    out = torch.full((len(rows), tree.depth + 1), -1, dtype=torch.int64)
-    for i, p in enumerate(rows):  # one static tree, at most N leaves
-        out[i, : len(p)] = torch.tensor(p)
-    return out

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
 
 from .._budgets import Budget
+from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
+from .._reach import Reach
 from .._families import FAMILIES
 from .._result import CheckResult
 from .._seeds import derive_seed
@@ -53,6 +55,8 @@ class Context:
         alpha: this check's share of the run's false-positive budget (0 for exact checks).
         spec: the sampler's ``module:attribute`` spec, for repro snippets (``None`` if unknown).
         advance: progress callback, given a number of sampler rows.
+        pool: where experiments cut into units run (``None``: on ``sut``, one after another).
+        reached: what the units gave the sampler, wherever they ran (merged into the check's reach).
     """
 
     sut: SamplerUnderTest
@@ -61,6 +65,17 @@ class Context:
     alpha: float
     spec: str | None = None
     advance: Callable[[int], None] = lambda rows: None
+    pool: Pool | None = None
+    reached: list[Reach] = dataclasses.field(default_factory=list)
+
+    def units(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[Any]:
+        """``work(sut, unit)`` for each unit, on the run's workers, yielded in unit order
+        (:mod:`specverify._calling.pool`); leaving the loop early drops the units in flight."""
+        pool = self.pool if self.pool is not None else SerialPool(self.sut)
+        for done in pool.map(work, units):
+            if done.reach is not None:
+                self.reached.append(done.reach)
+            yield done.result
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
 from .._warps.declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
@@ -41,7 +42,7 @@ from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
-__all__ = ["REACH", "LoopCheck", "LoopContext", "loop_battery", "loop_parameters"]
+__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopUnit", "generate", "loop_battery", "loop_parameters"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -68,9 +69,31 @@ def loop_parameters(loop: Any) -> tuple[str, ...]:
     return declared
 
 
+@dataclasses.dataclass(frozen=True)
+class LoopUnit:
+    """Rows of one generation experiment, their generator seeded ``seed`` (:mod:`specverify._calling.pool`)."""
+
+    target: MarkovLM
+    draft: MarkovLM
+    prompt: torch.Tensor
+    num_tokens: int
+    params: SamplingParams
+    seed: int
+
+
+def generate(loop: Any, unit: LoopUnit) -> torch.Tensor:
+    """Call the loop on a unit's rows; audit the output's structure."""
+    out = loop(unit.target, unit.draft, unit.prompt, unit.num_tokens, unit.params, torch.Generator().manual_seed(unit.seed))
+    violations = LoopLayout().audit(LoopInputs(unit.target, unit.prompt, unit.num_tokens, unit.params), out, first_only=True)
+    if violations:
+        raise SamplerFault(violations[0])
+    return out.cpu()
+
+
 @dataclasses.dataclass
 class LoopContext:
-    """What a loop check is given: the loop, the budget's numbers, its seed and alpha share."""
+    """What a loop check is given: the loop, the budget's numbers, its seed and alpha share, and
+    the workers its generations are spread over (``None``: the loop alone)."""
 
     loop: Callable[..., torch.Tensor]
     tv: float
@@ -78,6 +101,7 @@ class LoopContext:
     max_samples: int
     seed: int
     alpha: float
+    pool: Pool | None = None
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)
@@ -88,13 +112,16 @@ class LoopContext:
         return declared_warp(self.loop)
 
     def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
-        """Call the loop with only the parameters it declares; audit the output's structure."""
+        """Call the loop with only the parameters it declares, its rows cut into units (each
+        seeded from ``seed`` and its index) run on the run's workers; audit each output's structure."""
         given = params.only(loop_parameters(self.loop))
-        out = self.loop(target, draft, prompt, num_tokens, given, torch.Generator().manual_seed(seed))
-        violations = LoopLayout().audit(LoopInputs(target, prompt, num_tokens, given), out, first_only=True)
-        if violations:
-            raise SamplerFault(violations[0])
-        return out.cpu()
+        spans = unit_spans(prompt.shape[0])
+        units = (
+            LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
+            for i, a, b in spans
+        )
+        pool = self.pool if self.pool is not None else SerialPool(self.loop)
+        return torch.cat([done.result for done in pool.map(generate, units)])
 
 
 def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:

@@ -8,7 +8,9 @@ Two experiments serve every statistical check:
   tallied, and each one completed to ``K + 1`` tokens with the target, so its law can be set
   against the target's own joint law.
 
-Work is done in chunks of rows; nothing loops over samples in Python.  :func:`plan_samples` sizes
+Work is done in units of rows (:mod:`specverify._calling.pool`), each seeded from the experiment's
+seed and its index and run on any of the run's workers, its counts tallied where its outputs land;
+nothing loops over samples in Python.  :func:`plan_samples` sizes
 an experiment for a test; :func:`largest_deviation` names, in words, where counts and their
 expectation differ most.
 """
@@ -18,10 +20,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from .._calling.pool import unit_seed, unit_spans
 from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_offsets
@@ -30,7 +34,10 @@ from .._models import draw_drafts, sample_next, step_inputs
 from ..stats import samples_needed
 from ._base import Context
 
-__all__ = ["ModelTally", "largest_deviation", "model_tally", "plan_samples", "stack_cases", "step_counts", "tally"]
+__all__ = [
+    "ModelTally", "ModelUnit", "StepUnit", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
+    "step_counts", "tally", "tally_model",
+]
 
 CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
 
@@ -72,6 +79,49 @@ def tally(counts: np.ndarray, codes: np.ndarray) -> None:
         counts[cells] += hits
 
 
+@dataclasses.dataclass(frozen=True)
+class StepUnit:
+    """Rows ``start:stop`` of a fixed-inputs experiment: the cases (stacked) interleaved row by row,
+    the sampler's generator seeded ``seed``.  A unit is independent of which worker runs it."""
+
+    target: torch.Tensor
+    draft: torch.Tensor
+    drafts: torch.Tensor
+    start: int
+    stop: int
+    seed: int
+    dtype: torch.dtype
+    cells: int
+
+
+def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
+    """A :class:`StepUnit`'s outcome counts ``[cases * cells]``, tallied as its outputs land (counts
+    travel back, not tokens)."""
+    cases = unit.target.shape[0]
+    counts = np.zeros(cases * unit.cells, dtype=np.int64)
+    batches: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}  # a chunk's rows depend on its phase only
+
+    def chunks():
+        for start in range(unit.start, unit.stop, CHUNK):
+            phase = (start % cases, min(CHUNK, unit.stop - start))
+            if phase not in batches:
+                which = torch.arange(start, start + phase[1]) % cases
+                batches[phase] = (which, unit.target[which], unit.draft[which], unit.drafts[which])
+            yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
+
+    given: collections.deque[tuple[torch.Tensor, StepInputs]] = collections.deque()  # read one ahead of the outputs
+
+    def inputs():
+        for which, *batch in chunks():
+            given.append((which, StepInputs(*batch)))
+            yield batch
+
+    for output in sut.steps(inputs(), generator=sut.generator(unit.seed), dtype=unit.dtype):
+        which, batch = given.popleft()
+        tally(counts, (which * unit.cells + sut.layout.outcome(batch, output)).numpy())
+    return counts
+
+
 def step_counts(
     ctx: Context,
     cases: list[StepCase],
@@ -81,40 +131,22 @@ def step_counts(
     stop: Callable[[np.ndarray], bool] | None = None,
 ) -> np.ndarray:
     """``[cases, (K+1) * V]`` outcome counts (coded by the sampler's layout), the cases interleaved
-    row by row in each batch.
+    row by row; the rows are cut into units (:mod:`specverify._calling.pool`) run on the run's
+    workers, so the counts do not depend on how many there are.
 
-    ``stop`` is asked after every chunk, with the counts so far, whether to stop early (an
-    anytime-valid test that has already rejected).
+    ``stop`` is asked after every unit, in unit order, with the counts so far, whether to stop
+    early (an anytime-valid test that has already rejected).
     """
     k, vocab = cases[0].shape_key
     cells = (k + 1) * vocab
     target, draft, drafts = stack_cases(cases)
     dtype = ctx.dtype_for(cases[0].precision)
-    generator = ctx.sut.generator(seed)
     counts = np.zeros(len(cases) * cells, dtype=np.int64)
-    total = rows_per_case * len(cases)
-    batches: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}  # a chunk's rows depend on its phase only
-
-    def chunks():
-        for start in range(0, total, CHUNK):
-            phase = (start % len(cases), min(CHUNK, total - start))
-            if phase not in batches:
-                which = torch.arange(start, start + phase[1]) % len(cases)
-                batches[phase] = (which, target[which], draft[which], drafts[which])
-            yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
-
-    given: list[tuple[torch.Tensor, StepInputs]] = []  # each chunk's case indices and inputs, in the order the sampler is given them (one ahead of its outputs)
-
-    def inputs():
-        for which, *batch in chunks():
-            given.append((which, StepInputs(*batch)))
-            yield batch
-
-    for index, output in enumerate(ctx.sut.steps(inputs(), generator=generator, dtype=dtype)):
-        which, batch = given[index]
-        code = which * cells + ctx.sut.layout.outcome(batch, output)
-        tally(counts, code.numpy())
-        ctx.advance(which.numel())
+    spans = unit_spans(rows_per_case * len(cases))
+    units = (StepUnit(target, draft, drafts, start, stop_, unit_seed(seed, i), dtype, cells) for i, start, stop_ in spans)
+    for (_, start, stop_), unit_counts in zip(spans, ctx.units(count_steps, units)):
+        counts += unit_counts
+        ctx.advance(stop_ - start)
         if stop is not None and stop(counts.reshape(len(cases), cells)):
             break
     return counts.reshape(len(cases), cells)
@@ -132,41 +164,71 @@ class ModelTally:
     def samples(self) -> int:
         return int(self.accepted.sum())
 
+    def __iadd__(self, other: ModelTally) -> ModelTally:
+        self.emitted += other.emitted
+        self.completed += other.completed
+        self.accepted += other.accepted
+        return self
 
-def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
-    """Draw drafts from the case's draft model, run the sampler, complete with the target."""
-    model, k, vocab = case.model, case.k, case.vocab_size
-    # Drafts and completions draw from streams of their own: the next chunk's drafts are drawn while
-    # the sampler works on this chunk (``steps``), before this chunk's completions.
-    harness = torch.Generator().manual_seed(ctx.seed_for(seed, "harness"))
-    completion = torch.Generator().manual_seed(ctx.seed_for(seed, "completion"))
-    generator = ctx.sut.generator(seed)
-    dtype = ctx.dtype_for(case.precision)
-    tally = ModelTally(
-        np.zeros(sequence_offsets(vocab, k)[-1], dtype=np.int64),
-        np.zeros(vocab ** (k + 1), dtype=np.int64),
-        np.zeros(k + 1, dtype=np.int64),
-    )
 
+@dataclasses.dataclass(frozen=True)
+class ModelUnit:
+    """``rows`` samples of a model experiment: drafts drawn from the model's draft law (stream
+    ``harness``), the sampler run (stream ``sampler``), its output completed with the target (stream
+    ``completion``)."""
+
+    case: ModelCase
+    rows: int
+    harness: int
+    completion: int
+    sampler: int
+    dtype: torch.dtype
+
+
+def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
+    """A :class:`ModelUnit`'s three tallies.  The next chunk's drafts are drawn while the sampler
+    works on this chunk (``steps``), before this chunk's completions: streams of their own."""
+    model, k, vocab = unit.case.model, unit.case.k, unit.case.vocab_size
+    harness = torch.Generator().manual_seed(unit.harness)
+    completion = torch.Generator().manual_seed(unit.completion)
+    tally = _no_tally(unit.case)
     given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read one ahead)
 
     def inputs():
-        for start in range(0, samples, CHUNK):
-            drafts = draw_drafts(model, min(CHUNK, samples - start), k, harness)
+        for start in range(0, unit.rows, CHUNK):
+            drafts = draw_drafts(model, min(CHUNK, unit.rows - start), k, harness)
             given.append(StepInputs(*step_inputs(model, drafts), drafts))
             yield given[-1]
 
-    for tokens, accepted in ctx.sut.steps(inputs(), generator=generator, dtype=dtype):
+    for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
         rows = accepted.shape[0]
-        tally.emitted += np.bincount(ctx.sut.layout.sequence(given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
+        tally.emitted += np.bincount(sut.layout.sequence(given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
         completed = _complete(model, tokens, accepted, completion)
         code = torch.zeros(rows, dtype=torch.int64)
         for position in range(k + 1):  # over positions, vectorised over rows
             code = code * vocab + completed[:, position]
         tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
-        ctx.advance(rows)
     return tally
+
+
+def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
+    """Draw drafts from the case's draft model, run the sampler, complete with the target: in units
+    on the run's workers (each unit's three streams derive from its own seed)."""
+    dtype = ctx.dtype_for(case.precision)
+    spans = unit_spans(samples)
+    seeds = [unit_seed(seed, i) for i, _, _ in spans]
+    units = (ModelUnit(case, stop - start, ctx.seed_for(s, "harness"), ctx.seed_for(s, "completion"), s, dtype) for s, (_, start, stop) in zip(seeds, spans))
+    total = _no_tally(case)
+    for (_, start, stop), part in zip(spans, ctx.units(tally_model, units)):
+        total += part
+        ctx.advance(stop - start)
+    return total
+
+
+def _no_tally(case: ModelCase) -> ModelTally:
+    k, vocab = case.k, case.vocab_size
+    return ModelTally(np.zeros(sequence_offsets(vocab, k)[-1], dtype=np.int64), np.zeros(vocab ** (k + 1), dtype=np.int64), np.zeros(k + 1, dtype=np.int64))
 
 
 def _complete(model, tokens: torch.Tensor, accepted: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

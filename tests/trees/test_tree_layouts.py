@@ -1,4 +1,5 @@
-"""SGLang's and EAGLE's tree layouts to and from TreeBatch, on hand-built trees."""
+"""SGLang's and EAGLE's tree layouts to and from TreeBatch, on hand-built trees (EAGLE's per-parent
+draft rows, Medusa and Sequoia: tests/trees/test_tree_real_layouts.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import torch
 from hypothesis import given, settings
 
 from specverify._trees.contract import TreeBatch
-from specverify._trees.converters import from_eagle, from_sglang, sglang_arrays, to_eagle, to_sglang
+from specverify._trees.converters import from_sglang, sglang_arrays, to_sglang
+from specverify._trees.paths import from_eagle, to_eagle
 from specverify.samplers import tree_specinfer
 from specverify.strategies._internal.trees import tree_cases
 
@@ -99,12 +101,12 @@ def test_from_eagle_orders_children_by_first_appearance() -> None:
     tokens = torch.tensor([[5, 6, 7, 8, 9], [1, 2, 3, 4, 5]])
     target = laws(2, 5)
     layout = from_eagle(eagle_indices(), tokens, target)
-    assert layout.order.tolist() == [0, 2, 1, 4, 3]
+    assert layout.order.tolist() == [[0, 2, 1, 4, 3]] * 2
     assert layout.tree.parents.tolist() == [[-1, 0, 0, 2, 2]] * 2
     assert layout.tree.tokens[0].tolist() == [5, 7, 6, 9, 8]
     assert torch.equal(layout.tree.target_probs[:, 1], target[:, 2])
-    assert layout.retrieve_indices.tolist() == [[0, 1, -1], [0, 2, 3], [0, 2, 4]]
-    assert torch.equal(to_eagle(layout.tree), layout.retrieve_indices)
+    assert layout.retrieve_indices.tolist() == [[[0, 1, -1], [0, 2, 3], [0, 2, 4]]] * 2
+    assert torch.equal(to_eagle(layout.tree).retrieve_indices, layout.retrieve_indices)
 
 
 def test_eagle_outputs_round_trip() -> None:
@@ -134,6 +136,6 @@ def test_layouts_round_trip_on_generated_trees(case) -> None:  # type: ignore[no
     assert torch.equal(again.tree.parents, tree.parents) and torch.equal(again.tree.target_probs, tree.target_probs)
     back = again.to_path(*layout.from_path(path, token))
     assert torch.equal(back[0], path) and torch.equal(back[1], token)
-    eagle = from_eagle(to_eagle(tree), tree.tokens, tree.target_probs, tree.draft_probs)
+    eagle = from_eagle(to_eagle(tree).retrieve_indices, tree.tokens, tree.target_probs, tree.draft_probs)
     assert torch.equal(eagle.tree.parents, tree.parents) and torch.equal(eagle.tree.tokens, tree.tokens)
     assert torch.equal(eagle.to_path(*eagle.from_path(path)), path)

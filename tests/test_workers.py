@@ -1,0 +1,200 @@
+"""Several workers: units seeded from (experiment seed, index), results identical for any worker count.
+
+The pools here hold in-process samplers under test (each calls its sampler in a helper thread of
+its own), so the tests need no processes; ``test_cli_json_is_identical_for_any_worker_count``
+runs the CLI with isolated workers end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import specverify
+from specverify._budgets import get_budget
+from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, unit_seed, unit_spans
+from specverify._calling.sut import SamplerUnderTest
+from specverify._cases import ModelCase, StepCase
+from specverify._models import ChainModel
+from specverify.checks import Context
+from specverify.checks._loop import LoopContext
+from specverify.checks._tally import model_tally, step_counts
+from specverify.errors import SamplerFault
+from specverify.samplers import loop_reference, reference
+
+ROWS = 3 * UNIT_ROWS + 1_000  # four units, the last one short
+
+
+def _sut(sampler=reference) -> SamplerUnderTest:
+    return SamplerUnderTest(sampler, isolation="in-process")
+
+
+def _context(pool, seed: int = 5) -> Context:
+    return Context(sut=pool.primary, budget=get_budget("quick"), seed=seed, alpha=0.0, pool=pool)
+
+
+def _cases() -> list[StepCase]:
+    gen = torch.Generator().manual_seed(0)
+    cases = []
+    for label in ("a", "b"):
+        target = torch.softmax(torch.randn(3, 5, generator=gen, dtype=torch.float64), -1)
+        draft = torch.softmax(torch.randn(2, 5, generator=gen, dtype=torch.float64), -1)
+        cases.append(StepCase(target, draft, torch.tensor([1, 3]), label=label))
+    return cases
+
+
+def _pools(sizes=(1, 2, 3)):
+    return {n: SerialPool(_sut()) if n == 1 else LocalPool([_sut() for _ in range(n)]) for n in sizes}
+
+
+def test_units_keep_the_experiment_seed_for_the_first_and_derive_the_rest():
+    assert unit_seed(11, 0) == 11
+    assert len({unit_seed(11, i) for i in range(100)}) == 100
+    assert unit_spans(2 * UNIT_ROWS + 1) == [(0, 0, UNIT_ROWS), (1, UNIT_ROWS, 2 * UNIT_ROWS), (2, 2 * UNIT_ROWS, 2 * UNIT_ROWS + 1)]
+    assert unit_spans(0) == []
+
+
+def test_step_counts_are_identical_for_any_worker_count_and_every_worker_works():
+    counts = {}
+    for n, pool in _pools().items():
+        counts[n] = step_counts(_context(pool), _cases(), ROWS // 2, seed=9)
+        members = getattr(pool, "members", [pool.primary])
+        assert all(member.rows > 0 for member in members), f"a worker of {n} ran no unit"
+        assert sum(member.rows for member in members) == ROWS
+        pool.close()
+    assert counts[1].sum() == ROWS
+    assert np.array_equal(counts[1], counts[2]) and np.array_equal(counts[1], counts[3])
+
+
+def test_a_different_seed_gives_different_counts():
+    """The identity is not vacuous: the counts depend on the seed (and so on each unit's)."""
+    pool = SerialPool(_sut())
+    first, second = (step_counts(_context(pool), _cases(), ROWS // 2, seed=s) for s in (9, 10))
+    assert not np.array_equal(first, second)
+
+
+def test_a_sequential_stop_sees_the_units_in_order_whatever_the_worker_count():
+    """Stopping after the second unit gives the first two units' counts, for 1 or 3 workers
+    (a unit that landed early on another worker is dropped, never counted)."""
+    results = {}
+    for n, pool in _pools((1, 3)).items():
+        seen = []
+
+        def stop(counts, seen=seen):
+            seen.append(int(counts.sum()))
+            return len(seen) == 2
+
+        results[n] = step_counts(_context(pool), _cases(), ROWS // 2, seed=9, stop=stop)
+        assert seen == [UNIT_ROWS, 2 * UNIT_ROWS]
+        pool.close()
+    assert np.array_equal(results[1], results[3])
+
+
+def test_model_tallies_are_identical_for_any_worker_count():
+    gen = torch.Generator().manual_seed(2)
+    tables = [torch.softmax(torch.randn(4, 4, generator=gen, dtype=torch.float64), -1) for _ in range(2)]
+    case = ModelCase(ChainModel(tables[0], tables[1], (0,)), k=2)
+    tallies = {n: model_tally(_context(pool), case, 2 * UNIT_ROWS + 77, seed=4) for n, pool in _pools((1, 2)).items()}
+    for field in ("emitted", "completed", "accepted"):
+        assert np.array_equal(getattr(tallies[1], field), getattr(tallies[2], field))
+    assert tallies[1].samples == 2 * UNIT_ROWS + 77
+
+
+def test_loop_generations_are_identical_for_any_worker_count():
+    from specverify._loop import MarkovLM
+    from specverify._warps.rules import SamplingParams
+
+    gen = torch.Generator().manual_seed(3)
+    target, draft = (MarkovLM(torch.randn(4, 4, generator=gen), (0,)) for _ in range(2))
+    rows = UNIT_ROWS + 500
+    prompt = torch.ones((rows, 1), dtype=torch.int64)
+    params = SamplingParams(temperature=torch.full((rows,), 0.9, dtype=torch.float64))
+    outs = {}
+    for n in (1, 2):
+        loop = loop_reference if n == 1 else None
+        pool = SerialPool(loop) if n == 1 else LocalPool([loop_reference, loop_reference])
+        ctx = LoopContext(loop or loop_reference, tv=0.1, power=0.9, max_samples=rows, seed=0, alpha=0.0, pool=pool)
+        outs[n] = ctx.run(target, draft, prompt, 3, params, seed=8)
+    assert outs[1].shape == (rows, 3)
+    assert torch.equal(outs[1], outs[2])
+
+
+class _FailsOnUnit:
+    """A sampler that raises in the unit seeded ``unit_seed(9, 2)``: a fault wherever it runs."""
+
+    def __init__(self) -> None:
+        self.bad = unit_seed(9, 2)
+
+    def __call__(self, target_probs, draft_probs, draft_tokens, generator=None):
+        if generator is not None and generator.initial_seed() == self.bad:
+            raise RuntimeError("boom in unit 2")
+        return reference(target_probs, draft_probs, draft_tokens, generator=generator)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_fault_in_any_unit_is_the_checks_fault(n):
+    sampler = _FailsOnUnit()
+    pool = SerialPool(_sut(sampler)) if n == 1 else LocalPool([_sut(sampler) for _ in range(n)])
+    with pytest.raises(SamplerFault, match="boom in unit 2"):
+        step_counts(_context(pool), _cases(), ROWS // 2, seed=9)
+    pool.close()
+
+
+def _cli(*extra: str, tmp_path, name: str) -> dict:
+    path = tmp_path / f"{name}.json"
+    command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", "quick", "--seed", "4",
+               "--only", "fit.conditional[[]zero-residual[]]", "--only", "fit.step*", "--json", str(path), "-q", "--no-progress", *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 3 and done.stdout.startswith("inconclusive"), done.stdout + done.stderr  # a subset passes nothing
+    result = json.loads(path.read_text())
+    assert all(c["status"] == "pass" for c in result["checks"])
+    return result
+
+
+#: What differs between two runs by nature (timings), or describes the workers themselves.
+VOLATILE = {"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts"}
+
+
+def _stable(value):
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def test_cli_json_is_identical_for_any_worker_count(tmp_path):
+    one, two = _cli(tmp_path=tmp_path, name="one"), _cli("--workers", "2", tmp_path=tmp_path, name="two")
+    assert two["run"]["workers"] == {"count": 2, "executor": "local", "devices": None, "address": None}
+    assert two["run"]["isolation"]["worker_starts"] == 2
+    assert max(c["samples"] or 0 for c in one["checks"]) > UNIT_ROWS  # units were spread, not one call
+    assert _stable(one) == _stable(two)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--devices", "cuda:7"], "cuda:7"),
+        (["--address", "127.0.0.1:1"], "--executor ray"),
+        (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
+    ],
+)
+def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path):
+    path = tmp_path / "out.json"
+    done = subprocess.run([sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", "quick",
+                           "--json", str(path), "--no-progress", *options], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_api_refuses_bad_worker_options():
+    with pytest.raises(specverify.errors.UsageError, match="at least 1"):
+        specverify.check(reference, workers=0)
+    with pytest.raises(specverify.errors.UsageError, match="executor"):
+        specverify.check(reference, executor="threads")
