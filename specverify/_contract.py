@@ -109,6 +109,14 @@ class Capabilities:
         params: the sampling parameters a logits sampler honours (``temperature``, ``top_k``,
             ``top_p``, ``min_p``, and ``seeds`` for per-request seeds: the ``seeds`` family then
             gives rows their own seeds); it is given only those.
+        max_children: a tree sampler's most children of one node (real buffers hold 10, say), or
+            ``None``.  The ``trees`` family poses no tree wider and says which it left out.
+        max_depth: a tree sampler's deepest node, the root at depth 0 (the most candidates one path
+            accepts), or ``None``.
+        max_nodes: a tree sampler's most nodes in one tree, the root included
+            (:attr:`TreeBatch.width <specverify.trees.TreeBatch>`), or ``None``.
+        reserved_tokens: token ids a tree sampler treats specially (0 as padding, 2 as end): none is
+            ever a candidate token of a tree the family poses (the laws still give them mass).
     """
 
     device: str | None = None
@@ -123,6 +131,10 @@ class Capabilities:
     unnormalised: bool = False
     inputs: str = "probs"
     params: tuple[str, ...] = ()
+    max_children: int | None = None
+    max_depth: int | None = None
+    max_nodes: int | None = None
+    reserved_tokens: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.dtypes:
@@ -136,10 +148,29 @@ class Capabilities:
                 f"Capabilities.params names the warps a logits sampler honours, some of {warps}; got {tuple(self.params)!r}"
                 + ("" if self.inputs == "logits" else " on a sampler of probabilities")
             )
-        for field in ("max_k", "max_vocab", "max_batch"):
+        for field in ("max_k", "max_vocab", "max_batch", "max_children", "max_depth", "max_nodes"):
             value = getattr(self, field)
-            if value is not None and value < 1:
-                raise ValueError(f"Capabilities.{field} must be >= 1 or None, got {value!r}")
+            least = 2 if field == "max_nodes" else 1  # a tree of one node has no candidate
+            if value is not None and (not _is_int(value) or value < least):
+                what = " (the root and at least one candidate)" if least == 2 else ""
+                raise ValueError(f"Capabilities.{field} must be an integer >= {least}{what} or None, got {value!r}")
+        self._check_reserved()
+
+    @property
+    def tree_limits(self) -> bool:
+        """Whether the sampler declares any of the tree fields (``max_children``, ``max_depth``,
+        ``max_nodes``, ``reserved_tokens``), which only a tree sampler may."""
+        return any(v is not None for v in (self.max_children, self.max_depth, self.max_nodes)) or bool(self.reserved_tokens)
+
+    def _check_reserved(self) -> None:
+        reserved = self.reserved_tokens
+        if isinstance(reserved, (str, bytes)) or not isinstance(reserved, (tuple, list, set, frozenset)):
+            raise ValueError(f"Capabilities.reserved_tokens must be a tuple of token ids, got {reserved!r}")
+        top = "" if self.max_vocab is None else f", {self.max_vocab}"
+        bad = [t for t in reserved if not _is_int(t) or t < 0 or (self.max_vocab is not None and t >= self.max_vocab)]
+        if bad:
+            raise ValueError(f"Capabilities.reserved_tokens must be token ids in [0{top or ', V'}), got {bad[0]!r}")
+        object.__setattr__(self, "reserved_tokens", tuple(sorted({int(t) for t in reserved})))
 
     def unsupported(self, *, k: int, vocab: int) -> str | None:
         """Why a case of this size cannot run on the sampler, or ``None`` if it can."""
@@ -153,6 +184,10 @@ class Capabilities:
         data = dataclasses.asdict(self)
         data["dtypes"] = [str(d).removeprefix("torch.") for d in self.dtypes]
         return data
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -232,6 +232,7 @@ class TreeCase(TypedDict, total=False):
     rows: list[dict[str, Any]]  # the nodes involved, root first: {"node", "target" [V], "draft" [V] or None} (V <= 64)
     rows_of: str  # which nodes those are, in words
     smallest_difference: float | None  # the smallest nonzero |target - draft| over those rows
+    mechanism: str  # how the case fails, in words (an accepted child, the residual after a node, the bonus after a leaf)
 
 
 class Evidence(TypedDict, total=False):
@@ -327,6 +328,7 @@ class Evidence(TypedDict, total=False):
     outside_drafting: str | None  # trees.robustness: why the declared drafting cannot produce the tree posed
     law_differs: bool  # trees.robustness: the law given the candidates differs from the declared algorithm's (information)
     accepts_more: bool  # trees: more accepted than the algorithm held to, at the level (information, not a failure)
+    not_posed: list[str]  # trees: what the sampler's declared tree limits kept the check from posing, each with why
 
     # --- a shape of the shapes family ----------------------------------------------------------
     V: int  # vocabulary size of the shape (robustness: of the failing vocabulary)

@@ -100,9 +100,9 @@ class Timing:
 
 #: The plan's keys: a run that was planned records all four, a load failure none.
 _PLAN_KEYS = ("planned_checks", "select", "left_out", "alpha_per_decision")
-#: Keys written only where they say something (a tree's or loop's contract, a loop's reach, an
-#: interruption, a sampler's counters).
-_SPARSE = ("contract", "reach", "interrupted", "sampler_calls", "sampler_rows", "sampler_seconds")
+#: Keys written only where they say something (a tree's or loop's contract, a loop's reach, what a
+#: tree sampler's declared limits kept from being posed, an interruption, a sampler's counters).
+_SPARSE = ("contract", "reach", "not_posed", "interrupted", "sampler_calls", "sampler_rows", "sampler_seconds")
 
 
 @dataclasses.dataclass
@@ -110,7 +110,9 @@ class RunInfo(Mapping[str, Any]):
     """What a run was: the subject, budget and seed, where it ran, its plan, and what it cost.
 
     ``left_out`` holds the ids of the battery's results a ``select`` left out (``[]`` for a whole
-    run); ``None`` where the run did not record them (a result of an older form).
+    run); ``None`` where the run did not record them (a result of an older form).  ``not_posed``:
+    the trees a tree sampler's declared limits (``max_children``, ...) kept its checks from posing,
+    ``"<check id>: <what>: <why>"`` each (``None`` where nothing was left out).
     """
 
     sampler: SamplerInfo = dataclasses.field(default_factory=SamplerInfo)
@@ -128,6 +130,7 @@ class RunInfo(Mapping[str, Any]):
     isolation: Isolation | None = None
     contract: str | None = None
     reach: str | None = None
+    not_posed: list[str] | None = None
     planned_checks: int | None = None
     select: list[str] | None = None
     left_out: list[str] | None = None

@@ -118,13 +118,11 @@ def check(
             from the nearest preset (or from ``budget`` when it is not the default); ``None``: the preset.
         on_cost: called with the plan's cost, timed by a short calibration, before the first check;
             ``False`` stops the run before it starts (:class:`~specverify.errors.NotStarted`).
-        workers: sampler processes the experiments' units are spread over (default: one a device
-            of ``devices``, else 1); each is isolated, time-limited and restarted on a fault as the
-            one is. For a given ``seed`` the counts, p-values and verdict do not depend on it.
+        workers: sampler processes to spread the experiments' units over (default: one a device of
+            ``devices``, else 1), each supervised; the counts, p-values and verdict do not depend on it.
         devices: one worker a device (``["cuda:0", "cuda:1"]``), in turn; overrides ``device``.
-        executor: ``"local"`` (processes on this machine) or ``"ray"``: the workers are Ray actors
-            (``pip install 'specverify[ray]'``) on the cluster at ``address``, or on a local one
-            started for the run when ``address`` is ``None``.
+        executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'specverify[ray]'``)
+            on the cluster at ``address``, or on a local one started for the run when it is ``None``.
         address: the Ray cluster's address (``executor="ray"`` only).
 
     Raises:
@@ -138,6 +136,18 @@ def check(
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     placement = Placement.of(workers, devices, executor, address, device)  # bad options fail before anything loads
+    run = _start(sampler, kind, budget, seed, select, spec, placement, isolation=isolation, timeout=timeout, on_wait=on_wait)
+    if on_cost is not None:
+        _gate(run, on_cost)
+    return _drive(run, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+
+
+def _start(
+    sampler: Any, kind: str | None, budget: Budget, seed: int, select: Iterable[str] | None, spec: str | None, placement: Placement, *,
+    isolation: str, timeout: float | None, on_wait: Callable[[float, float], None] | None,
+) -> Run:
+    """The subject loaded, its workers started and the Run planned on them; on any failure here
+    nothing is left running (a sampler's idle process is kept for the next run)."""
     start = time.perf_counter()
     subject, reason = _load(sampler, kind, budget, select, device=placement.device(0), isolation=isolation, timeout=timeout, spec=spec)
     if on_wait is not None and not subject.kind.generation:
@@ -150,16 +160,12 @@ def check(
         (pool or subject).kill()
         raise
     except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
-        if pool is not None:
-            pool.kill() if subject.kind.generation else pool.close()
-        else:
-            subject.kill() if subject.kind.generation else subject.close()
+        ending = pool if pool is not None else subject
+        ending.kill() if subject.kind.generation else ending.close()
         raise
     if placement.recorded:
         run.info.extra["workers"] = placement.to_json()
-    if on_cost is not None:
-        _gate(run, on_cost)
-    return _drive(run, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
+    return run
 
 
 def _gate(run: Run, on_cost: Callable[[RunCost], bool]) -> None:

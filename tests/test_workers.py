@@ -185,12 +185,15 @@ def test_cli_json_is_identical_for_any_worker_count(tmp_path):
         (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
     ],
 )
-def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path):
+def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
+    from specverify._cli import main
+
     path = tmp_path / "out.json"
-    done = subprocess.run([sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", "quick",
-                           "--json", str(path), "--no-progress", *options], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--json", str(path), "--no-progress", *options])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not path.exists()  # nothing ran
 
 
 def test_the_api_refuses_bad_worker_options():
@@ -198,3 +201,43 @@ def test_the_api_refuses_bad_worker_options():
         specverify.check(reference, workers=0)
     with pytest.raises(specverify.errors.UsageError, match="executor"):
         specverify.check(reference, executor="threads")
+
+
+# --- units run and tallied in isolated workers' processes (LocalPool of processes) ----------------
+
+
+def _isolated_pool(spec: str, n: int = 2, timeout: float | None = None) -> LocalPool:
+    return LocalPool([SamplerUnderTest(spec, isolation="process", timeout=timeout) for _ in range(n)])
+
+
+def test_isolated_workers_tally_in_their_processes_and_agree_with_one_in_process():
+    pool = _isolated_pool("specverify.samplers:reference")
+    try:
+        there = step_counts(_context(pool), _cases(), ROWS // 2, seed=9)
+        assert all(m.rows > 0 and m.calls > 0 for m in pool.members)  # the worker's counters came back with its units
+        ctx = _context(pool)
+        step_counts(ctx, _cases(), ROWS // 2, seed=9)
+        assert sum(r.rows for r in ctx.reached) == ROWS  # and what each unit gave the sampler
+    finally:
+        pool.close()
+    here = step_counts(_context(SerialPool(_sut())), _cases(), ROWS // 2, seed=9)
+    assert np.array_equal(there, here)
+
+
+@pytest.mark.parametrize(
+    ("spec", "timeout", "rule", "words"),
+    [
+        ("isolation_samplers:raises", None, "raised", "IndexError: index 7 is out of bounds"),
+        ("isolation_samplers:segfaults", None, "crashed", "process died"),  # no short limit: a core dump may take seconds
+        ("isolation_samplers:hangs", 2.0, "hang", "did not return within 2 s"),
+    ],
+)
+def test_a_fault_inside_a_workers_unit_is_the_samplers_fault(spec, timeout, rule, words):
+    pool = _isolated_pool(spec, timeout=timeout)
+    try:
+        with pytest.raises(SamplerFault) as caught:
+            step_counts(_context(pool), _cases(), ROWS // 2, seed=9)
+        assert caught.value.violation.rule == rule and words in caught.value.violation.message
+        assert pool.primary.last_fault is not None  # the run reads the details from its own worker
+    finally:
+        pool.kill()

@@ -9,8 +9,9 @@ sampler that draws its randomness from the generator it is given, as the chain c
 that draws from a global stream is caught by the contract's generator checks.)
 
 * :class:`LocalPool`: the run's sampler under test and ``N - 1`` more, each in its own supervised
-  process; one harness thread per worker feeds it units (the CLI's ``--workers N``,
-  ``--devices``).
+  process; one harness thread per worker sends it units, which it runs and tallies itself (only
+  the counts travel back, so the harness's share of the work is spread over the workers too: the
+  CLI's ``--workers N``, ``--devices``).
 * :class:`SerialPool`: the one sampler under test, units one after another (the default).
 * ``specverify._calling.ray_pool.RayPool``: the same units on Ray actors (``--executor ray``).
 
@@ -143,6 +144,9 @@ class LocalPool:
     def _on_free_member(self, work: Callable[[Any, U], Any], unit: U) -> UnitDone:
         member = self._free.get()  # never blocks: at most ``size`` units are in flight
         try:
+            if hasattr(member, "unit"):  # tallied in the worker's process: the harness's work is spread too
+                done: UnitDone = member.unit(work, unit, there=True)
+                return done
             return run_unit(member, work, unit)
         except SamplerFault as fault:
             fault.member = member  # type: ignore[attr-defined]  # whose fault details to keep

@@ -22,7 +22,7 @@ from typing import Any
 from .pool import COUNTERS, UnitDone, run_unit
 from ..errors import SamplerFault, SamplerSpecError, UsageError
 
-__all__ = ["ACTOR_RESTARTS", "RayPool"]
+__all__ = ["ACTOR_RESTARTS", "RayPool", "ray_usable"]
 
 #: How often Ray restarts a lost actor (and retries the unit it was running) before the check errs.
 ACTOR_RESTARTS = 3
@@ -46,6 +46,30 @@ class _Worker:
 
     def close(self) -> None:
         self.sut.close()
+
+
+def ray_usable(address: str | None, seconds: float = 5.0) -> None:
+    """Fail at once, in one line, where Ray is not installed or nothing listens at a ``host:port``
+    address (Ray itself retries for minutes); ``None``, ``"auto"`` and the like are Ray's to resolve.
+
+    Raises:
+        UsageError: saying which.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError("--executor ray needs Ray: pip install 'specverify[ray]'")
+    if not address or ":" not in address:
+        return
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    if not port.isdigit():
+        return
+    import socket
+
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
+    except OSError as exc:
+        raise UsageError(f"no Ray cluster could be joined at {address!r}: nothing answers there ({exc.strerror or exc})") from None
 
 
 class RayPool:
@@ -78,10 +102,10 @@ class RayPool:
                 where = f"at {placement.address!r}" if placement.address else "locally"
                 raise UsageError(f"no Ray cluster could be joined {where}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= placement.workers else 0
-        remote = ray.remote(_Worker).options(num_cpus=1, num_gpus=gpus, max_restarts=ACTOR_RESTARTS, max_task_retries=ACTOR_RESTARTS)
+        remote: Any = ray.remote(_Worker).options(num_cpus=1, num_gpus=gpus, max_restarts=ACTOR_RESTARTS, max_task_retries=ACTOR_RESTARTS)
         options = {"timeout": timeout, "first_timeout": first_timeout, "generation": subject.kind.generation, "spec": spec}
         loaded = spec if spec is not None else sampler
-        actors = [remote.remote(loaded, None if gpus else placement.device(i), options, list(sys.path)) for i in range(placement.workers)]
+        actors: list[Any] = [remote.remote(loaded, None if gpus else placement.device(i), options, list(sys.path)) for i in range(placement.workers)]
         try:
             started = ray.get([actor.ready.remote() for actor in actors])
         except Exception as exc:  # noqa: BLE001 - the actor's load failure, wrapped by Ray

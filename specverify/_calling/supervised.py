@@ -220,6 +220,35 @@ class Supervised:
         except WorkerLoadError as exc:
             raise self._fault(Violation("crashed", f"the sampler's process could not be restarted: {exc}")) from None
 
+    def unit(self, work: Callable[[Any, Any], Any], unit: Any, *, there: bool) -> Any:
+        """``work(self, unit)`` (:func:`specverify._calling.pool.run_unit`): with ``there`` and an
+        isolated step sampler, run and tallied in the sampler's process, so only the unit's result
+        (counts) travels back and the harness's work on it runs on the worker's core; else here.
+        Either way the same calls and audits, the same result.
+        """
+        from .pool import UnitDone, run_unit
+
+        if not there or self._process is None or self.kind.generation:
+            return run_unit(self, work, unit)
+        self._fresh_process()
+        started = time.perf_counter()
+        try:
+            tag, value = self._process.call_unit((work.__module__, work.__qualname__), unit, limit=self.limit(CallLimit.MEASURED_ELEMENTS))
+        except WorkerRaised as exc:  # the unit's own code, not the sampler: a harness error, never a pass
+            raise RuntimeError(f"a unit failed in the sampler's process: {exc.type_name}: {exc.text}\n{exc.trace}") from None
+        except (WorkerHung, WorkerDied) as exc:
+            raise self._worker_fault(exc, self.calls + 1, "a unit of an experiment, run in its process") from None
+        if tag == "fault":
+            value.details = {**self._evidence(), **value.details}
+            self.last_fault = value
+            raise value
+        done: UnitDone = value
+        for name in ("calls", "rows", "seconds"):
+            setattr(self, name, getattr(self, name) + done.usage.get(name, 0))
+        self._warm = True
+        self.limit.observe(0, (time.perf_counter() - started) / max(1, int(done.usage.get("calls", 1))), warm=True)
+        return done
+
     def _worker_fault(self, exc: WorkerRaised | WorkerHung | WorkerDied, first_call: int, where: str) -> SamplerFault:
         """The fault a call's end in the sampler's process is: it raised, hung (and was killed), or died."""
         if isinstance(exc, WorkerRaised):

@@ -26,7 +26,7 @@ import torch
 from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
 from .._contract import Capabilities, capabilities_of, resolve_sampler
 from .._warps.declared import DeclaredWarp, declared_warp, from_reference
-from .._kinds import Kind, LoopKind, kind_of
+from .._kinds import Kind, LoopKind, TreeKind, kind_of
 from .._layout import StepLayout
 from .loop import DEFAULT_TIMEOUT, LoopCalls
 from .._reach import ReachRecorder
@@ -125,6 +125,12 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
                 self.close()
                 raise SamplerSpecError(f"{sampler!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")
             self.kind = _taken_for_a_loop(sampler)
+        if self.capabilities.tree_limits and not isinstance(self.kind, TreeKind):
+            self.close()
+            raise SamplerSpecError(
+                f"{self.name} declares max_children, max_depth, max_nodes or reserved_tokens, capabilities of a tree sampler, "
+                f"but is of the {self.kind.name} kind (a tree sampler declares contract='tree': @specverify.tree_sampler)"
+            )
         self.dtype = self.capabilities.dtypes[0]
         self.layout: StepLayout[Any] = self.kind.layout  # how its outputs are audited and coded
 

@@ -34,6 +34,7 @@ from .._calling.supervised import (
     raised,
 )
 from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
+from .._trees.limits import TreeLimits
 from .._worker import WorkerDied, WorkerHung, WorkerRaised
 from ..errors import SamplerFault
 
@@ -76,6 +77,11 @@ class TreeCalls(Supervised):
     def algorithm(self) -> str | None:
         """The tree algorithm the sampler declares (``None``: an unlisted verifier, or not a tree sampler)."""
         return getattr(self.kind, "algorithm", None)
+
+    @property
+    def tree_limits(self) -> TreeLimits:
+        """The trees the sampler declares it takes (children a node, depth, nodes, reserved ids)."""
+        return TreeLimits.of(self.capabilities)
 
     def passed(self, tree: TreeBatch) -> TreeBatch:
         """The tree with its laws rounded as the sampler receives them (exact laws are computed from it)."""

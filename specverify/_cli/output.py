@@ -117,6 +117,8 @@ def print_verdict(console, result, args) -> None:
     reason = getattr(result, "verdict_reason", None)  # why the verdict is no better (an inconclusive subset, ...)
     if reason:
         console.print(f"  why: {escape(reason)}")
+    for left in getattr(result.run, "not_posed", None) or []:  # what the sampler's declared tree limits kept out
+        console.print(f"  not posed: {escape(left)}")
     finding = warp_finding(result.run.get("warp"))  # which law it was judged by; another preset's, apart
     for text in finding.lines() if finding is not None else ():
         console.print(f"[dim]{escape(text)}[/]" if text.startswith("  ") else escape(text))

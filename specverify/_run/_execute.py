@@ -82,6 +82,8 @@ class Run:
         self.info.planned_checks = len(self.planned)
         self.info.select = self.select
         self.info.left_out = left_out_of(subject, self.select)
+        if not self.is_loop:  # what the subject's declared limits keep from being posed, said once for the run
+            self.info.not_posed = [f"{p.id}: {why}" for p in self.planned for why in p.check.not_posed(subject)] or None
         self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
         self.info.extra["plan"] = plan_cost(self.planned, budget, NOT_CALIBRATED).to_json()  # the samples; timed by --plan
         self.interrupted = False

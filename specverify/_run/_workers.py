@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._calling.pool import LocalPool, Pool, SerialPool
+from .._calling.ray_pool import ray_usable
 from .._calling.sut import SamplerUnderTest, check_device
 from ..errors import SamplerSpecError, UsageError
 
@@ -53,6 +54,8 @@ class Placement:
                         check_device(name)
                     except SamplerSpecError as exc:
                         raise UsageError(str(exc)) from None
+        if executor == "ray":
+            ray_usable(address)
         return cls(workers or (len(listed) if listed else 1), listed, executor, address, device)
 
     def device(self, index: int) -> str | None:

@@ -31,6 +31,7 @@ from .wire import (
     LOAD,
     STEP,
     TREE_STEP,
+    UNIT,
     Channel,
     encode,
     encode_value,
@@ -54,6 +55,8 @@ class Worker:
     beat: mmap.mmap
     page_watch: PageWatch | None
     sampler: Any = None
+    raw: Any = None  # the sampler as loaded, before its kind posed it (what a unit's sampler under test wraps)
+    local: Any = None  # the in-process sampler under test units run on, built at the first unit
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
     arenas: dict[int, WorkerArena] = dataclasses.field(default_factory=dict)
     generator: torch.Generator | None = None
@@ -105,6 +108,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
     try:
         sampler = resolve_sampler(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
         kind = kind_of(sampler)
+        worker.raw, worker.local = sampler, None
         warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._warps.declared)
         sampler = worker.sampler = kind.posed(sampler)
         capabilities = capabilities_of(sampler)
@@ -285,12 +289,50 @@ def serve_generate(worker: Worker, body: dict[str, Any]) -> None:
     worker.send(("done", encode_value(output, torch.device("cpu"))))
 
 
+class _Beating:
+    """The sampler, beating the shared counter at each call (so the harness times each call of a
+    unit, as it times each call it makes itself); its declarations read through."""
+
+    def __init__(self, sampler: Any, beat: Callable[[], None]) -> None:
+        self._sampler, self._beat = sampler, beat
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._beat()
+        return self._sampler(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sampler, name)
+
+
+def serve_unit(worker: Worker, body: dict[str, Any]) -> None:
+    """An experiment's unit (:mod:`specverify._calling.pool`), run here on an in-process sampler
+    under test (the same calls and audits as the harness makes) and tallied here: the reply is its
+    result (counts), what it reached and its counters, or the sampler's fault."""
+    from .._calling.pool import run_unit
+    from .._calling.sut import SamplerUnderTest
+    from ..errors import SamplerFault
+
+    try:
+        if worker.local is None:
+            worker.local = SamplerUnderTest(worker.raw, isolation="in-process", timed=False, device=str(worker.device))
+            worker.local.sampler = _Beating(worker.local.sampler, worker.beat_once)
+        done = run_unit(worker.local, _by_reference(*body["work"]), body["unit"])
+    except SamplerFault as fault:
+        worker.send(("fault", fault))
+        return
+    except BaseException as exc:  # noqa: BLE001 - the unit's own code failed here: a harness error, reported
+        worker.send(raised(exc, what="the harness's unit"))
+        return
+    worker.send(("done", done))
+
+
 #: What serves each verb (:mod:`specverify._worker.wire`): one entry per way a sampler is called.
 SERVES: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
     LOAD: load,
     STEP: serve_step,
     TREE_STEP: serve_tree_step,
     GENERATE: serve_generate,
+    UNIT: serve_unit,
 }
 
 

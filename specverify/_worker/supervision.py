@@ -37,6 +37,7 @@ from .._threads import sampler_env, sampler_threads
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
     GENERATE,
+    UNIT,
     LOAD,
     STEP,
     TREE_STEP,
@@ -407,6 +408,24 @@ class SamplerProcess:
             _, type_name, text, trace = reply[:4]
             raise WorkerRaised(type_name, text, trace, calls_made)
         return reply[1], calls_made
+
+    def call_unit(self, work: tuple[str, str], unit: Any, *, limit: float) -> tuple[str, Any]:
+        """Run an experiment's unit in the worker (``work`` by module and name): ``("done", UnitDone)``
+        or ``("fault", SamplerFault)``.  The worker beats at every sampler call, so ``limit`` is
+        how long one call may take.
+
+        Raises:
+            WorkerRaised: the unit's harness code raised there (a harness bug, not the sampler's).
+            WorkerDied, WorkerHung: as for a call.
+        """
+        self.drain(limit)
+        started = self._beat_count()
+        self._send((UNIT, {"work": work, "unit": unit}))
+        reply = self._wait(limit, calls_before=started)
+        if reply[0] == "raised":
+            _, type_name, text, trace = reply[:4]
+            raise WorkerRaised(type_name, text, trace, self._beat_count() - started)
+        return reply[0], reply[1]
 
     def _next_generation(self) -> int:
         self._generation += 1

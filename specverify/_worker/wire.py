@@ -25,6 +25,7 @@ __all__ = [
     "LOAD",
     "STEP",
     "TREE_STEP",
+    "UNIT",
     "Channel",
     "WorkerDied",
     "WorkerHung",
@@ -44,6 +45,9 @@ LOAD = "load"
 STEP = "step"
 TREE_STEP = "tree-step"
 GENERATE = "generate"
+#: A unit of an experiment (:mod:`specverify._calling.pool`), run and tallied in the worker: its
+#: counts travel back, not its tokens.
+UNIT = "unit"
 
 
 class WorkerLoadError(Exception):

@@ -40,7 +40,7 @@ from ._exact import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridChe
 from ._fit import EveryShapeCheck, ModelFitCheck, RenormalisationCheck, StepLawCheck
 from ._robustness import EdgeValidityCheck, LargeVocabCheck
 from ._shapes import EdgeLawCheck, FullSizeGridCheck, ShapeConditionalCheck, ShapeTargetLawCheck
-from ._trees import tree_battery
+from ._tree_battery import tree_battery
 
 __all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 

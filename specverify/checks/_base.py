@@ -192,6 +192,11 @@ class Check(abc.ABC):
         """Why the check cannot run on this subject, or ``None``: it runs."""
         return None
 
+    def not_posed(self, sut: Any) -> list[str]:
+        """What the subject's declared limits keep this check from posing, each in words (a tree
+        sampler's ``max_children``, ...); the run's record lists them (``run.not_posed``)."""
+        return []
+
     def decision_list(self) -> list[Decision]:
         """The results the check reports, one each (default: one, the check's own id)."""
         return [Decision(self.id, self.family, self.case, self.proves)]

@@ -18,6 +18,7 @@ import torch
 from .._evidence import TreeCase
 from .._oracle import normalise
 from .._trees.contract import TreeBatch
+from .._trees.limits import TreeLimits
 from ..errors import SamplerFault
 from ._fixtures import random_laws
 
@@ -38,6 +39,7 @@ __all__ = [
     "fixed_tree",
     "lumped_model",
     "outside_drafting",
+    "posed_parents",
     "production_actives",
     "production_tree",
     "rows_slice",
@@ -182,19 +184,40 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
     return TreeBatch(parents, tokens, normalise(target), normalise(draft))
 
 
+def posed_parents(kind: str, algorithm: str | None) -> tuple[int, ...]:
+    """The parents of the tree :func:`fixed_tree` poses for ``kind`` (a chain of as many nodes for
+    block verification), so a check knows its shape before it draws the tree."""
+    kind = "zeros" if kind == "draft-zero" else kind
+    shape = TREE_SHAPES[CONDITIONAL_KINDS[kind]] if kind in CONDITIONAL_KINDS else AUDIT_ONLY[kind]
+    if algorithm == BLOCK or kind in ("chain", "weighted-residual"):
+        return tuple(range(-1, shape.nodes - 1))
+    return shape.parents
+
+
 # --- production vocabularies: a few active tokens and a lumped tail --------------------------
 
 
-def production_actives(vocab: int) -> torch.Tensor:
-    """The conditional case's active tokens: past the first 1,024-token tile, the middle, the last id."""
-    return torch.tensor(sorted({1024 % vocab, vocab // 2, vocab - 1}), dtype=torch.int64)
+def _free(ids: list[int], vocab: int, limits: TreeLimits | None) -> list[int]:
+    """``ids`` with each reserved one moved to the nearest id neither reserved nor already taken."""
+    if limits is None or not limits.reserved:
+        return ids
+    out: list[int] = []
+    for token in ids:
+        out.append(limits.free_near(token, vocab, out))
+    return out
 
 
-def production_tree(vocab: int, seed: int) -> TreeBatch:
+def production_actives(vocab: int, limits: TreeLimits | None = None) -> torch.Tensor:
+    """The conditional case's active tokens: past the first 1,024-token tile, the middle, the last id
+    (each moved to the nearest free id where the sampler reserves it: candidates are never reserved)."""
+    return torch.tensor(sorted(set(_free(sorted({1024 % vocab, vocab // 2, vocab - 1}), vocab, limits))), dtype=torch.int64)
+
+
+def production_tree(vocab: int, seed: int, limits: TreeLimits | None = None) -> TreeBatch:
     """A root with two children and a grandchild, the candidates the active tokens, every law 90%
     on the active tokens (random) and 10% spread over all ``V`` (so the tail is one cell per node)."""
     g = torch.Generator().manual_seed(seed)
-    actives = production_actives(vocab)
+    actives = production_actives(vocab, limits)
     n = len(PRODUCTION_PARENTS)
 
     def laws() -> torch.Tensor:
@@ -223,6 +246,8 @@ class LumpedModel:
     actives: torch.Tensor
     target_classes: torch.Tensor
     draft_classes: torch.Tensor
+    #: token ids the draft gives no mass (the sampler reserves them: never a candidate)
+    reserved: tuple[int, ...] = ()
 
     @property
     def vocab_size(self) -> int:
@@ -249,7 +274,8 @@ class LumpedModel:
         return self._law(self.target_classes, prefix)
 
     def draft(self, prefix: torch.Tensor) -> torch.Tensor:
-        return self._law(self.draft_classes, prefix)
+        law = self._law(self.draft_classes, prefix)
+        return TreeLimits(reserved=self.reserved).drafts_without_reserved(law)
 
     def class_law(self, length: int) -> np.ndarray:
         """``[(A+1)**length]``: the target's law of the classes of ``length`` tokens (base A+1)."""
@@ -264,17 +290,18 @@ class LumpedModel:
         return np.array(law)
 
 
-def lumped_model(vocab: int, seed: int) -> LumpedModel:
-    """Active tokens past the first 1,024-token tile and at the last index, and a diffuse tail."""
+def lumped_model(vocab: int, seed: int, limits: TreeLimits | None = None) -> LumpedModel:
+    """Active tokens past the first 1,024-token tile and at the last index, and a diffuse tail
+    (the draft's tail without the ids the sampler reserves, and no active token reserved)."""
     g = torch.Generator().manual_seed(seed)
-    actives = torch.tensor(sorted({1024 % vocab, vocab - 1}), dtype=torch.int64)
+    actives = torch.tensor(sorted(_free(sorted({1024 % vocab, vocab - 1}), vocab, limits)), dtype=torch.int64)
     a = actives.numel()
 
     def table() -> torch.Tensor:
         law = random_laws(g, (a + 2, a + 1))
         return 0.8 * law + 0.2 * torch.eye(a + 1, dtype=torch.float64)[torch.arange(a + 2) % (a + 1)]
 
-    return LumpedModel(vocab, actives, table(), table())
+    return LumpedModel(vocab, actives, table(), table(), () if limits is None else limits.reserved)
 
 
 # --- a failing case, for the report --------------------------------------------------------
@@ -315,7 +342,35 @@ def case_json(
         out["rows"] = [{"node": n, "target": tree.target_probs[0, n].tolist(), "draft": None if draft is None else draft[0, n].tolist()} for n in nodes]
         out["rows_of"] = why
         out["smallest_difference"] = None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
+    mechanism = _mechanism(tree, out, real, fault)
+    if mechanism:
+        out["mechanism"] = mechanism
     return out
+
+
+def _mechanism(tree: TreeBatch, case: TreeCase, real: int, fault: SamplerFault | None) -> str | None:
+    """How the case fails, in words: which step of the walk (an accepted child, the residual after
+    a node's children are rejected, the bonus after a leaf) produced what the law forbids."""
+    parents = tree.parents[0, :real].tolist()
+    leaf = lambda n: n not in parents[1:]  # noqa: E731
+    if "path" in case:
+        path = [n for n in case["path"] if 0 <= n < real]
+        token, at = case.get("token", -1), case.get("breaks_at")
+        last = path[-1] if path else 0
+        after = f"the bonus after a leaf (node {last}), drawn from the target there" if leaf(last) else f"the residual after node {last}'s children were rejected"
+        if at is not None and at > 0 and float(tree.target_probs[0, parents[at], tree.tokens[0, at]]) == 0.0:
+            return f"an accepted child: node {at} (token {int(tree.tokens[0, at])}) was accepted although its target probability at node {parents[at]} is 0"
+        if at is not None:
+            return f"the token after the path: {token} was emitted as {after}, where its target probability is 0"
+        if fault is not None:
+            return f"{fault.violation.rule}: the output after path {path} (ending at {'a leaf' if leaf(last) else 'an inner node'}, node {last}) breaks the contract"
+    if "ends_observed" in case and "ends_expected" in case:
+        gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
+        node = int(gaps.argmax())
+        how = (f"a leaf: its token accepted, then the bonus drawn from the target at node {node}" if leaf(node)
+               else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the residual drawn there")
+        return f"paths ending at node {node}, {how}: {case['ends_observed'][node]} observed against {case['ends_expected'][node]:.1f} expected"
+    return None
 
 
 #: The largest vocabulary whose target and draft rows a failing tree case carries.

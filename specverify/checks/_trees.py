@@ -20,10 +20,8 @@ declared algorithm's law and its algorithm's acceptance.
   completed by the target to ``D + 1`` tokens, against the target's joint law; failure ``loss``.
   Kinds ``V=<n>`` do it at production vocabularies on a structured model (a few active tokens, the
   rest lumped into one tail cell per position, so the cells stay few whatever ``V``);
-* ``trees.acceptance[kind]``: accepted candidates per call against the declared algorithm's exact
-  expectation on the same candidates (fewer: ``suboptimal``; more is information, said in the
-  message and ``evidence["accepts_more"]``, never a failure: the law checks judge the law); a sampler
-  declaring no algorithm is held to the best listed algorithm lossless for those candidates.
+* ``trees.acceptance[kind]`` (:mod:`specverify.checks._tree_acceptance`): accepted candidates per
+  call against the declared algorithm's exact expectation on the same candidates;
 
 * ``trees.robustness[duplicates|draft-zero]`` (a without-replacement sampler only): trees its
   drafter cannot produce (duplicate siblings; a child of draft probability 0), which its law checks
@@ -53,17 +51,15 @@ from .._result import CheckResult
 from .._trees.contract import TreeBatch, last_nodes
 from .._kinds import TreeKind, kind_of
 from .._trees.draw import completed_sequences, draw_tree, emitted_sequences
-from .._trees.exact import accepted_law, tree_law
 from ..errors import SamplerFault
-from ..stats import gof_test, mean_test, samples_needed
-from ._base import Check, Context, check_id, fault_result, registered
+from ..stats import gof_test, samples_needed
+from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_laws
 from ._tally import largest_deviation
 from ._tree_cases import (
     AUDIT_ONLY,
     CONDITIONAL_KINDS,
     PRODUCTION_PARENTS,
-    PRODUCTION_VOCABS,
     ROBUSTNESS_KINDS,
     TREE_SHAPES,
     WITHOUT_REPLACEMENT,
@@ -73,13 +69,15 @@ from ._tree_cases import (
     fixed_tree,
     lumped_model,
     outside_drafting,
+    posed_parents,
     production_actives,
     production_tree,
     rows_slice,
 )
 from ._tree_cases import BLOCK as _BLOCK
+from ._tree_posing import NOT_POSED, Posed, drawn_posed, fixed_posed, fixed_within, generated_within, model_drafts
 
-__all__ = ["tree_battery"]
+__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck", "TreeTargetLawCheck"]
 
 #: Rows per sampler call the family makes (the sampler's own max_batch splits them further) ...
 CHUNK_ROWS = 4_096
@@ -130,6 +128,16 @@ class TreeCheck(Check):
         return check_id(self.family, self.name, self.case)
 
     def skip_reason(self, sut: Any) -> str | None:
+        reason = self.unfit(sut)
+        if reason:
+            return reason
+        posed, left = self.posed(sut.algorithm), self.not_posed(sut)
+        if posed and len(left) == len(posed):  # nothing left to pose: a skip that says why, never a pass
+            return f"{NOT_POSED}: " + "; ".join(left)
+        return None
+
+    def unfit(self, sut: Any) -> str | None:
+        """Why the check cannot run on the sampler, its declared tree limits aside."""
         if not isinstance(kind_of(sut), TreeKind):
             return "a check of tree samplers (the sampler does not declare contract='tree')"
         if self.needs_algorithm and sut.algorithm is None:
@@ -146,6 +154,17 @@ class TreeCheck(Check):
 
     def shape_name(self) -> str | None:
         return None
+
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        """The trees the check poses, as ``(what, parents, V, distinct)`` (``distinct``: siblings
+        drawn without replacement from the draft), before the sampler's declared limits."""
+        return []
+
+    def not_posed(self, sut: Any) -> list[str]:
+        if not isinstance(kind_of(sut), TreeKind) or not sut.tree_limits.declared or self.unfit(sut):
+            return []
+        limits = sut.tree_limits
+        return [f"{what}: {why}" for what, parents, vocab, distinct in self.posed(sut.algorithm) if (why := limits.shape_reason(parents, vocab, distinct=distinct))]
 
     def result(self, status: str, message: str, **fields: Any) -> CheckResult:
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
@@ -226,23 +245,33 @@ class TreeOutputCheck(TreeCheck):
     statistical: bool = False
     proves: str | None = "contract"
 
+    @staticmethod
+    def kinds(algorithm: str | None) -> list[str]:
+        return [k for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY) if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None]
+
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        return [fixed_posed(kind, algorithm) for kind in self.kinds(algorithm)]
+
     def run(self, ctx: Context) -> CheckResult:
         sut = _sut(ctx)
-        algorithm = sut.algorithm
-        kinds = [k for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY) if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None]
+        limits = sut.tree_limits
         rows = 64
-        audited = []
+        audited, left = [], []
         try:
-            for kind in kinds:
-                tree = fixed_tree(kind, ctx.seed_for(self.id, kind), algorithm)
-                if sut.unsupported(tree.vocab):
+            for kind in self.kinds(sut.algorithm):
+                what, parents, vocab, _ = fixed_posed(kind, sut.algorithm)
+                why = limits.shape_reason(parents) or sut.unsupported(vocab)
+                if why:
+                    left.append(f"{what}: {why}")
                     continue
+                tree = fixed_within(sut, kind, ctx.seed_for(self.id, kind))
                 path, _ = sut.step(sut.passed(_expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g")))
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree": kind, "tree_case": case_json(tree, fault=fault)})
-        return self.result("pass", f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited), samples=rows * len(audited))
+        message = f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited)
+        return self.result("pass", message + (f"; {NOT_POSED}: " + "; ".join(left) if left else ""), samples=rows * len(audited), evidence={"not_posed": left} if left else {})
 
 
 @dataclasses.dataclass
@@ -254,10 +283,13 @@ class TreeSupportCheck(TreeCheck):
     statistical: bool = False
     proves: str | None = "support"
 
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        return [fixed_posed("zeros", algorithm)]
+
     def run(self, ctx: Context) -> CheckResult:
         sut = _sut(ctx)
         kind = "zeros"
-        tree = fixed_tree(kind, ctx.seed_for(self.id), sut.algorithm)
+        tree = fixed_within(sut, kind, ctx.seed_for(self.id))
         rows = 512
         batch = sut.passed(_expand(tree, rows))
         done = []
@@ -297,12 +329,18 @@ class TreeGeneratedOutputCheck(TreeCheck):
     proves: str | None = "contract"
 
     def run(self, ctx: Context) -> CheckResult:
-        from ..strategies._internal.trees import tree_cases
+        from ..strategies._internal.trees import MAX_SIBLINGS, tree_cases
         from ._search import Outcome, search_and_confirm
 
         sut = _sut(ctx)
         zero_coins = bool(sut.capabilities.uniforms)
-        strategy = tree_cases(shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed", max_nodes=GENERATED_MAX_NODES)
+        limits = sut.tree_limits
+        strategy = tree_cases(
+            shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed",
+            max_nodes=min(GENERATED_MAX_NODES, limits.max_nodes or GENERATED_MAX_NODES), max_siblings=min(MAX_SIBLINGS, limits.max_children or MAX_SIBLINGS),
+        )
+        if limits.declared:  # else the very strategy as before: the same trees, the same shrinking
+            strategy = strategy.map(lambda case: generated_within(case, limits))
 
         def evaluate(case: Any, seed: int, alpha: float, stage: str) -> Outcome:
             if sut.unsupported(case.tree.vocab):
@@ -323,12 +361,22 @@ class TreeGeneratedOutputCheck(TreeCheck):
             evidence: Evidence = {"tree": f"generated {case.shape} tree", "tree_case": case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
             return fault_result(self, outcome.fault, evidence=evidence)
         coins = " and with every coin exactly 0" if zero_coins else ""
+        cut = self.not_posed(sut)
         return self.result(
             "pass",
             f"{samples} outputs valid on {search.examples} generated trees (up to {GENERATED_MAX_NODES} nodes, every shape and sibling kind), "
-            f"called with the sampler's coins{coins}",
+            f"called with the sampler's coins{coins}" + (f"; {cut[0]}" if cut else ""),
             samples=samples,
+            evidence=Evidence(not_posed=cut) if cut else Evidence(),
         )
+
+    def not_posed(self, sut: Any) -> list[str]:
+        if not isinstance(kind_of(sut), TreeKind) or not sut.tree_limits.declared or self.unfit(sut):
+            return []
+        limits = sut.tree_limits
+        if limits.max_children is None and limits.max_depth is None and limits.max_nodes is None:
+            return []  # reserved ids only: every generated tree is posed, its reserved candidates renamed
+        return [f"generated trees cut to the declared limits ({limits.describe(shape_only=True)}): nodes past them not posed"]
 
 
 @dataclasses.dataclass
@@ -342,8 +390,13 @@ class TreeConditionalCheck(TreeCheck):
     def shape_name(self) -> str | None:
         return CONDITIONAL_KINDS.get(self.case or "")
 
-    def skip_reason(self, sut: Any) -> str | None:
-        reason = super().skip_reason(sut)
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        if self.case in CONDITIONAL_KINDS:
+            return [fixed_posed(self.case or "", algorithm)]
+        return [(f"the tree at {self.case} (3 candidates)", PRODUCTION_PARENTS, int((self.case or "V=0")[2:]), False)]
+
+    def unfit(self, sut: Any) -> str | None:
+        reason = super().unfit(sut)
         if not reason and self.case in ROBUSTNESS_KINDS and sut.algorithm == WITHOUT_REPLACEMENT:
             return f"{ROBUSTNESS_KINDS[self.case]}: a without-replacement drafter cannot produce them, so no law is judged there (trees.robustness[{self.case}] poses them, for the contract)"
         if reason or self.case in CONDITIONAL_KINDS:
@@ -359,7 +412,7 @@ class TreeConditionalCheck(TreeCheck):
         if self.case in CONDITIONAL_KINDS:
             shape = TREE_SHAPES[CONDITIONAL_KINDS[self.case or ""]]
             for attempt in range(20):  # a draw whose law is nearly a point mass tests little: the next seed
-                tree = sut.passed(fixed_tree(self.case or "", ctx.seed_for(self.id, "tree", attempt), algorithm))
+                tree = sut.passed(fixed_within(sut, self.case or "", ctx.seed_for(self.id, "tree", attempt)))
                 full = sut.layout.law(tree)[0]  # the declared algorithm's law
                 if (full > 1e-3).sum() >= 4 or self.case == "weighted-residual":  # that one is fixed by design
                     break
@@ -370,9 +423,9 @@ class TreeConditionalCheck(TreeCheck):
             if vocab > ctx.budget.shape_max_vocab:
                 return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
-            tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree")))
+            tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree"), sut.tree_limits))
             full = sut.layout.law(tree)[0]
-            actives = production_actives(vocab)
+            actives = production_actives(vocab, sut.tree_limits)
             classes = torch.full((vocab,), actives.numel(), dtype=torch.int64)
             classes[actives] = torch.arange(actives.numel())
             label = lambda c: f"token {int(actives[c])}" if c < actives.numel() else "the tail (every other token)"  # noqa: E731
@@ -411,17 +464,20 @@ class TreeRobustnessCheck(TreeCheck):
     statistical: bool = False
     proves: str | None = "contract"
 
-    def skip_reason(self, sut: Any) -> str | None:
-        reason = super().skip_reason(sut)
+    def unfit(self, sut: Any) -> str | None:
+        reason = super().unfit(sut)
         if not reason and sut.algorithm != WITHOUT_REPLACEMENT:
             return "the sampler's declared drafting produces every tree the law checks pose (only without-replacement drafting excludes some)"
         return reason
+
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        return [fixed_posed(self.case or "", algorithm)]
 
     def run(self, ctx: Context) -> CheckResult:
         sut = _sut(ctx)
         algorithm, kind = sut.algorithm, self.case or ""
         assert algorithm is not None  # without-replacement: skip_reason lets no other run
-        tree = sut.passed(fixed_tree(kind, ctx.seed_for(self.id, "tree"), algorithm))
+        tree = sut.passed(fixed_within(sut, kind, ctx.seed_for(self.id, "tree")))
         law = sut.layout.law(tree)[0].reshape(-1).numpy()
         rows = _rows(ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab)
         try:
@@ -455,8 +511,11 @@ class TreeTargetLawCheck(TreeCheck):
     def shape_name(self) -> str | None:
         return self.case if self.case in TREE_SHAPES else None
 
-    def skip_reason(self, sut: Any) -> str | None:
-        reason = super().skip_reason(sut)
+    def posed(self, algorithm: str | None) -> list[Posed]:
+        return drawn_posed(self.case or "", algorithm)
+
+    def unfit(self, sut: Any) -> str | None:
+        reason = super().unfit(sut)
         if reason or self.case in TREE_SHAPES:
             return reason
         if sut.algorithm == _BLOCK:
@@ -473,7 +532,8 @@ class TreeTargetLawCheck(TreeCheck):
             shape = dataclasses.replace(shape, parents=parents)
             g = torch.Generator().manual_seed(seed)
             zeros = 0.6 if shape.large else 0.0
-            model: Any = ChainModel(random_laws(g, (shape.vocab, shape.vocab), zeros=zeros), random_laws(g, (shape.vocab, shape.vocab)), (0,))
+            target = random_laws(g, (shape.vocab, shape.vocab), zeros=zeros)
+            model: Any = ChainModel(target, model_drafts(sut, random_laws(g, (shape.vocab, shape.vocab))), (0,))
             length = shape.depth + 1
             law = target_law(model, length).numpy()
 
@@ -484,7 +544,7 @@ class TreeTargetLawCheck(TreeCheck):
             if vocab > ctx.budget.shape_max_vocab:
                 return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
-            model = lumped_model(vocab, seed)
+            model = lumped_model(vocab, seed, sut.tree_limits)
             length = shape.depth + 1
             law = model.class_law(length)
             base = model.actives.numel() + 1
@@ -516,82 +576,3 @@ class TreeTargetLawCheck(TreeCheck):
             f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; {_detects(test, claim, ctx.budget.power, TARGET_LAW)}"
         )
         return _law_result(self, ctx, test, claim, rows, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)
-
-
-def _lossless_for(algorithm: str | None) -> tuple[str, ...]:
-    """The algorithms an acceptance is held to: the declared one, or every listed algorithm that is
-    lossless for candidates drawn as this family draws them for an undeclared sampler (i.i.d.)."""
-    return (algorithm,) if algorithm is not None else ("specinfer", "target-only")
-
-
-@dataclasses.dataclass
-class TreeAcceptanceCheck(TreeCheck):
-    """Accepted candidates per call against the algorithm's exact expectation on the same candidates."""
-
-    name: str = "acceptance"
-    proves: str | None = "suboptimal"
-
-    def shape_name(self) -> str | None:
-        return self.case
-
-    def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
-        algorithm = sut.algorithm
-        shape = TREE_SHAPES[self.case or ""]
-        parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
-        shape = dataclasses.replace(shape, parents=parents)
-        g = torch.Generator().manual_seed(ctx.seed_for(self.id, "model"))
-        model = ChainModel(random_laws(g, (shape.vocab, shape.vocab)), random_laws(g, (shape.vocab, shape.vocab)), (0,))
-        alpha = ctx.alpha / 2
-        rows = _rows(ctx, shape.depth, alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
-        references = _lossless_for(algorithm)
-        values: list[np.ndarray] = []
-        laws: dict[str, list[np.ndarray]] = {name: [] for name in references}
-        try:
-            for tree, path, _ in _run_rows(ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab):
-                values.append(((path >= 0).sum(dim=1) - 1).numpy())
-                for name in references:
-                    laws[name].append(accepted_law(tree, tree_law(tree, name)).numpy())
-        except SamplerFault as fault:
-            return fault_result(self, fault)
-        observed = np.concatenate(values)
-        # One law for every row, the average of the rows' exact laws: its moment generating function
-        # bounds the product of the rows' (AM-GM), so the Chernoff p-values stay valid, if conservative.
-        tests = {name: mean_test(observed, np.concatenate(laws[name]).mean(axis=0), alpha=alpha, power=ctx.budget.power) for name in references}
-        best = max(references, key=lambda name: tests[name].expected_mean)
-        test = tests[best]
-        detectable = test.min_detectable_drop or float("inf")
-        evidence: Evidence = {
-            "algorithm": algorithm, "held_to": best, "observed_accepted": test.observed_mean, "expected_accepted": test.expected_mean,
-            "expected_by_algorithm": {name: t.expected_mean for name, t in tests.items()}, "ratio": test.observed_mean / max(test.expected_mean, 1e-12),
-            "min_detectable_drop": detectable, "power": ctx.budget.power, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high,
-        }
-        common = dict(alpha=alpha, samples=rows, evidence=evidence)
-        summary = (
-            f"{test.observed_mean:.4f} accepted candidates per call, {best!r} expects {test.expected_mean:.4f} on the same candidates "
-            f"({rows} calls, trees of {shape.nodes - 1} candidates, V={shape.vocab}); a drop of {detectable:.3g} is detected with probability >= {ctx.budget.power}"
-        )
-        if test.pvalue_low <= alpha:
-            return self.result("fail", f"accepts fewer candidates than {best!r}: {summary}", finding="suboptimal", p_value=test.pvalue_low, **common)
-        # more than the algorithm: information, not a failure (a lossless verifier can beat a tree
-        # algorithm, e.g. one trying a duplicate sibling's subtree too); the law checks judge its law
-        evidence["accepts_more"] = bool(test.pvalue_high <= alpha)
-        more = f"; it accepts more than {best!r} (p = {test.pvalue_high:.3g}): information, not a failure" if evidence["accepts_more"] else ""
-        ceiling = shape.depth * _ceiling(ctx, shape.large)
-        status = "pass" if detectable <= ceiling else "inconclusive"
-        return self.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}") + more, p_value=test.pvalue_low, **common)
-
-
-def tree_battery() -> list[Check]:
-    """The ``trees`` family, cheapest and most decisive first."""
-    return registered([
-        TreeOutputCheck(),
-        TreeSupportCheck(),
-        TreeGeneratedOutputCheck(),
-        *(TreeConditionalCheck(kind) for kind in CONDITIONAL_KINDS),
-        *(TreeConditionalCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
-        *(TreeTargetLawCheck(kind) for kind in TREE_SHAPES),
-        *(TreeTargetLawCheck(f"V={vocab}") for vocab in PRODUCTION_VOCABS),
-        *(TreeAcceptanceCheck(kind) for kind in TREE_SHAPES),
-        *(TreeRobustnessCheck(kind) for kind in ROBUSTNESS_KINDS),
-    ])

@@ -26,6 +26,7 @@ from .._warps.findings import WarpFinding, warp_finding
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, detects, number, timestamp
 from ._plots import comparison, comparison_svg
+from ._tree_rows import TreeRows, tree_rows
 from ._tree_svg import tree_case_svg
 
 __all__ = ["APART", "STATUSES", "VERDICT_TEXT", "cell_colour", "CheckView", "Guarantee", "RunView", "run_view"]
@@ -97,6 +98,7 @@ class CheckView:
     plot: Markup | None
     plot_note: str | None
     tree: Markup | None
+    tree_rows: TreeRows | None  # the failing path's target and draft rows, beside the tree
     first_mismatch: dict[str, str] | None
     warps: Warps | None
     positions: list[tuple[str, str]]
@@ -176,6 +178,7 @@ class RunView:
     run_line: list[str]
     rerun: str | None
     selection: list[str] | None
+    not_posed: list[str]  # trees the sampler's declared tree limits kept out, "<check>: <what>: <why>"
 
 
 def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
@@ -219,6 +222,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         run_line=_run_line(run),
         rerun=_rerun(run),
         selection=[str(p) for p in run["select"]] if isinstance(run.get("select"), list) and run["select"] else None,
+        not_posed=[str(p) for p in run["not_posed"]] if isinstance(run.get("not_posed"), list) else [],
     )
 
 
@@ -242,10 +246,10 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         if data_to_plot is not None:
             plot = Markup(comparison_svg(data_to_plot, f"plot-{name}", label=f"observed versus expected counts, {check_id}"))
             note = data_to_plot.note
-    tree = None
-    if plots and status in ("fail", "error") and isinstance(evidence.get("tree_case"), Mapping):
-        drawn = tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}")
-        tree = Markup(drawn) if drawn is not None else None
+    tree, rows = None, None
+    if status in ("fail", "error") and isinstance(evidence.get("tree_case"), Mapping):
+        drawn = tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}") if plots else None
+        tree, rows = (Markup(drawn) if drawn is not None else None), tree_rows(evidence["tree_case"])
     minimal: CaseRecord | CallShape | None = evidence.get("minimal_example")
     example_title, placed = "Smallest failing case", _PLACED
     if minimal is None and isinstance(evidence.get("shape"), Mapping):
@@ -276,6 +280,7 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
         plot=plot,
         plot_note=note,
         tree=tree,
+        tree_rows=rows,
         first_mismatch=_first_mismatch(evidence.get("first_mismatch")),
         warps=_warps(evidence.get("warps")),
         positions=_positions(evidence.get("positions")),

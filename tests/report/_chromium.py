@@ -192,10 +192,17 @@ class Chromium:
             raise RuntimeError(f"evaluate {expression!r}: {reply['exceptionDetails']}")
         return reply["result"].get("value")
 
-    def screenshot(self, path: str | Path, *, full_page: bool = False) -> None:
-        """A PNG of the viewport (what a reader sees first), or of the whole page."""
+    def screenshot(self, path: str | Path, *, full_page: bool = False, element: str | None = None) -> None:
+        """A PNG of the viewport (what a reader sees first), of the whole page, or of the first
+        element matching the CSS selector ``element``."""
         params: dict[str, Any] = {"format": "png"}
-        if full_page:
+        if element is not None:
+            box = self.evaluate(
+                f"(() => {{ const r = document.querySelector({json.dumps(element)}).getBoundingClientRect();"
+                " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()"
+            )
+            params.update(captureBeyondViewport=True, clip={"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1})
+        elif full_page:
             size = self.send("Page.getLayoutMetrics", session=True)["cssContentSize"]
             params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
         data = self.send("Page.captureScreenshot", params, session=True)["data"]

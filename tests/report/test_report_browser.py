@@ -217,3 +217,39 @@ def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(browser: Chro
     assert "the statistical checks that passed detect" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
     _skips_are_drawn_as_skips(browser, lossy_run)
     _shot(browser, "lossy-report", tmp_path)
+
+
+_TREE_TABLES = """[...document.querySelectorAll('.tree-rows table.tree-node')].map(t => {
+  const r = t.getBoundingClientRect(), s = getComputedStyle(t);
+  return {text: t.innerText, shown: t.offsetParent !== null && r.width > 0 && r.height > 0 && s.visibility === 'visible' && s.display !== 'none'};
+})"""
+
+
+def test_a_failing_tree_case_shows_the_probabilities_on_its_path(browser: Chromium, tmp_path: Path) -> None:
+    """Beside the failing tree: each path node's target row p and draft row q, the smallest
+    |p - q| and the mechanism in words, all visible in the rendered page (the evidence's numbers)."""
+    import specverify
+    from specverify.report._format import number
+    from specverify.zoo import TREE_MEMBERS
+
+    result = specverify.check(TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"])
+    (failure,) = result.checks
+    case = failure.evidence["tree_case"]
+    assert failure.status == "fail" and case["rows"] and case["mechanism"]
+    page = tmp_path / "tree.html"
+    write_report(result, page)
+    load = browser.load(page)
+    assert load.problems == [] and load.requests == [page.resolve().as_uri()]
+    tables = browser.evaluate(_TREE_TABLES)
+    assert len(tables) == len(case["rows"]) and all(t["shown"] for t in tables)
+    for table, row in zip(tables, case["rows"]):  # V = 5 here: every entry of both rows is shown
+        assert f"node {row['node']}" in table["text"]
+        cells = table["text"].split()
+        assert all(number(p) in cells for p in row["target"]) and all(number(q) in cells for q in row["draft"])
+    section = browser.evaluate("document.querySelector('.tree-rows').innerText")
+    assert case["mechanism"] in section and number(case["smallest_difference"]) in section
+    assert browser.evaluate("document.querySelector('.tree-rows').getBoundingClientRect().height") > 50
+    folder = Path(os.environ.get("SPECVERIFY_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    browser.screenshot(folder / "tree-failing-case.png", element=f"#{_anchor(failure.id)}")
+    assert (folder / "tree-failing-case.png").stat().st_size > 10_000
