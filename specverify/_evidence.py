@@ -282,8 +282,12 @@ class Evidence(TypedDict, total=False):
     tv: TVRecord  # a failure's estimated total variation from the law, with its interval
     event: EventSize  # a law finding given forced drafts: its TV there and its bound in the emitted law
     case_pvalues: list[float]  # fit.batched: each case's p-value
-    log_e_value: float  # fit.batched (a failure): log of the sequential test's e-value
-    stopped_early: bool  # fit.batched (a failure): the sequential test stopped before the planned rows
+    log_e_value: float  # fit.batched (a failure), trees law checks: log of the sequential test's e-value
+    stopped_early: bool  # fit.batched (a failure), trees law checks: the sequential test stopped before the planned rows
+    sequential_alpha: float  # trees law checks: the level of the decision's anytime-valid test
+    fixed_alpha: float  # trees law checks: the level of its fixed test (the two sum to the decision's)
+    planned_rows: int  # trees: rows the fixed test was sized for (a sequential stop draws fewer)
+    tallied_with: str  # trees.acceptance: the decision whose rows it was tallied on too (one draw, two tests)
     positions: list[PositionPValue]  # fit.conditional positions: each position's p-value
     tests: int  # fit.marginals: tests the Bonferroni correction ran over
     shapes: list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]  # fit.marginals: the [K, V] shapes; shapes family: a record per shape

@@ -136,3 +136,19 @@ def test_a_loop_plan_counts_its_decisions_and_says_its_time_is_not_estimated(cap
     out = capsys.readouterr().out
     assert "loop.positions" in out and f"total: {budget_for_tv(0.02).max_samples:,} samples" in out
     assert "not estimated" in out and "conformant" not in out
+
+
+def test_a_member_below_every_presets_reach_declares_its_verdict_at_a_target_tv():
+    from specverify import zoo
+    from specverify.zoo._matrix import MatrixRow, _budget_rank
+
+    member = zoo.bf16_truncated_ratio
+    assert member.declared_at(0.05) == ("conformant", "quick")  # the presets: within their stated reach
+    assert member.declared_at(0.001) == ("lossy", "tv<=0.001")
+    assert member.declared_at(0.0005) == ("lossy", "tv<=0.001")
+    assert zoo.reference_sampler.declared_at(0.001) == ("conformant", "quick")
+    # a custom reach ranks among the presets by its TV: every preset's bugs are due at tv-0.001
+    assert _budget_rank("tv-0.001") == _budget_rank("tv<=0.001") == 3 > _budget_rank("thorough")
+    assert _budget_rank("tv-0.02") == 1  # smaller than quick's TV, larger than standard's
+    row = MatrixRow("bf16-truncated-ratio", 0, "lossy", "tv<=0.001", ["fit"], "conformant", {}, None, None, 0, 0.0)
+    assert row.miss and row.due("tv-0.001") and not row.due("thorough")

@@ -339,9 +339,12 @@ def _zoo(args: argparse.Namespace) -> int:
     from ..zoo._matrix import in_work_order, kill_matrix, matrix_work, write_matrix
 
     console = Console(soft_wrap=True)
-    command = f"specverify zoo --budget {args.budget} --seeds {args.seeds}" + (" --loops" if args.loops else "") + "".join(
-        f" --members '{pattern}'" for pattern in args.members or ()
-    )
+    if args.tv is not None and not 0 < args.tv < 1:
+        console.print(f"[bold red]error[/] --tv must lie in (0, 1), got {args.tv:g}")
+        return 2
+    label = args.budget if args.tv is None else f"tv-{args.tv:g}"  # the matrix's name: kill-matrix-LABEL.md
+    command = f"specverify zoo --budget {args.budget}" + (f" --tv {args.tv:g}" if args.tv is not None else "") + f" --seeds {args.seeds}" + (
+        " --loops" if args.loops else "") + "".join(f" --members '{pattern}'" for pattern in args.members or ())
     work = matrix_work(args.members, seeds=args.seeds, loops=args.loops)
     if not work:
         console.print(f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like 'reference-sampler', 'tree-*', 'loop:*' with --loops)")
@@ -350,7 +353,7 @@ def _zoo(args: argparse.Namespace) -> int:
 
     def show(row) -> None:
         finished.append(row)  # the matrix so far is on disk after every run: an interrupted one keeps it
-        write_matrix(in_work_order(finished, work), args.budget, args.output, command, planned=len(work))
+        write_matrix(in_work_order(finished, work), label, args.output, command, planned=len(work))
         style = "green" if row.meets else "bold red"
         caught = ", ".join(f"{f}:{n}" for f, n in row.caught_by.items()) or "-"
         console.print(
@@ -359,13 +362,15 @@ def _zoo(args: argparse.Namespace) -> int:
         )
 
     try:
-        rows = kill_matrix(args.budget, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops)
+        rows = kill_matrix(
+            args.budget, tv=args.tv, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops,
+        )
     except KeyboardInterrupt:
-        markdown, _ = write_matrix(in_work_order(finished, work), args.budget, args.output, command, planned=len(work), ended="interrupted")
+        markdown, _ = write_matrix(in_work_order(finished, work), label, args.output, command, planned=len(work), ended="interrupted")
         console.print(f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in {markdown}")
         return 130
-    markdown, data = write_matrix(rows, args.budget, args.output, command)
+    markdown, data = write_matrix(rows, label, args.output, command)
     console.print(markdown.read_text().split("\n\n")[-1].strip())
     console.print(f"written: {markdown}, {data}")
-    due_missed = [r for r in rows if r.miss and r.due(args.budget)]
+    due_missed = [r for r in rows if r.miss and r.due(label)]
     return 1 if any(r.false_alarm for r in rows) or due_missed else 0

@@ -193,6 +193,13 @@ def _add_zoo(commands: Any) -> None:
         help="the budget every member runs at (default standard); a bug declared catchable at a larger budget "
         "is not counted as missed at a smaller one",
     )
+    zoo.add_argument(
+        "--tv",
+        type=float,
+        metavar="EPS",
+        help="run every member at a budget sized for TV EPS (as check --tv); members below every preset's reach are "
+        "judged by the verdict they declare at EPS; writes kill-matrix-tv-EPS.md",
+    )
     zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")

@@ -15,20 +15,18 @@ declared algorithm's law and its algorithm's acceptance.
   whose block-verification weight shapes the residual; ``V=<n>``: production vocabularies, active
   tokens and a lumped tail) against the declared algorithm's exact law (``specverify.trees.tree_law``), a G-test;
   failure ``non-canonical`` (not the algorithm it declares).  Skipped for a sampler declaring none;
-* ``trees.target-law[kind]``: candidates drawn by the harness from a model as the algorithm assumes
-  (i.i.d. from the draft; without replacement for ``without-replacement``), the emitted tokens
-  completed by the target to ``D + 1`` tokens, against the target's joint law; failure ``loss``.
-  Kinds ``V=<n>`` do it at production vocabularies on a structured model (a few active tokens, the
-  rest lumped into one tail cell per position, so the cells stay few whatever ``V``);
-* ``trees.acceptance[kind]`` (:mod:`specverify.checks._tree_acceptance`): accepted candidates per
-  call against the declared algorithm's exact expectation on the same candidates;
+* ``trees.target-law[kind]`` and ``trees.acceptance[kind]`` (:mod:`specverify.checks._tree_target`):
+  candidates drawn by the harness from a model as the algorithm assumes, the completed emitted
+  tokens against the target's joint law (failure ``loss``) and, on the same rows, accepted
+  candidates per call against the declared algorithm's exact expectation (failure ``suboptimal``);
 
 * ``trees.robustness[duplicates|draft-zero]`` (a without-replacement sampler only): trees its
   drafter cannot produce (duplicate siblings; a child of draft probability 0), which its law checks
   never pose; every output audited (it can fail the contract), the law compared as information.
 
 Every statistical result states its level (``alpha``) and power (``min_detectable_tv`` or the
-smallest detectable drop of the mean).  Shapes whose inputs are large (36 siblings, production
+smallest detectable drop of the mean).  A law decision also watches an anytime-valid test, so a
+failing sampler's draw stops as soon as it rejects (:mod:`specverify.checks._tree_tally`).  Shapes whose inputs are large (36 siblings, production
 vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and are held to
 :attr:`~specverify.Budget.shape_ceiling_tv`, as the ``shapes`` family is; the others to
 :attr:`~specverify.Budget.ceiling_tv`.
@@ -37,25 +35,19 @@ vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
-from .._calling.sut import SamplerUnderTest
-from .._exact import target_law
-from .._models import ChainModel
-from .._evidence import Evidence, TreeCase
+from .._evidence import Evidence
 from .._result import CheckResult
-from .._trees.contract import TreeBatch, last_nodes
+from .._trees.contract import last_nodes
 from .._kinds import TreeKind, kind_of
-from .._trees.draw import completed_sequences, draw_tree, emitted_sequences
 from ..errors import SamplerFault
-from ..stats import gof_test, samples_needed
+from ..stats import gof_test
 from ._base import Check, Context, check_id, fault_result
-from ._fixtures import random_laws
 from ._tally import largest_deviation
+from ._tree_tally import DECLARED_LAW, LawDecision, detects, expand, law_result, planned_rows, sut_of, tally
 from ._tree_cases import (
     AUDIT_ONLY,
     CONDITIONAL_KINDS,
@@ -67,46 +59,20 @@ from ._tree_cases import (
     case_fingerprint,
     case_json,
     fixed_tree,
-    lumped_model,
     outside_drafting,
     posed_parents,
     production_actives,
     production_tree,
-    rows_slice,
 )
 from ._tree_cases import BLOCK as _BLOCK
-from ._tree_posing import NOT_POSED, Posed, drawn_posed, fixed_posed, fixed_within, generated_within, model_drafts
+from ._tree_posing import NOT_POSED, Posed, fixed_posed, fixed_within, generated_within
 
-__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck", "TreeTargetLawCheck"]
-
-#: Rows per sampler call the family makes (the sampler's own max_batch splits them further) ...
-CHUNK_ROWS = 4_096
-#: ... and most probabilities (rows x N x V) in one call's tree.
-CHUNK_ELEMENTS = 2**22
-
+__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck"]
 
 def _applies(kind_shape: str, algorithm: str | None) -> str | None:
     if algorithm == _BLOCK and kind_shape != "chain":
         return "block verification is defined on chains only"
     return None
-
-
-def _ceiling(ctx: Context, large: bool) -> float:
-    return ctx.budget.shape_ceiling_tv if large else ctx.budget.ceiling_tv
-
-
-def _rows(ctx: Context, df: int, alpha: float, *, large: bool, row_elements: int) -> int:
-    tv = ctx.budget.shape_tv if large else ctx.budget.tv
-    needed = samples_needed(tv, max(df, 1), alpha, ctx.budget.power)
-    rows = min(needed, ctx.budget.max_samples)
-    if large:
-        rows = min(rows, max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // row_elements))
-    return max(1, rows)
-
-
-def _expand(tree: TreeBatch, rows: int) -> TreeBatch:
-    draft = None if tree.draft_probs is None else tree.draft_probs.expand(rows, -1, -1)
-    return TreeBatch(tree.parents.expand(rows, -1), tree.tokens.expand(rows, -1), tree.target_probs.expand(rows, -1, -1), draft)
 
 
 # --- the checks -------------------------------------------------------------------------------
@@ -170,72 +136,6 @@ class TreeCheck(Check):
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
 
 
-def _sut(ctx: Context) -> SamplerUnderTest:
-    """The context's sampler, a tree sampler (``TreeCheck.skip_reason`` lets no other run)."""
-    if not isinstance(kind_of(ctx.sut), TreeKind):
-        raise TypeError(f"a tree check was given a sampler of the {kind_of(ctx.sut).name} kind, not a tree sampler")
-    return ctx.sut
-
-
-def _run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int) -> Any:
-    """Yield ``(tree, path, token)`` over ``rows`` rows (``row_size`` probabilities a row), a chunk a call."""
-    sut = _sut(ctx)
-    g = torch.Generator().manual_seed(seed)
-    generator = sut.generator(ctx.seed_for(seed, "sampler"))
-    chunk = max(1, min(CHUNK_ROWS, CHUNK_ELEMENTS // row_size))
-    for start in range(0, rows, chunk):
-        count = min(chunk, rows - start)
-        tree = sut.passed(tree_for(count, g))
-        path, token = sut.step(tree, generator=generator)
-        ctx.advance(count)
-        yield tree, path, token
-
-
-def _tally(
-    ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int, size: int,
-    cells: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor],
-) -> tuple[np.ndarray, TreeBatch | None]:
-    """Counts of the ``size`` cells ``cells(tree, path, token)`` puts the sampler's outputs in, over
-    ``rows`` rows (see :func:`_run_rows`), and the last tree called."""
-    counts = np.zeros(size, dtype=np.int64)
-    tree = None
-    for tree, path, token in _run_rows(ctx, tree_for, rows, seed, row_size):
-        counts += np.bincount(cells(tree, path, token).numpy(), minlength=size)
-    return counts, tree
-
-
-def _gof(check: Any, ctx: Context, counts: np.ndarray, law: np.ndarray, rows: int, cell_name: Callable[[int], str]) -> tuple[Any, float, np.ndarray, str]:
-    """The G-test of ``counts`` against ``law``: the test, the TV it detects, the expected counts and the largest deviation."""
-    test = gof_test(counts, law, alpha=ctx.alpha, random_state=ctx.seed_for(check.id, "gof"))
-    expected = law * rows
-    return test, test.min_detectable_tv(ctx.alpha, ctx.budget.power), expected, largest_deviation(counts, expected, lambda g, c: cell_name(c))
-
-
-DECLARED_LAW, TARGET_LAW = "the declared algorithm's law", "the target's law"
-
-
-def _detects(test: Any, claim: float, power: float, law: str) -> str:
-    """What a law test detects, in words: a TV bound, or, where it saw outcomes the law gives
-    probability 0, that (one such outcome is proof; no TV is involved, so none is printed)."""
-    if test.method == "impossible":
-        return f"{test.impossible} outcomes of probability 0 under {law} were emitted (one is proof that the law is not followed)"
-    return f"TV >= {claim:.3g} detected with probability >= {power}"
-
-
-def _law_result(
-    check: Any, ctx: Context, test: Any, claim: float, rows: int, evidence: Evidence, summary: str, failure: str, finding: str, large: bool
-) -> CheckResult:
-    """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
-    detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
-    # outcomes of probability 0 seen: proof with no TV involved, so no TV is claimed (none printed)
-    common = dict(alpha=ctx.alpha, p_value=test.pvalue, samples=rows, min_detectable_tv=None if test.method == "impossible" else claim, evidence=evidence)
-    if test.pvalue <= ctx.alpha:
-        return check.result("fail", f"{failure}; {summary}", finding=finding, **common)
-    ceiling = _ceiling(ctx, large)
-    status = "pass" if claim <= ceiling else "inconclusive"
-    return check.result(status, summary + ("" if status == "pass" else f", above the ceiling {ceiling:.3g}"), **common)
-
-
 @dataclasses.dataclass
 class TreeOutputCheck(TreeCheck):
     """Every output on every shape is valid (exact)."""
@@ -253,7 +153,7 @@ class TreeOutputCheck(TreeCheck):
         return [fixed_posed(kind, algorithm) for kind in self.kinds(algorithm)]
 
     def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
+        sut = sut_of(ctx)
         limits = sut.tree_limits
         rows = 64
         audited, left = [], []
@@ -265,7 +165,7 @@ class TreeOutputCheck(TreeCheck):
                     left.append(f"{what}: {why}")
                     continue
                 tree = fixed_within(sut, kind, ctx.seed_for(self.id, kind))
-                path, _ = sut.step(sut.passed(_expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g")))
+                path, _ = sut.step(sut.passed(expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g")))
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
@@ -287,11 +187,11 @@ class TreeSupportCheck(TreeCheck):
         return [fixed_posed("zeros", algorithm)]
 
     def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
+        sut = sut_of(ctx)
         kind = "zeros"
         tree = fixed_within(sut, kind, ctx.seed_for(self.id))
         rows = 512
-        batch = sut.passed(_expand(tree, rows))
+        batch = sut.passed(expand(tree, rows))
         done = []
         try:
             if sut.capabilities.uniforms:
@@ -332,7 +232,7 @@ class TreeGeneratedOutputCheck(TreeCheck):
         from ..strategies._internal.trees import MAX_SIBLINGS, tree_cases
         from ._search import Outcome, search_and_confirm
 
-        sut = _sut(ctx)
+        sut = sut_of(ctx)
         zero_coins = bool(sut.capabilities.uniforms)
         limits = sut.tree_limits
         strategy = tree_cases(
@@ -345,7 +245,7 @@ class TreeGeneratedOutputCheck(TreeCheck):
         def evaluate(case: Any, seed: int, alpha: float, stage: str) -> Outcome:
             if sut.unsupported(case.tree.vocab):
                 return Outcome(pvalues={}, samples=0, min_detectable_tv={})
-            tree = sut.passed(_expand(case.tree, GENERATED_ROWS))
+            tree = sut.passed(expand(case.tree, GENERATED_ROWS))
             sut.step(tree, generator=sut.generator(seed))
             if zero_coins:
                 sut.step(tree, uniforms=torch.zeros(tree.parents.shape, dtype=torch.float64))
@@ -406,7 +306,7 @@ class TreeConditionalCheck(TreeCheck):
         return sut.unsupported(int((self.case or "V=0")[2:]))
 
     def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
+        sut = sut_of(ctx)
         algorithm = sut.algorithm
         assert algorithm is not None  # needs_algorithm: skip_reason lets no sampler declaring none run
         if self.case in CONDITIONAL_KINDS:
@@ -432,22 +332,24 @@ class TreeConditionalCheck(TreeCheck):
         columns = int(classes.max()) + 1
         law = torch.zeros(tree.width, columns, dtype=torch.float64).index_add_(1, classes, full).reshape(-1).numpy()
         df = int((law > 0).sum()) - 1
-        rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
+        decision = LawDecision(law, ctx.alpha, ctx.budget.shape_tv if shape.large else ctx.budget.tv)
+        rows = decision.planned = planned_rows(ctx, df, decision.fixed_alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
         try:
-            counts, _ = _tally(
-                ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
-                lambda _, path, token: last_nodes(path) * columns + classes[token],
+            counts, _ = tally(
+                ctx, lambda count, g: expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
+                lambda _, path, token: last_nodes(path) * columns + classes[token], sequential=decision,
             )
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault)})
-        test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"(node {c // columns}, {label(c % columns)})")
+        rows = int(counts.sum())
+        test, pvalue, claim, expected, where = decision.gof(self.id, ctx, counts, lambda c: f"(node {c // columns}, {label(c % columns)})")
         evidence: Evidence = {
             "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
             "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
-            "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns),
+            "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns), **decision.record(rows),
         }
-        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {_detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
-        return _law_result(self, ctx, test, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
+        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
+        return law_result(self, ctx, test, pvalue, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
 
 
 #: The level at which the robustness check reports a law difference (information: it decides nothing).
@@ -474,14 +376,14 @@ class TreeRobustnessCheck(TreeCheck):
         return [fixed_posed(self.case or "", algorithm)]
 
     def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
+        sut = sut_of(ctx)
         algorithm, kind = sut.algorithm, self.case or ""
         assert algorithm is not None  # without-replacement: skip_reason lets no other run
         tree = sut.passed(fixed_within(sut, kind, ctx.seed_for(self.id, "tree")))
         law = sut.layout.law(tree)[0].reshape(-1).numpy()
-        rows = _rows(ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab)
+        rows = planned_rows(ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab)
         try:
-            counts, _ = _tally(ctx, lambda count, g: _expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
+            counts, _ = tally(ctx, lambda count, g: expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
                                lambda _, path, token: last_nodes(path) * tree.vocab + token)
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault), "outside_drafting": outside_drafting(tree, algorithm)})
@@ -494,85 +396,3 @@ class TreeRobustnessCheck(TreeCheck):
         law_words = f"differs from {algorithm!r}'s (p = {test.pvalue:.3g}; {where})" if differs else f"is consistent with {algorithm!r}'s (p = {test.pvalue:.3g})"
         return self.result("pass", f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot produce; "
                            f"the law given the candidates {law_words}: information, not a law finding", samples=rows, evidence=evidence)
-
-
-def _draw(shape: TreeShape, model: Any, algorithm: str | None) -> Callable[[int, torch.Generator], TreeBatch]:
-    replacement = algorithm != "without-replacement"
-    return lambda count, g: draw_tree(model, shape.parents, count, g, replacement=replacement)
-
-
-@dataclasses.dataclass
-class TreeTargetLawCheck(TreeCheck):
-    """Candidates drawn as the algorithm assumes; the completed emitted tokens against the target's law."""
-
-    name: str = "target-law"
-    proves: str | None = "loss"
-
-    def shape_name(self) -> str | None:
-        return self.case if self.case in TREE_SHAPES else None
-
-    def posed(self, algorithm: str | None) -> list[Posed]:
-        return drawn_posed(self.case or "", algorithm)
-
-    def unfit(self, sut: Any) -> str | None:
-        reason = super().unfit(sut)
-        if reason or self.case in TREE_SHAPES:
-            return reason
-        if sut.algorithm == _BLOCK:
-            return "block verification is defined on chains only"
-        return sut.unsupported(int((self.case or "V=0")[2:]))
-
-    def run(self, ctx: Context) -> CheckResult:
-        sut = _sut(ctx)
-        algorithm = sut.algorithm
-        seed = ctx.seed_for(self.id, "model")
-        if self.case in TREE_SHAPES:
-            shape = TREE_SHAPES[self.case]
-            parents = shape.parents if algorithm != _BLOCK else tuple(range(-1, shape.nodes - 1))
-            shape = dataclasses.replace(shape, parents=parents)
-            g = torch.Generator().manual_seed(seed)
-            zeros = 0.6 if shape.large else 0.0
-            target = random_laws(g, (shape.vocab, shape.vocab), zeros=zeros)
-            model: Any = ChainModel(target, model_drafts(sut, random_laws(g, (shape.vocab, shape.vocab))), (0,))
-            length = shape.depth + 1
-            law = target_law(model, length).numpy()
-
-            def cells(seqs: torch.Tensor) -> torch.Tensor:
-                return (seqs * (shape.vocab ** torch.arange(length - 1, -1, -1))).sum(dim=1)
-        else:
-            vocab = int((self.case or "V=0")[2:])
-            if vocab > ctx.budget.shape_max_vocab:
-                return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
-            shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
-            model = lumped_model(vocab, seed, sut.tree_limits)
-            length = shape.depth + 1
-            law = model.class_law(length)
-            base = model.actives.numel() + 1
-
-            def cells(seqs: torch.Tensor) -> torch.Tensor:
-                return (model.classes(seqs) * (base ** torch.arange(length - 1, -1, -1))).sum(dim=1)
-
-        df = int((law > 0).sum()) - 1
-        rows = _rows(ctx, df, ctx.alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
-        completion = torch.Generator().manual_seed(ctx.seed_for(self.id, "complete"))
-        try:
-            counts, last_tree = _tally(
-                ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab, law.size,
-                lambda tree, path, token: cells(completed_sequences(model, emitted_sequences(tree, path, token), completion)),
-            )
-        except SamplerFault as fault:
-            return fault_result(self, fault)
-        test, claim, expected, where = _gof(self, ctx, counts, law, rows, lambda c: f"completed sequence cell {c}")
-        draws = "without replacement" if algorithm == "without-replacement" else "i.i.d. from the draft"
-        evidence: Evidence = {
-            "algorithm": algorithm, "candidates": draws, "test": test.method, "df": test.df, "statistic": test.statistic,
-            "power": ctx.budget.power, "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
-            "length": length, "lumped": self.case not in TREE_SHAPES,
-        }
-        if last_tree is not None and test.pvalue <= ctx.alpha and last_tree.vocab <= 64:
-            evidence["tree_case"] = case_json(rows_slice(last_tree, 0))
-        summary = (
-            f"{rows} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
-            f"against the target's law{' (active tokens and a lumped tail)' if evidence['lumped'] else ''}; {_detects(test, claim, ctx.budget.power, TARGET_LAW)}"
-        )
-        return _law_result(self, ctx, test, claim, rows, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)

@@ -44,6 +44,9 @@ class ZooSampler:
         capabilities: what it declares.
         float_edge: whether its run must show a float-edge result (a law difference on an event
             too rare to move the emitted law: ``specverify.checks._event``) beside its verdict.
+        at_tv: ``(EPS, verdict)``: a bug below every preset's reach declares the verdict a run sized
+            for TV EPS or smaller (``--tv``) must reach (``verdict`` and ``budget`` then hold for the
+            presets).
     """
 
     name: str
@@ -54,14 +57,23 @@ class ZooSampler:
     story: str
     capabilities: Capabilities = Capabilities()
     float_edge: bool = dataclasses.field(default=False, kw_only=True)
+    at_tv: tuple[float, str] | None = dataclasses.field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:  # a misspelt declaration fails at import, not as a silent mismatch
         object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.at_tv is not None:
+            object.__setattr__(self, "at_tv", (float(self.at_tv[0]), Verdict(self.at_tv[1])))
         if self.budget not in BUDGETS:
             raise ValueError(f"zoo member {self.name}: unknown budget {self.budget!r}; known: {tuple(BUDGETS)}")
         unknown = [f for f in self.caught_by if f not in FAMILIES]
         if unknown:
             raise ValueError(f"zoo member {self.name}: caught_by names no family: {unknown}; families: {FAMILIES}")
+
+    def declared_at(self, tv: float) -> tuple[Verdict, str]:
+        """The verdict a run sized for ``tv`` must reach, and the budget that declaration is of."""
+        if self.at_tv is not None and tv <= self.at_tv[0] * (1 + 1e-9):
+            return Verdict(self.at_tv[1]), f"tv<={self.at_tv[0]:g}"
+        return self.verdict, self.budget
 
     def __call__(self, *args, **kwargs):  # the contract's arguments (a logits member's params too)
         return self.fn(*args, **kwargs)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._budgets import Budget, get_budget
+from .._budgets import Budget, get_budget, resolve_budget
 from .._families import FAMILIES, LOOP_FAMILY
 from .._vocabulary import Verdict
 
@@ -77,11 +77,12 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     caught: dict[str, int] = {}
     for c in failing:
         caught[c.family] = caught.get(c.family, 0) + 1
+    declared, declared_budget = member.declared_at(budget.tv) if budget.derivation else (member.verdict, member.budget)
     return MatrixRow(
         member=name,
         seed=seed,
-        declared=member.verdict,
-        declared_budget=member.budget,
+        declared=declared,
+        declared_budget=declared_budget,
         expected_families=list(member.caught_by),
         verdict=result.verdict,
         caught_by=caught,
@@ -131,6 +132,7 @@ LOOP_PREFIX = "loop:"
 def kill_matrix(
     budget: str | Budget = "standard",
     *,
+    tv: float | None = None,
     members: list[str] | None = None,
     seeds: int = 1,
     jobs: int = 1,
@@ -140,8 +142,9 @@ def kill_matrix(
 ) -> list[MatrixRow]:
     """Run the selected members (glob patterns on names) on ``seeds`` run seeds each: the step and
     tree members, and with ``loops`` the generation-loop members (named ``loop:<name>``) through
-    the loop family."""
-    chosen = get_budget(budget) if isinstance(budget, str) else budget
+    the loop family; ``tv``: a budget sized for that TV (``--tv``), members judged by what they
+    declare at it (``ZooSampler.at_tv``)."""
+    chosen = resolve_budget(budget, tv=tv) if isinstance(budget, str) else budget
     chosen = chosen.with_(timeout=timeout)
     work = matrix_work(members, seeds=seeds, loops=loops)
     rows: list[MatrixRow] = []
@@ -216,7 +219,15 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
 
 
 def _budget_rank(name: str) -> int:
-    return {"quick": 0, "standard": 1, "thorough": 2}.get(name, 3)
+    """Presets in order; a custom reach (``tv<=EPS``, ``tv-EPS``) ranks by its TV among them."""
+    presets = {"quick": 0, "standard": 1, "thorough": 2}
+    if name in presets:
+        return presets[name]
+    try:
+        tv = float(name.removeprefix("tv<=").removeprefix("tv-"))
+    except ValueError:
+        return 3
+    return sum(1 for preset, rank in presets.items() if get_budget(preset).tv >= tv)
 
 
 def write_matrix(rows: list[MatrixRow], budget: str, directory: str | Path, command: str, *, planned: int | None = None, ended: str | None = None) -> tuple[Path, Path]:

@@ -28,12 +28,15 @@ __all__ = ["MEMBERS"]
 MEMBERS: dict[str, ZooSampler] = {}
 
 
-def member(verdict: str, caught_by: tuple[str, ...], budget: str, story: str, capabilities: Capabilities = Capabilities(), *, float_edge: bool = False):
+def member(
+    verdict: str, caught_by: tuple[str, ...], budget: str, story: str, capabilities: Capabilities = Capabilities(), *,
+    float_edge: bool = False, at_tv: tuple[float, str] | None = None,
+):
     """Register the decorated function as a zoo member named after it (underscores to dashes)."""
 
     def register(fn):
         name = fn.__name__.replace("_", "-")
-        MEMBERS[name] = ZooSampler(name, fn, verdict, caught_by, budget, story, capabilities, float_edge=float_edge)
+        MEMBERS[name] = ZooSampler(name, fn, verdict, caught_by, budget, story, capabilities, float_edge=float_edge, at_tv=at_tv)
         return fn
 
     return register

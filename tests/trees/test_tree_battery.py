@@ -73,7 +73,9 @@ def test_a_verifier_declaring_no_algorithm_is_held_to_the_best_listed_one() -> N
 
     assert unlabelled.contract == "tree" and unlabelled.algorithm is None  # type: ignore[attr-defined]
     result = specverify.check(unlabelled, budget="quick", seed=0, select=["trees.conditional[[]star]", "trees.acceptance[[]star]"])
-    conditional, acceptance = result.checks
+    by_id = {c.id: c for c in result.checks}  # the acceptance is tallied on the target-law's rows: both report
+    assert list(by_id) == ["trees.conditional[star]", "trees.target-law[star]", "trees.acceptance[star]"]
+    conditional, acceptance = by_id["trees.conditional[star]"], by_id["trees.acceptance[star]"]
     assert conditional.status == "skip" and "declares no algorithm" in (conditional.message or "")
     # on candidates drawn from the draft, SpecInfer accepts more than a verifier that ignores the draft
     assert acceptance.status == "fail" and acceptance.finding == "suboptimal" and acceptance.evidence["held_to"] == "specinfer"
@@ -117,7 +119,9 @@ def _mislabelled() -> object:
 
 def test_accepting_more_than_the_declared_algorithm_is_information_not_a_failure() -> None:
     result = specverify.check(_mislabelled(), budget="quick", seed=0, select=["trees.acceptance[[]star]"], isolation="in-process")
-    [acceptance] = result.checks
+    target_law, acceptance = result.checks
+    assert target_law.id == "trees.target-law[star]" and target_law.status == "pass"
+    assert acceptance.evidence["tallied_with"] == target_law.id and acceptance.samples == target_law.samples  # one draw, two tests
     assert acceptance.status == "pass" and acceptance.finding is None and acceptance.evidence["accepts_more"] is True
     assert "accepts more than 'target-only'" in (acceptance.message or "") and "information" in (acceptance.message or "")
 
