@@ -134,4 +134,6 @@ def test_a_sampler_declaring_a_preset_is_posed_by_it_in_its_own_worker():
 
     result = check("specverify.samplers._logits_reference:logits_reference_llama_cpp", budget="quick", select=["support.zero-target[zeros]"])
     assert result.run["isolation"]["mode"] == "process" and [c.status for c in result.checks] == ["pass"], [c.message for c in result.checks]
-    assert result.run["warp"] == {"name": "llama.cpp", "declared": True, "preset": "llama.cpp"}  # it travelled from the worker
+    warp = result.run["warp"]
+    assert {k: warp[k] for k in ("name", "declared", "preset")} == {"name": "llama.cpp", "declared": True, "preset": "llama.cpp"}  # it travelled from the worker
+    assert [d["preset"] for d in warp["differences"]] == ["transformers", "vllm", "sglang"]  # informative, as a loop run records it

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._vocabulary import Status, Verdict, lossless
+from .._warps.findings import warp_finding
 
 if TYPE_CHECKING:
     from .._result import CheckResult
@@ -118,6 +119,9 @@ def print_verdict(console, result, args) -> None:
         console.print(f"  why: {escape(reason)}")
     for left in getattr(result.run, "not_posed", None) or []:  # what the sampler's declared tree limits kept out
         console.print(f"  not posed: {escape(left)}")
+    finding = warp_finding(result.run.get("warp"))  # which law it was judged by; another preset's, apart
+    for text in finding.lines() if finding is not None else ():
+        console.print(f"[dim]{escape(text)}[/]" if text.startswith("  ") else escape(text))
     for check in result.checks:  # on their own lines: real differences that decide nothing
         if check.status == "float-edge" and "event" in check.evidence:
             from ..checks._event import sizes_text

@@ -12,7 +12,7 @@ from typing import Any
 from .._budgets import Budget
 from .._record import Isolation, RunInfo, SamplerInfo
 from ..checks._loop import REACH as LOOP_REACH
-from ..checks._loop import warp_info
+from .._warps.separating import warp_record
 from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]
@@ -24,7 +24,7 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     if kind.generation:
         record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
         record.contract, record.reach = kind.contract, f"{LOOP_REACH}; {subject.warp.statement}"
-        record.extra["warp"] = warp_info(subject.warp)  # the warp it was judged by (specverify._warps.declared)
+        record.extra["warp"] = warp_record(subject.warp)  # the warp it was judged by (specverify._warps.declared)
         record.isolation = Isolation.from_json(subject.info())
         return record
     sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
@@ -33,7 +33,8 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
     record.contract = kind.contract
     if kind.name == "logits" and getattr(subject, "warp", None) is not None:
-        record.extra["warp"] = subject.warp.describe()  # the warp its cases were posed by (specverify._warps.declared)
+        # the warp its cases were posed by, and how it differs from each other preset (informative)
+        record.extra["warp"] = warp_record(subject.warp)
     described: dict[str, Any] = {}
     kind.describe(described)
     for field, value in described.items():  # the tree's algorithm

@@ -20,14 +20,13 @@ from typing import Any
 import torch
 
 from .._evidence import DeclaredWarpRecord
+from .findings import DEFAULT_PRESET
 from .presets import PRESETS, WarpFunction, preset
 from .rules import SamplingParams
 from ..errors import SamplerFault, Violation
 
 __all__ = ["DEFAULT_PRESET", "DeclaredWarp", "declared_warp", "from_reference", "resolve_warp", "warp_fault", "warp_reference"]
 
-#: The convention an undeclared sampler is judged by.
-DEFAULT_PRESET = "transformers"
 #: How far a declared warp's row may sum from 1 and still be a law.
 SUM_TOLERANCE = 1e-6
 

@@ -12,6 +12,7 @@ from preset X", which is informative and never a verdict on speculation.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,8 +20,12 @@ from .._evidence import WarpDifference
 from .._loop import MarkovLM
 from .presets import PRESETS, WarpFunction
 from .rules import SamplingParams
+from ..errors import SamplerFault
 
-__all__ = ["SEPARATING_CASES", "SEPARATING_GROUPS", "Difference", "SeparatingCase", "differences", "separating_chain", "tv_on_cases"]
+if TYPE_CHECKING:
+    from .declared import DeclaredWarp
+
+__all__ = ["SEPARATING_CASES", "SEPARATING_GROUPS", "Difference", "SeparatingCase", "differences", "separating_chain", "tv_on_cases", "warp_record"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,3 +110,12 @@ def differences(warp: WarpFunction, *, tolerance: float = 1e-9) -> list[Differen
         found.append(Difference(name, max(tvs), None if first is None else SEPARATING_CASES[first].text))
     return found
 
+
+def warp_record(oracle: DeclaredWarp) -> dict[str, Any]:
+    """What a run records of the warp it judged by: which it is, and how it differs from each
+    other preset on the separating cases (a declared callable that raises there: ``fault``)."""
+    try:
+        found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
+    except SamplerFault as fault:  # the checks that called the warp report it as the sampler's fault
+        return {**oracle.describe(), "differences": None, "fault": str(fault)}
+    return {**oracle.describe(), "differences": found}

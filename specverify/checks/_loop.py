@@ -36,13 +36,13 @@ from .._loop import MarkovLM, generation_law
 from .._warps.presets import PRESETS
 from .._result import CheckResult
 from .._seeds import derive_seed
-from .._warps.separating import SEPARATING_GROUPS, differences, separating_chain
+from .._warps.separating import SEPARATING_GROUPS, separating_chain
 from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
-__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopUnit", "generate", "loop_battery", "loop_parameters", "warp_info"]
+__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopUnit", "generate", "loop_battery", "loop_parameters"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -380,12 +380,3 @@ REACH = (
     f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
 )
 
-
-def warp_info(oracle: DeclaredWarp) -> dict[str, Any]:
-    """What a run records of the warp it judged by: which it is, and how it differs from each
-    preset on the separating cases (informative: a difference between conventions is no loss)."""
-    try:
-        found: list[Any] | None = [d.to_json() for d in differences(oracle) if d.preset != oracle.preset]
-    except SamplerFault as fault:  # the checks that called the warp report it as the loop's fault
-        return {**oracle.describe(), "differences": None, "fault": str(fault)}
-    return {**oracle.describe(), "differences": found}

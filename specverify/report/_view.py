@@ -22,6 +22,7 @@ from .._families import FAMILIES
 from .._reach import Reach, claims, span_text
 from .._result import FINDINGS
 from .._vocabulary import Finding, Status, Verdict, lossless
+from .._warps.findings import WarpFinding, warp_finding
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, detects, number, timestamp
 from ._plots import comparison, comparison_svg
@@ -165,6 +166,7 @@ class RunView:
     headline: CheckView | None
     failures: list[CheckView]
     differences: list[CheckView]
+    warp: WarpFinding | None
     float_edges: list[CheckView]
     errors: list[CheckView]
     inconclusive: list[CheckView]
@@ -208,6 +210,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         headline=next(iter(failures or by_status["error"] or by_status["inconclusive"]), None),
         failures=failures,
         differences=differences,
+        warp=warp_finding(run.get("warp")),
         float_edges=by_status["float-edge"],
         errors=by_status["error"],
         inconclusive=by_status["inconclusive"],

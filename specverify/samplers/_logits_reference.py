@@ -19,7 +19,7 @@ from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
 from .._warps.rules import SamplingParams
 
-__all__ = ["PRESET_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
+__all__ = ["PRESET_REFERENCES", "UNDECLARED_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 
 
 class LogitsReferenceSampler:
@@ -69,9 +69,24 @@ def _declared(name: str) -> LogitsReferenceSampler:
     return made
 
 
+def _undeclared(name: str) -> LogitsReferenceSampler:
+    """Warps as preset ``name`` and declares nothing: an engine's correct sampler as a user who never
+    heard of ``warp=`` hands it over (judged by transformers' law, its own convention no fault)."""
+    made = LogitsReferenceSampler()
+    made._law = resolve_warp(name)
+    made.name = f"specverify.logits_reference[{name}, undeclared]"
+    return made
+
+
 #: The reference warping as each engine preset does, and declaring it (importable by name, so a
 #: worker runs it: ``specverify.samplers._logits_reference:logits_reference_llama_cpp``).
-PRESET_REFERENCES = {name: _declared(name) for name in ("vllm", "sglang", "llama.cpp")}
+PRESET_REFERENCES = {name: _declared(name) for name in ("transformers", "vllm", "sglang", "llama.cpp")}
+#: The same, declaring nothing (``..._undeclared``; transformers' is :data:`logits_reference` itself).
+UNDECLARED_REFERENCES = {name: _undeclared(name) for name in ("vllm", "sglang", "llama.cpp")}
+logits_reference_transformers = PRESET_REFERENCES["transformers"]
 logits_reference_vllm = PRESET_REFERENCES["vllm"]
 logits_reference_sglang = PRESET_REFERENCES["sglang"]
 logits_reference_llama_cpp = PRESET_REFERENCES["llama.cpp"]
+logits_reference_vllm_undeclared = UNDECLARED_REFERENCES["vllm"]
+logits_reference_sglang_undeclared = UNDECLARED_REFERENCES["sglang"]
+logits_reference_llama_cpp_undeclared = UNDECLARED_REFERENCES["llama.cpp"]

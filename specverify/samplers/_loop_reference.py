@@ -24,7 +24,7 @@ from .._oracle import canonical_emit, inverse_cdf
 from .._seeded import seeded_uniforms
 from .._warps.rules import PARAMETERS, SamplingParams
 
-__all__ = ["LoopReference", "loop_reference"]
+__all__ = ["PRESET_LOOPS", "UNDECLARED_LOOPS", "LoopReference", "loop_reference"]
 
 LanguageModel = Callable[[torch.Tensor], torch.Tensor]
 
@@ -113,3 +113,24 @@ def _with(base: torch.Tensor, length: torch.Tensor, extra: torch.Tensor) -> torc
 
 
 loop_reference = LoopReference()
+
+
+def _preset_loop(name: str, declared: bool) -> LoopReference:
+    made = LoopReference(warp=name if declared else None)
+    made._law = resolve_warp(name)
+    made.name = f"specverify.loop_reference[{name}{'' if declared else ', undeclared'}]"
+    return made
+
+
+#: The reference loop warping as each engine preset does, declaring it (``loop_reference_vllm``) or
+#: not (``loop_reference_vllm_undeclared``; transformers' undeclared is :data:`loop_reference`), each
+#: importable by name so a worker runs it.
+PRESET_LOOPS = {name: _preset_loop(name, True) for name in ("transformers", "vllm", "sglang", "llama.cpp")}
+UNDECLARED_LOOPS = {name: _preset_loop(name, False) for name in ("vllm", "sglang", "llama.cpp")}
+loop_reference_transformers = PRESET_LOOPS["transformers"]
+loop_reference_vllm = PRESET_LOOPS["vllm"]
+loop_reference_sglang = PRESET_LOOPS["sglang"]
+loop_reference_llama_cpp = PRESET_LOOPS["llama.cpp"]
+loop_reference_vllm_undeclared = UNDECLARED_LOOPS["vllm"]
+loop_reference_sglang_undeclared = UNDECLARED_LOOPS["sglang"]
+loop_reference_llama_cpp_undeclared = UNDECLARED_LOOPS["llama.cpp"]

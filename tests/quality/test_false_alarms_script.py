@@ -39,3 +39,24 @@ def test_a_false_alarm_is_listed_and_the_exit_status_says_so(script, tmp_path):
     (runs / f"{script.slug('pkg.mod:sampler')}-quick-0.run.json").write_text(json.dumps(row))
     assert script.main(["pkg.mod:sampler", "--budget", "quick", "--seeds", "1", "--runs", str(runs), "--output", str(out)]) == 1
     assert "false alarms: 1 in 1 runs" in (out / f"{script.slug('pkg.mod:sampler')}-quick.md").read_text()
+
+
+def _row(seed, verdict, reason=""):
+    return {"seed": seed, "commit": "abc1234", "verdict": verdict, "reason": reason, "exit_code": {"conformant": 0, "inconclusive": 3}.get(verdict, 1),
+            "seconds": 1.0, "checks": 3, "passed": 3, "failed": [], "smallest_p": 0.5, "stderr": ""}
+
+
+def test_undeclared_an_inconclusive_naming_its_preset_is_no_false_alarm_and_another_is(script, tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    runs.mkdir()
+    named = "judged by transformers' warp, but the output fits the vllm preset's: declare warp='vllm'"
+    rows = [_row(0, "conformant"), _row(1, "inconclusive", named), _row(2, "inconclusive", named.replace("vllm", "sglang")), _row(3, "lossy")]
+    for row in rows:
+        (runs / f"{script.slug('pkg.mod:loop')}-quick-{row['seed']}.run.json").write_text(json.dumps(row))
+    assert [script.explains(r, "vllm") for r in rows] == [True, True, False, False]
+    assert [script.explains(r, None) for r in rows] == [True, False, False, False]  # declared: only conformant
+    assert script.main(["--loop", "--undeclared", "vllm", "pkg.mod:loop", "--budget", "quick", "--seeds", "4", "--runs", str(runs), "--output", str(out)]) == 1
+    table = (out / f"{script.slug('pkg.mod:loop')}-quick.md").read_text()
+    assert "1 of 4 runs conformant, 1 inconclusive naming warp='vllm' to declare (not false alarms)" in table
+    assert "false alarms (lossy, non-conformant, or any other verdict): 2 in 4 runs" in table
+    assert json.loads((out / f"{script.slug('pkg.mod:loop')}-quick.json").read_text())["undeclared"] == "vllm"
