@@ -16,6 +16,7 @@ import pytest
 from specverify._calling.pool import UNIT_ROWS
 from specverify._runner import check
 from specverify.errors import UsageError
+from stable_json import stable
 
 if os.environ.get("SPECVERIFY_REQUIRE_RAY") != "1":
     pytest.importorskip("ray")
@@ -23,15 +24,6 @@ import ray  # noqa: E402
 
 #: A subset whose experiments span several units.
 SELECT = ["fit.conditional[[]zero-residual[]]", "fit.step*"]
-VOLATILE = {"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts"}
-
-
-def _stable(value):
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +44,7 @@ def test_ray_actors_give_the_json_of_local_workers(cluster):
     on_ray = _run("specverify.samplers:reference", executor="ray", workers=2)
     assert on_ray["run"]["workers"]["executor"] == "ray" and on_ray["run"]["workers"]["count"] == 2
     assert on_ray["run"]["sampler_rows"] == local["run"]["sampler_rows"] > 2 * UNIT_ROWS  # several units ran, on the actors
-    assert _stable(on_ray) == _stable(local)
+    assert stable(on_ray) == stable(local)
 
 
 def test_an_actor_killed_mid_run_leaves_the_same_result(cluster):

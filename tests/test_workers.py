@@ -26,6 +26,7 @@ from specverify.checks._loop import LoopContext
 from specverify.checks._tally import model_tally, step_counts
 from specverify.errors import SamplerFault
 from specverify.samplers import loop_reference, reference
+from stable_json import stable
 
 ROWS = 3 * UNIT_ROWS + 1_000  # four units, the last one short
 
@@ -156,24 +157,12 @@ def _cli(*extra: str, tmp_path, name: str) -> dict:
     return result
 
 
-#: What differs between two runs by nature (timings), or describes the workers themselves.
-VOLATILE = {"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts"}
-
-
-def _stable(value):
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
-
-
 def test_cli_json_is_identical_for_any_worker_count(tmp_path):
     one, two = _cli(tmp_path=tmp_path, name="one"), _cli("--workers", "2", tmp_path=tmp_path, name="two")
     assert two["run"]["workers"] == {"count": 2, "executor": "local", "devices": None, "address": None}
     assert two["run"]["isolation"]["worker_starts"] == 2
     assert max(c["samples"] or 0 for c in one["checks"]) > UNIT_ROWS  # units were spread, not one call
-    assert _stable(one) == _stable(two)
+    assert stable(one) == stable(two)
 
 
 @pytest.mark.parametrize(

@@ -68,9 +68,9 @@ class UnitDone:
 def run_unit(sut: Any, work: Callable[[Any, Any], Any], unit: Any) -> UnitDone:
     """Run ``work(sut, unit)`` with a reach recorder of its own, so what it gave the sampler travels
     back with its result from whichever worker (thread or actor) ran it."""
-    before = {name: getattr(sut, name, 0) for name in COUNTERS}
     if not hasattr(sut, "reach"):  # a bare callable (a loop given as it is): nothing recorded
         return UnitDone(work(sut, unit), None, dict.fromkeys(COUNTERS, 0))
+    before = {name: getattr(sut, name, 0) for name in COUNTERS}
     kept, sut.reach = sut.reach, ReachRecorder()
     try:
         result = work(sut, unit)
