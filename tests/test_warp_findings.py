@@ -8,6 +8,7 @@ import json
 import re
 
 from specverify._cli import main
+from specverify._kinds import load_sampler
 from specverify._warps.findings import warp_finding
 from specverify._warps.separating import warp_record
 from specverify._warps.declared import resolve_warp
@@ -65,3 +66,15 @@ def test_the_finding_reads_back_a_record_and_says_which_presets_agree():
     assert warp_finding(None) is None and warp_finding({"declared": True}) is None  # a step sampler, a broken record
     faulty = warp_finding({"name": "m.f", "declared": True, "preset": None, "differences": None, "fault": "the declared warp m.f raised ValueError: no"})
     assert faulty is not None and faulty.lines()[1] == "  the declared warp could not be compared with the presets: the declared warp m.f raised ValueError: no"
+
+
+def test_every_preset_has_a_reference_sampler_and_loop_importable_by_name_declared_and_not():
+    # the false-alarm campaigns name them as specs a worker imports: one per preset, none hand-listed
+    for name in PRESETS:
+        slug = name.replace(".", "_")
+        for module, attribute in [("_logits_reference", "logits_reference"), ("_loop_reference", "loop_reference")]:
+            declared = load_sampler(f"specverify.samplers.{module}:{attribute}_{slug}")
+            assert getattr(declared.warp, "preset", declared.warp) == name and name in declared.name
+            if name != "transformers":  # transformers' undeclared one is the plain reference itself
+                undeclared = load_sampler(f"specverify.samplers.{module}:{attribute}_{slug}_undeclared")
+                assert not getattr(undeclared.warp, "declared", undeclared.warp) and "undeclared" in undeclared.name

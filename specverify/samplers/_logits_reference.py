@@ -15,6 +15,7 @@ import torch
 
 from .._contract import Capabilities
 from .._warps.declared import resolve_warp
+from .._warps.presets import PRESETS
 from .._oracle import canonical_emit
 from .._seeded import seeded_uniforms
 from .._warps.rules import SamplingParams
@@ -80,9 +81,9 @@ def _undeclared(name: str) -> LogitsReferenceSampler:
 
 #: The reference warping as each engine preset does, and declaring it (importable by name, so a
 #: worker runs it: ``specverify.samplers._logits_reference:logits_reference_llama_cpp``).
-PRESET_REFERENCES = {name: _declared(name) for name in ("transformers", "vllm", "sglang", "llama.cpp")}
+PRESET_REFERENCES = {name: _declared(name) for name in PRESETS}
 #: The same, declaring nothing (``..._undeclared``; transformers' is :data:`logits_reference` itself).
-UNDECLARED_REFERENCES = {name: _undeclared(name) for name in ("vllm", "sglang", "llama.cpp")}
+UNDECLARED_REFERENCES = {name: _undeclared(name) for name in PRESETS if name != "transformers"}
 logits_reference_transformers = PRESET_REFERENCES["transformers"]
 logits_reference_vllm = PRESET_REFERENCES["vllm"]
 logits_reference_sglang = PRESET_REFERENCES["sglang"]

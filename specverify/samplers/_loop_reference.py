@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from .._warps.declared import resolve_warp
+from .._warps.presets import PRESETS
 from .._loop import left_padded
 from .._oracle import canonical_emit, inverse_cdf
 from .._seeded import seeded_uniforms
@@ -125,8 +126,8 @@ def _preset_loop(name: str, declared: bool) -> LoopReference:
 #: The reference loop warping as each engine preset does, declaring it (``loop_reference_vllm``) or
 #: not (``loop_reference_vllm_undeclared``; transformers' undeclared is :data:`loop_reference`), each
 #: importable by name so a worker runs it.
-PRESET_LOOPS = {name: _preset_loop(name, True) for name in ("transformers", "vllm", "sglang", "llama.cpp")}
-UNDECLARED_LOOPS = {name: _preset_loop(name, False) for name in ("vllm", "sglang", "llama.cpp")}
+PRESET_LOOPS = {name: _preset_loop(name, True) for name in PRESETS}
+UNDECLARED_LOOPS = {name: _preset_loop(name, False) for name in PRESETS if name != "transformers"}
 loop_reference_transformers = PRESET_LOOPS["transformers"]
 loop_reference_vllm = PRESET_LOOPS["vllm"]
 loop_reference_sglang = PRESET_LOOPS["sglang"]
