@@ -24,7 +24,7 @@ from ._run._workers import Placement, open_pool
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
-from ._run._cost import RunCost, calibrate, plan_cost
+from ._run._cost import RunCost, rehearsed_cost
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
 from .checks._loop import loop_battery
 from .errors import Interrupted, NotStarted, UsageError
@@ -171,7 +171,7 @@ def _start(
 def _gate(run: Run, on_cost: Callable[[RunCost], bool]) -> None:
     """Time the plan (a short calibration), record it, and stop before the first check where
     ``on_cost`` says so (:class:`NotStarted`); the Run recorded the plan's samples already."""
-    cost = plan_cost(run.planned, run.budget, calibrate(run.subject), workers=run.pool.size)
+    cost = rehearsed_cost(run.planned, run.subject, run.budget, run.seed, spec=run.spec, workers=run.pool.size)
     run.info.extra["plan"] = cost.to_json()
     if not on_cost(cost):
         run.pool.close()

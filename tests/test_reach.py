@@ -60,16 +60,40 @@ def test_bad_reach_options_are_one_line_and_exit_2(command, flags, capsys, tmp_p
     assert not json_path.exists()  # nothing ran
 
 
-def test_plan_prints_samples_per_decision_and_an_estimate_and_runs_nothing(capsys, tmp_path):
+def test_plan_rehearses_each_check_and_prints_its_rows_and_an_estimate_and_runs_nothing(capsys, tmp_path):
     json_path = tmp_path / "run.json"
     assert main(["check", REFERENCE, "--plan", "--tv", "0.002", "--only", ONE_FIT, "--json", str(json_path)]) == 0
     out = capsys.readouterr().out
-    expected = budget_for_tv(0.002).max_samples
-    assert f"{ONE_FIT}" in out and f" {expected:,} " in out
-    assert f"total: {expected:,} samples" in out
-    assert "an estimate" in out and "measured: fastest of 3 calls" in out
+    line = next(l for l in out.splitlines() if l.startswith(ONE_FIT))
+    rows = int(line.split()[2].replace(",", ""))
+    cap = budget_for_tv(0.002).max_samples
+    assert 0 < rows and rows != cap and "(at the cap" not in line  # counted by its own code, not at the cap
+    assert f"total: {rows:,} samples" in out and "rehearsed against the exact law" in out
+    assert "an estimate" in out and "about " in out and "timed:" in out
     assert "pass" not in out and "conformant" not in out  # no check ran, no verdict
     assert not json_path.exists()
+
+
+def test_a_check_that_cannot_be_rehearsed_is_counted_at_the_cap_and_says_why():
+    from types import SimpleNamespace
+
+    from specverify._run._cost import AT_CAP, REHEARSED, rehearsed_cost
+    from specverify._run._plan import PlannedCheck, plan
+    from specverify._runner import load_sut
+
+    class Unrehearsable:  # a unit the stand-in has no exact law for
+        pass
+
+    def run(ctx):
+        return list(ctx.units(lambda sut, unit: None, [Unrehearsable()]))
+
+    sut = load_sut(REFERENCE, isolation="in-process")
+    budget = resolve_budget("quick")
+    odd = PlannedCheck(SimpleNamespace(id="odd.units", statistical=True, decisions=2, run=run), None, 0.01)
+    cost = rehearsed_cost([odd, *plan(sut, budget, ["contract.output"])], sut, budget, 0)
+    at_cap, exact = cost.checks
+    assert at_cap.samples == 2 * budget.max_samples and at_cap.counted.startswith(AT_CAP) and "Unrehearsable" in at_cap.counted
+    assert exact.counted == REHEARSED and exact.samples > 0 and cost.estimated_seconds is not None
 
 
 def test_max_time_under_the_estimate_stops_before_starting(capsys, tmp_path):
@@ -93,8 +117,12 @@ def test_a_real_run_records_its_budget_and_plan(tmp_path):
     run = json.loads(json_path.read_text())["run"]
     assert run["tv"] == 0.03 and run["budget"]["name"] == "tv=0.03" and "scaled" in run["budget"]["derivation"]
     plan = run["plan"]
-    assert plan["total_samples"] == budget_for_tv(0.03).max_samples and plan["estimated_seconds"] is not None
-    assert "an estimate" in plan["samples_are"] and plan["calibration"]["seconds_per_row"] > 0
+    assert plan["estimated_seconds"] is not None and "an estimate" in plan["samples_are"]
+    drew = {c["id"]: c["samples"] for c in json.loads(json_path.read_text())["checks"]}
+    planned = {c["id"]: c for c in plan["checks"]}
+    # rehearsed on the exact law, the plan counts what the run then drew on a conforming sampler
+    assert planned[ONE_FIT]["counted"].startswith("rehearsed") and planned[ONE_FIT]["samples"] == drew[ONE_FIT] > 0
+    assert planned["contract.output"]["samples"] == drew["contract.output"]
 
 
 def test_the_api_takes_tv_and_records_the_plan_uncalibrated():

@@ -1,13 +1,15 @@
-"""A run's cost before it starts: samples per decision, their total, and a time estimated from a
-short calibration of the sampler's speed.
+"""A run's cost before it starts: the rows each check draws, their total, and a time estimated on
+the sampler itself.
 
-The checks size their samples as they run (their cases' vocabularies decide the degrees of
-freedom), so the plan counts each statistical decision at the budget's ``max_samples``, the cap
-one test of it is sized under.  That count, times the seconds per row measured on a few calls at a
-small-V shape, is the estimate, labelled as such and with how it was measured.  It is not a bound
-either way: most decisions need fewer samples than the cap (a small df reaches the TV sooner), a
-searching check's screening examples draw more, large-V shapes cost more per row, and exact checks
-(not counted) take time too.
+Every run's JSON holds the cheap count (:func:`plan_cost`): each statistical decision at the
+budget's ``max_samples``, the cap one test of it is sized under, which is no estimate of rows below
+TV 0.01 (decisions rarely reach their cap there, and several share one experiment).  ``--plan`` and
+``--max-time`` ask for the real one (:func:`rehearsed_cost`): the checks are rehearsed against the
+exact law (:mod:`._rehearsal`), so each is counted at the rows its own code will draw on a
+conforming sampler, and each shape's rows are timed on the sampler, through the same tally code a
+unit runs.  It is an estimate, labelled as such, not a bound: a failing sampler stops sooner, the
+harness's own statistics and exact audits are not counted, and a check that cannot be rehearsed
+(loops, trees) is counted at the cap, said per check.
 """
 
 from __future__ import annotations
@@ -20,25 +22,29 @@ from typing import Any
 from .._budgets import Budget
 from .._kinds import ChainKind
 from ._plan import PlannedCheck
+from ._rehearsal import rehearse, time_groups
 
-__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost"]
+__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost", "rehearsed_cost"]
 
 #: The shape calibration calls run at: rows of a K=3 chain over V=64 (the battery's small-V cases).
 CALIBRATION_SHAPE = (4_096, 3, 64)
 
+#: How a check's samples were counted.
+AT_CAP = "each statistical decision at max_samples (the cap of one test)"
+REHEARSED = "rehearsed: the rows its own code draws on a conforming sampler"
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckCost:
-    """One planned check's share of the cost: its statistical decisions, each at the cap of one test."""
+    """One planned check's share of the cost: its statistical decisions, the samples it draws, the
+    seconds they take (``None``: not estimated), and how the samples were counted."""
 
     id: str
     decisions: int
-    samples_per_decision: int
+    samples: int
     skipped: bool
-
-    @property
-    def samples(self) -> int:
-        return 0 if self.skipped else self.decisions * self.samples_per_decision
+    seconds: float | None = None
+    counted: str = AT_CAP
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,17 +65,24 @@ class RunCost:
 
     @property
     def total_samples(self) -> int:
-        return sum(c.samples for c in self.checks)
+        return sum(c.samples for c in self.checks if not c.skipped)
 
     @property
     def estimated_seconds(self) -> float | None:
-        rate = self.calibration.seconds_per_row
-        return None if rate is None else self.total_samples * rate / self.workers
+        if not self.rehearsed and self.calibration.seconds_per_row is None:
+            return None  # nothing was timed
+        seconds = [c.seconds for c in self.checks if not c.skipped and c.samples]
+        return None if any(s is None for s in seconds) else sum(s or 0.0 for s in seconds)
+
+    @property
+    def rehearsed(self) -> bool:
+        return any(c.counted == REHEARSED for c in self.checks)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "samples_are": "each statistical decision counted at the budget's max_samples (the cap of one test), an estimate",
-            "checks": [dataclasses.asdict(c) | {"samples": c.samples} for c in self.checks],
+            "samples_are": "rows each check draws on a conforming sampler, rehearsed against the exact law where it could be (each check says), an estimate"
+            if self.rehearsed else AT_CAP + ", an estimate",
+            "checks": [dataclasses.asdict(c) for c in self.checks],
             "total_samples": self.total_samples,
             "estimated_seconds": self.estimated_seconds,
             "workers": self.workers,
@@ -78,19 +91,22 @@ class RunCost:
 
     def lines(self) -> list[str]:
         """The plan as printed by ``--plan``."""
-        out = [f"{'check':<44} {'decisions':>9} {'samples/decision':>17} {'samples':>15}"]
+        out = [f"{'check':<44} {'decisions':>9} {'samples':>15} {'est. seconds':>12}"]
         for c in self.checks:
             if c.skipped:
                 out.append(f"{c.id:<44} {'skip':>9}")
-            elif c.decisions:
-                out.append(f"{c.id:<44} {c.decisions:>9} {format(c.samples_per_decision, ','):>17} {c.samples:>15,}")
+            elif c.decisions or c.samples:
+                shown = "?" if c.seconds is None else f"{c.seconds:,.1f}"
+                mark = "" if c.counted == REHEARSED or not self.rehearsed else "  (at the cap: " + c.counted + ")"
+                out.append(f"{c.id:<44} {c.decisions or 'exact':>9} {c.samples:>15,} {shown:>12}{mark}")
             else:
                 out.append(f"{c.id:<44} {'exact':>9}")
-        out.append(f"total: {self.total_samples:,} samples (each decision at max_samples, the cap of one test)")
+        how = "rows each check's own code draws on a conforming sampler (rehearsed against the exact law)" if self.rehearsed else AT_CAP
+        out.append(f"total: {self.total_samples:,} samples ({how})")
         seconds = self.estimated_seconds
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
-        spread = f" / {self.workers} workers" if self.workers > 1 else ""
-        out.append(f"estimated time (an estimate, not a bound: total samples x measured speed{spread}): {timing}; {self.calibration.how}")
+        spread = f"; units spread over {self.workers} workers" if self.workers > 1 else ""
+        out.append(f"estimated time (an estimate, not a bound{spread}): {timing}; {self.calibration.how}")
         return out
 
 
@@ -100,12 +116,39 @@ NOT_CALIBRATED = Calibration(None, "not calibrated (ask with --plan or --max-tim
 
 def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration, *, workers: int = 1) -> RunCost:
     """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of
-    one test), spread over ``workers`` sampler processes."""
-    checks = [
-        CheckCost(p.id, p.check.decisions if p.check.statistical else 0, budget.max_samples if p.check.statistical else 0, p.skip_reason is not None)
-        for p in planned
-    ]
-    return RunCost(checks, calibration, workers)
+    one test), at ``calibration``'s speed spread over ``workers`` sampler processes."""
+    return RunCost([_at_cap(p, budget, calibration, workers) for p in planned], calibration, workers)
+
+
+def _at_cap(p: PlannedCheck, budget: Budget, calibration: Calibration, workers: int, counted: str = AT_CAP) -> CheckCost:
+    decisions = p.check.decisions if p.check.statistical else 0
+    samples = decisions * budget.max_samples
+    rate = calibration.seconds_per_row
+    seconds = None if rate is None else samples * rate / workers
+    return CheckCost(p.id, decisions, samples, p.skip_reason is not None, seconds, counted)
+
+
+def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget, seed: int, *, spec: str | None = None, workers: int = 1) -> RunCost:
+    """The plan's cost by rehearsal (:mod:`._rehearsal`): each check at the rows its own code draws
+    on a conforming sampler, each shape's rows timed on ``subject``; a check that cannot be
+    rehearsed is counted at the cap, at the speed of :func:`calibrate`."""
+    if not isinstance(subject.kind, ChainKind):
+        return plan_cost(planned, budget, calibrate(subject), workers=workers)
+    rehearsed = rehearse(planned, subject, budget, seed, spec=spec)
+    try:
+        how = time_groups(rehearsed, subject)
+    except Exception as exc:  # a sampler that refuses a timing call: no estimate, never a guess
+        return plan_cost(planned, budget, Calibration(None, f"not calibrated: a timing call failed ({type(exc).__name__}: {exc})"), workers=workers)
+    fallback: Calibration | None = None
+    checks = []
+    for p, r in zip(planned, rehearsed):
+        if r.why_not is None:
+            decisions = p.check.decisions if p.check.statistical else 0
+            checks.append(CheckCost(p.id, decisions, r.rows, p.skip_reason is not None, r.seconds(workers), REHEARSED))
+        else:
+            fallback = fallback or calibrate(subject)
+            checks.append(_at_cap(p, budget, fallback, workers, f"{AT_CAP}; {r.why_not}"))
+    return RunCost(checks, Calibration(None, how), workers)
 
 
 def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CALIBRATION_SHAPE) -> Calibration:

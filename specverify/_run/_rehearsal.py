@@ -1,0 +1,279 @@
+"""A plan by rehearsal: the checks run against a stand-in that answers from the exact law, so the
+plan counts the rows each check will draw, sized by the check's own code, before any is drawn.
+
+Counting each decision at the budget's cap is an order of magnitude off below TV 0.01 (the cap is
+rarely reached, several decisions share one experiment, a search draws per example).  So the
+planned checks run here exactly as they will run, on the same cases and seeds, with two stand-ins:
+
+* the run's **units** (every tally experiment, :mod:`specverify._calling.pool`) are answered with
+  counts drawn from the exact law of a conforming sampler (a multinomial, seeded by the unit), so
+  searches, sequential stops and confirmations take the path they take on a conforming sampler;
+* a **direct call** of the sampler (the contract's and the shapes' checks) is answered at once with
+  a placeholder output; its rows and shape are what is counted.
+
+Nothing calls the sampler while rehearsing.  What was drawn is grouped by shape, and each group is
+then timed on the real sampler with a few of its own rows (:func:`time_groups`), units through the
+same tally code a unit runs.  The result is what a conforming sampler costs: a failing one stops
+sooner, and a check that cannot be rehearsed (a loop's, a tree's, any unit the stand-in cannot
+answer) is counted at the cap as before, and said so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._calling.pool import COUNTERS, UnitDone
+from .._exact import emitted_law, sequence_offsets, step_law, target_law
+from .._reach import ReachRecorder
+from ..checks._base import Context
+from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_steps, tally_model
+from ._plan import PlannedCheck
+
+__all__ = ["Drawn", "Rehearsed", "rehearse", "time_groups"]
+
+#: Rows a group is timed on: enough to amortise a call's fixed cost, few enough to be quick.
+TIMING_ROWS = 16_384
+#: Elements (rows x (K+1) x V) at most in a timing call of a direct-call group.
+TIMING_ELEMENTS = 1 << 23
+#: Seconds the timing of groups may take; groups left untimed take the rate of the nearest timed one.
+TIMING_SECONDS = 20.0
+
+
+class CannotRehearse(Exception):
+    """A unit the stand-in has no exact law for: the check is counted at the cap instead."""
+
+
+@dataclasses.dataclass
+class Drawn:
+    """Rows of one shape a check draws: in units (spread over the workers) or in direct calls (the
+    first worker's), with an example to time them on."""
+
+    where: str  # "units" or "calls"
+    k: int
+    vocab: int
+    dtype: str
+    rows: int
+    example: Callable[[Any, int], int]  # the largest call's: (real sampler under test, rows) -> rows run
+    largest: int  # rows of the largest call (or unit)
+    calls: int = 1
+    seconds_per_row: float | None = None
+    seconds_per_call: float = 0.0  # a call's fixed cost, whatever its rows
+
+    @property
+    def key(self) -> tuple[str, int, int, str]:
+        return (self.where, self.k, self.vocab, self.dtype)
+
+    @property
+    def elements(self) -> int:
+        return (self.k + 1) * self.vocab
+
+
+@dataclasses.dataclass
+class Rehearsed:
+    """One planned check's rehearsal: what it draws, grouped by shape; ``why_not`` if it could not
+    be rehearsed (counted at the cap)."""
+
+    id: str
+    drawn: dict[tuple[str, int, int, str], Drawn]
+    why_not: str | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(d.rows for d in self.drawn.values())
+
+    def seconds(self, workers: int) -> float | None:
+        """Estimated seconds: direct calls on the first worker, units spread over ``workers``."""
+        if any(d.seconds_per_row is None for d in self.drawn.values()):
+            return None
+        return sum((d.rows * (d.seconds_per_row or 0.0) + d.calls * d.seconds_per_call) / (workers if d.where == "units" else 1) for d in self.drawn.values())
+
+
+def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None) -> list[Rehearsed]:
+    """Each planned check, run against the stand-ins (never the sampler)."""
+    out = []
+    for item in planned:
+        if item.skip_reason is not None:
+            out.append(Rehearsed(item.id, {}))
+            continue
+        drawn: dict[tuple[str, int, int, str], Drawn] = {}
+        ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
+        try:
+            item.check.run(ctx)
+            out.append(Rehearsed(item.id, drawn))
+        except CannotRehearse as why:
+            out.append(Rehearsed(item.id, drawn, str(why)))
+        except Exception as exc:  # a check's path the placeholders cannot take: counted at the cap
+            out.append(Rehearsed(item.id, drawn, f"its rehearsal stopped ({type(exc).__name__}: {exc})"))
+    return out
+
+
+def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMING_SECONDS) -> str:
+    """Time each shape group on the real sampler (largest first, one warm-up call, on its largest
+    call's own inputs), less a call's fixed cost (timed on one row), and give groups left untimed
+    (over ``budget_s``) the rate of the nearest timed one; returns how it was measured."""
+    groups: dict[tuple[str, int, int, str], list[Drawn]] = {}
+    for r in rehearsed:
+        for d in r.drawn.values():
+            groups.setdefault(d.key, []).append(d)
+    order = sorted(groups.values(), key=lambda ds: -sum(d.rows for d in ds))
+    timed: dict[tuple[str, int, int, str], float] = {}
+    failed: str | None = None
+    per_call = {"units": 0.0, "calls": 0.0}
+    fixed_costs: set[str] = set()
+    start = time.perf_counter()
+    for ds in order:
+        if time.perf_counter() - start > budget_s and timed:
+            break
+        example = max(ds, key=lambda d: d.largest)
+        cap = TIMING_ROWS if example.where == "units" else max(1, min(TIMING_ROWS, TIMING_ELEMENTS // example.elements))
+        try:
+            example.example(sut, min(example.largest, cap))  # warm-up: a first call may compile or fill caches
+            if example.where not in fixed_costs:  # a call's (a unit's) fixed cost, once each: one row
+                began = time.perf_counter()
+                example.example(sut, 1)
+                per_call[example.where] = time.perf_counter() - began
+                fixed_costs.add(example.where)
+            began = time.perf_counter()
+            ran = example.example(sut, min(example.largest, cap))
+        except Exception as exc:  # a call the sampler refuses: this shape takes its neighbour's rate
+            failed = failed or f"{type(exc).__name__}: {exc}"
+            continue
+        timed[example.key] = max(time.perf_counter() - began - per_call[example.where], 0.0) / max(ran, 1)
+    if groups and not timed:
+        raise RuntimeError(f"no shape could be timed ({failed})")
+    for key, ds in groups.items():
+        rate = timed.get(key)
+        if rate is None:  # the nearest timed group of the same kind, by elements a row
+            same = [k for k in timed if k[0] == key[0]] or list(timed)
+            near = min(same, key=lambda k: abs(np.log((k[1] + 1) * k[2]) - np.log((key[1] + 1) * key[2])))
+            rate = timed[near]
+        for d in ds:
+            d.seconds_per_row, d.seconds_per_call = rate, per_call[d.where]
+    return (
+        f"rehearsed against the exact law, then timed: {len(timed)} of {len(groups)} shapes on the sampler itself "
+        f"({TIMING_ROWS:,} rows or fewer each, after a warm-up call; {per_call['calls'] * 1e3:.2f} ms a direct call's fixed cost, "
+        f"{per_call['units'] * 1e3:.2f} ms a unit's), "
+        "the rest at the nearest timed shape's rate"
+    )
+
+
+class _StandIn:
+    """The sampler under test as a check sees it, whose direct calls are answered at once with a
+    placeholder (nothing emitted past the first position) and counted by shape."""
+
+    def __init__(self, sut: Any, drawn: dict[tuple[str, int, int, str], Drawn]) -> None:
+        self._sut = sut
+        self._drawn = drawn
+        self.reach = ReachRecorder()
+        self.last_fault = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sut, name)
+
+    def step(self, *inputs: Any, **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        first, drafts = inputs[0], inputs[2]
+        rows, k = drafts.shape
+        dtype = options.get("dtype") or getattr(self._sut, "dtype", first.dtype)
+        _add(self._drawn, "calls", k, first.shape[-1], dtype, rows, _call_example(inputs, options, dtype))
+        tokens = torch.full((rows, k + 1), -1, dtype=torch.int64)
+        tokens[:, 0] = 0
+        return tokens, torch.zeros(rows, dtype=torch.int64)
+
+    chain_step = step
+
+    def steps(self, batches: Iterable[tuple[Any, ...]], **options: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for batch in batches:
+            yield self.step(*batch, **options)
+
+
+class _ExactPool:
+    """Units answered from the exact law of a conforming sampler, counted by shape."""
+
+    size = 1
+
+    def __init__(self, drawn: dict[tuple[str, int, int, str], Drawn]) -> None:
+        self._drawn = drawn
+        self._last: tuple[Any, Any] = (None, None)  # (an experiment's inputs, their law): one law an experiment
+
+    def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
+        for unit in units:
+            if isinstance(unit, StepUnit):
+                result: Any = self._steps(unit)
+            elif isinstance(unit, ModelUnit):
+                result = self._model(unit)
+            else:
+                raise CannotRehearse(f"no exact law for a {type(unit).__name__}")
+            yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
+
+    def _steps(self, unit: StepUnit) -> np.ndarray:
+        held, law = self._last
+        if held is not unit.target:  # held, so never a freed tensor's id reused
+            law = step_law(unit.target.double(), unit.draft.double(), unit.drafts).reshape(unit.target.shape[0], -1).numpy()
+            law = law / law.sum(axis=1, keepdims=True)
+            self._last = (unit.target, law)
+        cases = law.shape[0]
+        rows = (np.arange(unit.start, unit.stop) % cases).astype(np.int64)
+        per_case = np.bincount(rows, minlength=cases)
+        rng = np.random.default_rng(unit.seed)
+        counts = np.stack([rng.multinomial(int(n), law[c]) for c, n in enumerate(per_case)])
+        k, vocab = unit.drafts.shape[1], unit.target.shape[-1]
+        _add(self._drawn, "units", k, vocab, unit.dtype, unit.stop - unit.start, _unit_example(count_steps, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)))
+        return counts.reshape(-1)
+
+    def _model(self, unit: ModelUnit) -> ModelTally:
+        case = unit.case
+        held, laws = self._last
+        if held is not case:
+            emitted = emitted_law(case.model, case.k).numpy()
+            completed = target_law(case.model, case.k + 1).numpy()
+            offsets = sequence_offsets(case.vocab_size, case.k)
+            accepted = np.array([emitted[offsets[j] : offsets[j + 1]].sum() for j in range(case.k + 1)])
+            laws = tuple(x / x.sum() for x in (emitted, completed, accepted))
+            self._last = (case, laws)
+        rng = np.random.default_rng(unit.sampler)
+        tally = ModelTally(*(rng.multinomial(unit.rows, law) for law in laws))
+        _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(tally_model, unit, lambda u, n: dataclasses.replace(u, rows=n)))
+        return tally
+
+
+def _add(drawn: dict[tuple[str, int, int, str], Drawn], where: str, k: int, vocab: int, dtype: Any, rows: int, example: Callable[[Any, int], int]) -> None:
+    name = str(dtype).removeprefix("torch.")
+    key = (where, k, vocab, name)
+    known = drawn.get(key)
+    if known is None:
+        drawn[key] = Drawn(where, k, vocab, name, rows, example, rows)
+        return
+    known.rows += rows
+    known.calls += 1
+    if rows > known.largest:
+        known.example, known.largest = example, rows
+
+
+def _unit_example(work: Callable[[Any, Any], Any], unit: Any, shrink: Callable[[Any, int], Any]) -> Callable[[Any, int], int]:
+    """Run ``rows`` of this unit on a real sampler through the unit's own tally code."""
+
+    def run(sut: Any, rows: int) -> int:
+        work(sut, shrink(unit, rows))
+        return rows
+
+    return run
+
+
+def _call_example(inputs: tuple[Any, ...], options: dict[str, Any], dtype: Any) -> Callable[[Any, int], int]:
+    """Call a real sampler on the first ``rows`` rows of this call's own inputs."""
+    kept = {name: value for name, value in options.items() if name in ("uniforms", "seeds")}
+
+    def run(sut: Any, rows: int) -> int:
+        rows = min(rows, inputs[2].shape[0])
+        parts = [x[:rows].clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        extra = {name: v[:rows].clone() if isinstance(v, torch.Tensor) else v for name, v in kept.items()}
+        sut.step(*parts, generator=sut.generator(0), dtype=dtype, **extra)
+        return rows
+
+    return run
