@@ -104,9 +104,17 @@ def test_max_time_under_the_estimate_stops_before_starting(capsys, tmp_path):
     assert captured.out == "" and not json_path.exists()
 
 
-def test_a_loop_cannot_be_timed_so_max_time_refuses_it(capsys):
-    assert main(["loop", "specverify.samplers:loop_reference", "--max-time", "1000", "--only", "loop.positions"]) == 2
-    assert "cannot be estimated" in capsys.readouterr().err
+def test_a_loop_is_rehearsed_and_timed_so_max_time_judges_it_and_its_plan_counts_what_it_draws(capsys, tmp_path):
+    loop = "specverify.samplers:loop_reference"
+    assert main(["loop", loop, "--max-time", "0.000001", "--only", "loop.positions"]) == 2
+    assert "the plan's estimated time is" in capsys.readouterr().err
+    json_path = tmp_path / "run.json"
+    assert main(["loop", loop, "--tv", "0.05", "--max-time", "600", "--only", "loop.law[[]plain[]]", "--json", str(json_path), "-q"]) in (0, 3)
+    record = json.loads(json_path.read_text())
+    (planned,) = [c for c in record["run"]["plan"]["checks"] if c["id"] == "loop.law[plain]"]
+    (drew,) = [c["samples"] for c in record["checks"] if c["id"] == "loop.law[plain]"]  # one outcome a generation
+    assert planned["counted"].startswith("rehearsed") and planned["samples"] == drew > 0
+    assert record["run"]["plan"]["estimated_seconds"] > 0
 
 
 def test_a_real_run_records_its_budget_and_plan(tmp_path):
@@ -159,24 +167,7 @@ def test_the_member_below_the_presets_reach_moves_the_law_by_the_tv_its_story_st
 
 
 
-def test_a_loop_plan_counts_its_decisions_and_says_its_time_is_not_estimated(capsys):
-    assert main(["loop", "specverify.samplers:loop_reference", "--plan", "--tv", "0.02", "--only", "loop.positions"]) == 0
+def test_a_tree_plan_is_counted_at_the_cap_and_says_so(capsys):
+    assert main(["check", "specverify.samplers:tree_specinfer", "--plan", "--budget", "quick", "--only", "trees.conditional*"]) == 0
     out = capsys.readouterr().out
-    assert "loop.positions" in out and f"total: {budget_for_tv(0.02).max_samples:,} samples" in out
-    assert "not estimated" in out and "conformant" not in out
-
-
-def test_a_member_below_every_presets_reach_declares_its_verdict_at_a_target_tv():
-    from specverify import zoo
-    from specverify.zoo._matrix import MatrixRow, _budget_rank
-
-    member = zoo.bf16_truncated_ratio
-    assert member.declared_at(0.05) == ("conformant", "quick")  # the presets: within their stated reach
-    assert member.declared_at(0.001) == ("lossy", "tv<=0.001")
-    assert member.declared_at(0.0005) == ("lossy", "tv<=0.001")
-    assert zoo.reference_sampler.declared_at(0.001) == ("conformant", "quick")
-    # a custom reach ranks among the presets by its TV: every preset's bugs are due at tv-0.001
-    assert _budget_rank("tv-0.001") == _budget_rank("tv<=0.001") == 3 > _budget_rank("thorough")
-    assert _budget_rank("tv-0.02") == 1  # smaller than quick's TV, larger than standard's
-    row = MatrixRow("bf16-truncated-ratio", 0, "lossy", "tv<=0.001", ["fit"], "conformant", {}, None, None, 0, 0.0)
-    assert row.miss and row.due("tv-0.001") and not row.due("thorough")
+    assert "each statistical decision at max_samples" in out and "conformant" not in out

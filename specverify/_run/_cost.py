@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._budgets import Budget
-from .._kinds import ChainKind
+from .._kinds import ChainKind, LoopKind
 from ._plan import PlannedCheck
 from ._rehearsal import rehearse, time_groups
 
@@ -132,9 +132,10 @@ def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget
     """The plan's cost by rehearsal (:mod:`._rehearsal`): each check at the rows its own code draws
     on a conforming sampler, each shape's rows timed on ``subject``; a check that cannot be
     rehearsed is counted at the cap, at the speed of :func:`calibrate`."""
-    if not isinstance(subject.kind, ChainKind):
+    loop = isinstance(subject.kind, LoopKind)
+    if not (loop or isinstance(subject.kind, ChainKind)):
         return plan_cost(planned, budget, calibrate(subject), workers=workers)
-    rehearsed = rehearse(planned, subject, budget, seed, spec=spec)
+    rehearsed = rehearse(planned, subject, budget, seed, spec=spec, loop=loop)
     try:
         how = time_groups(rehearsed, subject)
     except Exception as exc:  # a sampler that refuses a timing call: no estimate, never a guess

@@ -32,6 +32,7 @@ from .._calling.pool import COUNTERS, UnitDone
 from .._exact import emitted_law, sequence_offsets, step_law, target_law
 from .._reach import ReachRecorder
 from ..checks._base import Context
+from ..checks._loop import LoopContext, LoopUnit, generate
 from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_steps, tally_model
 from ._plan import PlannedCheck
 
@@ -94,15 +95,20 @@ class Rehearsed:
         return sum((d.rows * (d.seconds_per_row or 0.0) + d.calls * d.seconds_per_call) / (workers if d.where == "units" else 1) for d in self.drawn.values())
 
 
-def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None) -> list[Rehearsed]:
-    """Each planned check, run against the stand-ins (never the sampler)."""
+def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None, loop: bool = False) -> list[Rehearsed]:
+    """Each planned check, run against the stand-ins (never the sampler); ``loop``: ``sut`` is a
+    generation loop, whose generations are drawn from its oracle's warped target."""
     out = []
     for item in planned:
         if item.skip_reason is not None:
             out.append(Rehearsed(item.id, {}))
             continue
         drawn: dict[tuple[str, int, int, str], Drawn] = {}
-        ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
+        ctx: Any
+        if loop:
+            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=LoopContext(sut, 0, 0, 0, 0, 0).oracle))  # type: ignore[arg-type]
+        else:
+            ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
         try:
             item.check.run(ctx)
             out.append(Rehearsed(item.id, drawn))
@@ -197,8 +203,9 @@ class _ExactPool:
 
     size = 1
 
-    def __init__(self, drawn: dict[tuple[str, int, int, str], Drawn]) -> None:
+    def __init__(self, drawn: dict[tuple[str, int, int, str], Drawn], oracle: Any = None) -> None:
         self._drawn = drawn
+        self._oracle = oracle  # a loop's warp: its generations' law
         self._last: tuple[Any, Any] = (None, None)  # (an experiment's inputs, their law): one law an experiment
 
     def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
@@ -207,6 +214,8 @@ class _ExactPool:
                 result: Any = self._steps(unit)
             elif isinstance(unit, ModelUnit):
                 result = self._model(unit)
+            elif isinstance(unit, LoopUnit) and self._oracle is not None:
+                result = self._generations(unit)
             else:
                 raise CannotRehearse(f"no exact law for a {type(unit).__name__}")
             yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
@@ -240,6 +249,26 @@ class _ExactPool:
         tally = ModelTally(*(rng.multinomial(unit.rows, law) for law in laws))
         _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(tally_model, unit, lambda u, n: dataclasses.replace(u, rows=n)))
         return tally
+
+
+    def _generations(self, unit: LoopUnit) -> torch.Tensor:
+        """A conforming loop's generations: each token drawn from the oracle's warp of the target
+        given the row's tokens so far (vectorised over rows; a short loop over positions)."""
+        rng = torch.Generator().manual_seed(unit.seed)
+        prefix, out = unit.prompt, []
+        for _ in range(unit.num_tokens):
+            probs = self._oracle(unit.target(prefix), unit.params)
+            token = torch.multinomial(probs.double(), 1, generator=rng)
+            out.append(token)
+            prefix = torch.cat([prefix, token], dim=1)
+        rows = unit.prompt.shape[0]
+        _add(self._drawn, "units", unit.num_tokens, unit.target.vocab_size, "loop", rows, _unit_example(generate, unit, _fewer_rows))
+        return torch.cat(out, dim=1) if out else torch.empty((rows, 0), dtype=torch.int64)
+
+
+def _fewer_rows(unit: LoopUnit, rows: int) -> LoopUnit:
+    params = unit.params.select(slice(0, rows)) if unit.params.rows == unit.prompt.shape[0] else unit.params
+    return dataclasses.replace(unit, prompt=unit.prompt[:rows], params=params)
 
 
 def _add(drawn: dict[tuple[str, int, int, str], Drawn], where: str, k: int, vocab: int, dtype: Any, rows: int, example: Callable[[Any, int], int]) -> None:
