@@ -1,5 +1,6 @@
-"""A progress bar for long runs (rich): checks done of the plan's total, percent, sampler rows,
-elapsed time and an estimate of what is left, and a note while the harness waits on a slow call."""
+"""A progress bar for long runs (rich): checks done of the plan's total, or, where the plan was
+rehearsed (``--max-time``), sampler rows done of the rows it counted, with percent, elapsed time and
+an estimate of what is left, and a note while the harness waits on a slow call."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class ProgressDisplay:
         self._task: Any = None
         self._current: str | None = None
         self._rows = 0
+        self._rows_planned: int | None = None  # the rehearsed plan's rows: the bar counts rows, not checks
 
     def __enter__(self) -> ProgressDisplay:
         if self.enabled:
@@ -52,11 +54,16 @@ class ProgressDisplay:
         if self.enabled:
             self._progress.stop()
 
+    def expect(self, cost: Any) -> None:
+        """The plan's cost, before the run: rehearsed, its rows become the bar's total."""
+        if getattr(cost, "rehearsed", False) and cost.total_samples > 0:
+            self._rows_planned = cost.total_samples
+
     def plan(self, planned: list[Any]) -> None:
-        """The total: one step per result the plan will report."""
+        """The total: the rehearsed plan's rows, else one step per result the plan will report."""
         if not self.enabled:
             return
-        total = sum(len(p.check.decision_list()) for p in planned)
+        total = self._rows_planned or sum(len(p.check.decision_list()) for p in planned)
         self._task = self._progress.add_task("checks", total=total, rows=0, note="")
 
     def advance(self, planned: Any, rows: int) -> None:
@@ -69,6 +76,8 @@ class ProgressDisplay:
             self._progress.update(self._task, description=planned.id)
         self._rows += rows
         self._progress.update(self._task, rows=self._rows, note="")
+        if self._rows_planned:
+            self._progress.update(self._task, completed=min(self._rows, self._rows_planned))
 
     def waiting(self, seconds: float, limit: float) -> None:
         """The harness is waiting on one call of the sampler (seconds so far, its limit)."""
@@ -78,4 +87,5 @@ class ProgressDisplay:
     def finished(self, result: Any) -> None:
         if self.enabled and self._task is not None:
             self._progress.update(self._task, note="")
-            self._progress.advance(self._task)
+            if not self._rows_planned:
+                self._progress.advance(self._task)

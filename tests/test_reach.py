@@ -171,3 +171,30 @@ def test_a_tree_plan_is_counted_at_the_cap_and_says_so(capsys):
     assert main(["check", "specverify.samplers:tree_specinfer", "--plan", "--budget", "quick", "--only", "trees.conditional*"]) == 0
     out = capsys.readouterr().out
     assert "each statistical decision at max_samples" in out and "conformant" not in out
+
+
+def test_a_rehearsed_plan_makes_the_progress_bar_count_rows_of_its_total():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from specverify._progress import ProgressDisplay
+
+    display = ProgressDisplay(enabled=True, console=Console(file=io.StringIO(), force_terminal=True))
+    display.expect(SimpleNamespace(rehearsed=True, total_samples=1_000))
+    check = SimpleNamespace(id="fit.conditional[random]", check=SimpleNamespace(decision_list=lambda: [1, 2]))
+    with display:
+        display.plan([check])
+        display.advance(check, 400)
+        display.finished(SimpleNamespace())
+        task = display._progress.tasks[0]
+        assert (task.total, task.completed) == (1_000, 400)  # rows of the plan's rows, not results of 2
+    unrehearsed = ProgressDisplay(enabled=True, console=Console(file=io.StringIO(), force_terminal=True))
+    unrehearsed.expect(SimpleNamespace(rehearsed=False, total_samples=5_000))
+    with unrehearsed:
+        unrehearsed.plan([check])
+        unrehearsed.advance(check, 400)
+        unrehearsed.finished(SimpleNamespace())
+        task = unrehearsed._progress.tasks[0]
+        assert (task.total, task.completed) == (2, 1)

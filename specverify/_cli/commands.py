@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 on_plan=display.plan,
                 on_wait=display.waiting,
                 tv=args.tv,
-                on_cost=_cost_gate(args, out),
+                on_cost=_cost_gate(args, out, display),
                 workers=args.workers,
                 devices=_devices(args),
                 executor=args.executor,
@@ -248,13 +248,16 @@ def _validate(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _cost_gate(args: argparse.Namespace, out: Any) -> Callable[[Any], bool] | None:
+def _cost_gate(args: argparse.Namespace, out: Any, display: Any = None) -> Callable[[Any], bool] | None:
     """With ``--plan``: print the plan and its cost, never start; with ``--max-time``: start only
-    when the estimate is known and within it; else ``None`` (no calibration spent)."""
+    when the estimate is known and within it (the progress ``display`` then counts the plan's
+    rows); else ``None`` (no calibration spent)."""
     if not args.plan and args.max_time is None:
         return None
 
     def gate(cost: Any) -> bool:
+        if display is not None:
+            display.expect(cost)
         if args.plan:
             for line in cost.lines():
                 out.print(line, markup=False, highlight=False)
