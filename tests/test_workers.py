@@ -168,7 +168,7 @@ def test_cli_json_is_identical_for_any_worker_count(tmp_path):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
         (["--devices", "cuda:7"], "cuda:7"),
         (["--address", "127.0.0.1:1"], "--executor ray"),
         (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),

@@ -199,14 +199,10 @@ def _placement_problem(args: argparse.Namespace) -> str | None:
     from .._run._workers import Placement
     from ..errors import UsageError
 
-    if args.workers is not None and args.workers < 1:
-        return f"--workers must be at least 1, got {args.workers}"
-    if args.address is not None and args.executor != "ray":
-        return "--address is a Ray cluster's: give it with --executor ray"
-    try:
+    try:  # the API's checks, whose messages name the flags too
         Placement.of(args.workers, _devices(args), args.executor, args.address)
     except UsageError as exc:
-        return f"--devices: {exc}" if getattr(args, "devices", None) else str(exc)
+        return str(exc)
     return None
 
 

@@ -41,7 +41,7 @@ class Placement:
         if executor not in EXECUTORS:
             raise UsageError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise UsageError(f"workers must be a whole number of at least 1, not {workers!r}")
+            raise UsageError(f"workers (--workers) must be a whole number of at least 1, not {workers!r}")
         if address is not None and executor != "ray":
             raise UsageError("an address is a Ray cluster's: give it with executor 'ray' (--executor ray)")
         listed = tuple(d.strip() for d in devices) if devices else None
