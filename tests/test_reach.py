@@ -68,8 +68,8 @@ def test_plan_rehearses_each_check_and_prints_its_rows_and_an_estimate_and_runs_
     rows = int(line.split()[2].replace(",", ""))
     cap = budget_for_tv(0.002).max_samples
     assert 0 < rows and rows != cap and "(at the cap" not in line  # counted by its own code, not at the cap
-    assert f"total: {rows:,} samples" in out and "rehearsed against the exact law" in out
-    assert "an estimate" in out and "about " in out and "timed:" in out
+    assert f"total: {rows:,} samples" in out and "rehearsed on the exact law" in out
+    assert "an estimate" in out and "about " in out and "shapes timed on the sampler" in out
     assert "pass" not in out and "conformant" not in out  # no check ran, no verdict
     assert not json_path.exists()
 

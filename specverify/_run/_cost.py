@@ -101,12 +101,12 @@ class RunCost:
                 out.append(f"{c.id:<44} {c.decisions or 'exact':>9} {c.samples:>15,} {shown:>12}{mark}")
             else:
                 out.append(f"{c.id:<44} {'exact':>9}")
-        how = "rows each check's own code draws on a conforming sampler (rehearsed against the exact law)" if self.rehearsed else AT_CAP
+        how = "as the checks draw them on a conforming sampler: rehearsed on the exact law" if self.rehearsed else AT_CAP
         out.append(f"total: {self.total_samples:,} samples ({how})")
         seconds = self.estimated_seconds
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
-        spread = f"; units spread over {self.workers} workers" if self.workers > 1 else ""
-        out.append(f"estimated time (an estimate, not a bound{spread}): {timing}; {self.calibration.how}")
+        spread = f", units over {self.workers} workers" if self.workers > 1 else ""
+        out.append(f"estimated time: {timing} (an estimate, not a bound{spread}); {self.calibration.how}")
         return out
 
 

@@ -162,10 +162,8 @@ def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMIN
         for d in ds:
             d.seconds_per_row, d.seconds_per_call = rate, per_call[d.where]
     return (
-        f"rehearsed against the exact law, then timed: {len(timed)} of {len(groups)} shapes on the sampler itself "
-        f"({TIMING_ROWS:,} rows or fewer each, after a warm-up call; {per_call['calls'] * 1e3:.2f} ms a direct call's fixed cost, "
-        f"{per_call['units'] * 1e3:.2f} ms a unit's), "
-        "the rest at the nearest timed shape's rate"
+        f"{len(timed)} of {len(groups)} shapes timed on the sampler ({per_call['calls'] * 1e3:.1f} ms a call, "
+        f"{per_call['units'] * 1e3:.1f} ms a unit, fixed), the rest at the nearest timed shape's rate"
     )
 
 
