@@ -46,10 +46,6 @@ TIMING_ELEMENTS = 1 << 23
 TIMING_SECONDS = 20.0
 
 
-class CannotRehearse(Exception):
-    """A unit the stand-in has no exact law for: the check is counted at the cap instead."""
-
-
 @dataclasses.dataclass
 class Drawn:
     """Rows of one shape a check draws: in units (spread over the workers) or in direct calls (the
@@ -112,7 +108,7 @@ def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, 
         try:
             item.check.run(ctx)
             out.append(Rehearsed(item.id, drawn))
-        except CannotRehearse as why:
+        except NotImplementedError as why:  # a unit the stand-in has no exact law for
             out.append(Rehearsed(item.id, drawn, str(why)))
         except Exception as exc:  # a check's path the placeholders cannot take: counted at the cap
             out.append(Rehearsed(item.id, drawn, f"its rehearsal stopped ({type(exc).__name__}: {exc})"))
@@ -215,7 +211,7 @@ class _ExactPool:
             elif isinstance(unit, LoopUnit) and self._oracle is not None:
                 result = self._generations(unit)
             else:
-                raise CannotRehearse(f"no exact law for a {type(unit).__name__}")
+                raise NotImplementedError(f"no exact law for a {type(unit).__name__}")
             yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
 
     def _steps(self, unit: StepUnit) -> np.ndarray:
