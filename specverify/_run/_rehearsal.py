@@ -31,6 +31,7 @@ import torch
 from .._calling.pool import COUNTERS, UnitDone
 from .._exact import emitted_law, sequence_offsets, step_law, target_law
 from .._reach import ReachRecorder
+from .._warps.declared import declared_warp
 from ..checks._base import Context
 from ..checks._loop import LoopContext, LoopUnit, generate
 from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_steps, tally_model
@@ -102,7 +103,7 @@ def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, 
         drawn: dict[tuple[str, int, int, str], Drawn] = {}
         ctx: Any
         if loop:
-            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=LoopContext(sut, 0, 0, 0, 0, 0).oracle))  # type: ignore[arg-type]
+            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=declared_warp(sut)))  # type: ignore[arg-type]
         else:
             ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
         try:
