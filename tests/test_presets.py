@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specverify._warps.presets import PRESETS, preset
 from specverify._warps.separating import SEPARATING_CASES, differences, tv_on_cases
@@ -91,3 +94,80 @@ def test_generated_separating_cases_separate_the_preset_pair_they_are_drawn_for(
     logits, params, first, second = case
     law_a, law_b = PRESETS[first](logits, params), PRESETS[second](logits, params)
     assert float((law_a - law_b).abs().sum(-1).max()) > 1e-6
+
+
+def scalar_preset(name: str, logits: list[float], t: float | None, k: int | None, top_p: float | None, min_p: float | None) -> list[float]:
+    """A preset's rules for one row, in Python floats and sorted lists: the statement the vectorised
+    warp (one shared sort, off cuts skipped) must agree with."""
+    convention, vocab = PRESETS[name], len(logits)
+    if t is not None and t <= convention.greedy_below:
+        best = max(range(vocab), key=lambda i: (logits[i], -i))
+        return [1.0 if i == best else 0.0 for i in range(vocab)]
+    scale = 1.0 if t is None else t
+
+    def softmax(values: list[float], keep: list[bool]) -> list[float]:
+        top = max(v for v, kept in zip(values, keep) if kept)
+        e = [math.exp(v - top) if kept else 0.0 for v, kept in zip(values, keep)]
+        return [x / sum(e) for x in e]
+
+    def cut(cut_name: str, law: list[float]) -> list[bool]:
+        ranked = sorted(range(vocab), key=lambda i: (-law[i], i))
+        if cut_name == "top_k" and k is not None and 0 < k < vocab:
+            if convention.top_k_exact:
+                return [i in ranked[:k] for i in range(vocab)]
+            return [p >= law[ranked[k - 1]] for p in law]
+        if cut_name == "top_p" and top_p is not None and top_p < 1:
+            keep, mass = [False] * vocab, 0.0
+            for i in ranked:
+                keep[i] = mass <= top_p if convention.top_p_inclusive else mass < top_p
+                mass += law[i]
+            return keep
+        if cut_name == "min_p" and min_p is not None and min_p > 0:
+            return [p >= min_p * max(law) for p in law]
+        return [True] * vocab
+
+    probs = softmax([x if convention.temperature_last else x / scale for x in logits], [True] * vocab)
+    keep = [p > 0 for p in probs]
+    for cut_name in ("top_k", "top_p", "min_p") if convention.joint else [n for n in convention.order if n != "temperature"]:
+        law = probs if convention.joint else softmax([math.log(p) if kept else 0.0 for p, kept in zip(probs, keep)], keep)
+        keep = [a and b for a, b in zip(keep, cut(cut_name, law))]
+    if convention.temperature_last:
+        return softmax([x / scale for x in logits], keep)
+    kept = [p if flag else 0.0 for p, flag in zip(probs, keep)]
+    return [p / sum(kept) for p in kept]
+
+
+@pytest.mark.parametrize("name", [name for name in PRESETS if name != "transformers"])  # transformers': tests/test_warp.py
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_every_preset_matches_a_scalar_statement_of_its_rules_row_by_row(name, data):
+    rows, vocab = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 7))
+    logits = torch.tensor(data.draw(st.lists(st.lists(st.integers(-2, 2), min_size=vocab, max_size=vocab), min_size=rows, max_size=rows)), dtype=torch.float64)
+    ts = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=rows, max_size=rows)))
+    ks = data.draw(st.one_of(st.none(), st.lists(st.integers(0, vocab + 1), min_size=rows, max_size=rows)))
+    ps = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.25, 0.3, 0.5, 0.75, 0.9, 1.0]), min_size=rows, max_size=rows)))
+    ms = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.0, 0.1, 0.5]), min_size=rows, max_size=rows)))
+
+    def column(values, dtype):
+        return None if values is None else torch.tensor(values, dtype=dtype)
+
+    params = SamplingParams(temperature=column(ts, torch.float64), top_k=column(ks, torch.int64), top_p=column(ps, torch.float64), min_p=column(ms, torch.float64))
+    _assert_matches_the_scalar_rules(name, logits, params)
+
+
+@pytest.mark.parametrize("name", [name for name in PRESETS if name != "transformers"])
+def test_every_preset_matches_the_scalar_rules_on_every_separating_case(name):
+    for case in SEPARATING_CASES:  # the exact ties and boundaries where the presets part
+        _assert_matches_the_scalar_rules(name, *case.tensors())
+
+
+def _assert_matches_the_scalar_rules(name: str, logits: torch.Tensor, params: SamplingParams) -> None:
+    law = PRESETS[name](logits, params)
+    for row in range(logits.shape[0]):
+        values = (params.temperature, params.top_k, params.top_p, params.min_p)
+        pick = [None if value is None else value.reshape(-1)[row].item() for value in values]
+        for position in range(logits.shape[1]) if logits.dim() == 3 else [None]:
+            z = logits[row] if position is None else logits[row, position]
+            got = law[row] if position is None else law[row, position]
+            expected = torch.tensor(scalar_preset(name, z.tolist(), *pick), dtype=torch.float64)
+            torch.testing.assert_close(got, expected, rtol=0, atol=1e-12, msg=lambda text: f"{name} row {z.tolist()} {pick}: {text}")

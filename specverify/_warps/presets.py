@@ -89,42 +89,58 @@ class Convention:
         keep = probs > 0
         for name in self.order:
             value = getattr(params, name)
-            if name == "temperature" or value is None:
+            if name == "temperature" or value is None or _all_off(name, value, probs.shape[-1]):
                 continue
             law = torch.where(keep, probs, 0.0)
             law = law / law.sum(dim=-1, keepdim=True)
-            keep = keep & self._cut(name, law, per_row(value))
+            cut = self._min_p(law, per_row(value)) if name == "min_p" else self._sorted_cuts(law, {name: per_row(value)})
+            keep = keep & cut
         return keep
 
     def _joint(self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """Every cut on the same law: ``top_p`` measured on the whole mass, not after ``top_k``."""
+        """Every cut on the same law: ``top_p`` measured on the whole mass, not after ``top_k``
+        (one sort serves both ``top_k`` and ``top_p``)."""
+        vocab = probs.shape[-1]
         keep = probs > 0
-        for name in ("top_k", "top_p", "min_p"):
-            value = getattr(params, name)
-            if value is not None:
-                keep = keep & self._cut(name, probs, per_row(value))
+        on = {name: per_row(value) for name in ("top_k", "top_p") if (value := getattr(params, name)) is not None and not _all_off(name, value, vocab)}
+        if on:
+            keep = keep & self._sorted_cuts(probs, on)
+        if params.min_p is not None and not _all_off("min_p", params.min_p, vocab):
+            keep = keep & self._min_p(probs, per_row(params.min_p))
         return keep
 
-    def _cut(self, name: str, probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-        """The tokens the cut ``name`` keeps of ``probs`` (every row, whether its cut is on or not)."""
+    @staticmethod
+    def _min_p(probs: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """The tokens ``min_p`` keeps: at least ``value`` times the row's largest probability."""
+        return probs >= value * probs.amax(dim=-1, keepdim=True)
+
+    def _sorted_cuts(self, probs: torch.Tensor, values: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The tokens the sorted cuts in ``values`` (``top_k``, ``top_p``; each row's value, on or off)
+        all keep of ``probs``, from one sort: decreasing, ties by increasing id."""
         vocab = probs.shape[-1]
-        if name == "min_p":
-            return probs >= value * probs.amax(dim=-1, keepdim=True)
-        order = torch.sort(-probs, dim=-1, stable=True).indices  # decreasing, ties by increasing id
+        order = torch.sort(-probs, dim=-1, stable=True).indices
         sorted_probs = probs.gather(-1, order)
-        if name == "top_k":
-            off = (value <= 0) | (value >= vocab)
-            if self.top_k_exact:
-                keep_sorted = torch.arange(vocab, device=probs.device) < value.clamp(1, vocab)
-            else:
-                kth = sorted_probs.gather(-1, (value.clamp(1, vocab) - 1).expand(*probs.shape[:-1], 1))
-                return off | (probs >= kth)
-        else:  # top_p
-            off = value >= 1
+        keep_sorted = torch.ones_like(sorted_probs, dtype=torch.bool)
+        if (top_k := values.get("top_k")) is not None:
+            rank_kept = torch.arange(vocab, device=probs.device) < top_k.clamp(1, vocab)
+            if not self.top_k_exact:  # every token tied with the k-th survives too
+                kth = sorted_probs.gather(-1, (top_k.clamp(1, vocab) - 1).expand(*probs.shape[:-1], 1))
+                rank_kept = sorted_probs >= kth
+            keep_sorted = keep_sorted & (rank_kept | (top_k <= 0) | (top_k >= vocab))
+        if (top_p := values.get("top_p")) is not None:
             before = sorted_probs.cumsum(dim=-1) - sorted_probs
-            keep_sorted = (before <= value) if self.top_p_inclusive else (before < value)
-        keep_sorted = keep_sorted.expand_as(sorted_probs) | off
+            kept = (before <= top_p) if self.top_p_inclusive else (before < top_p)
+            keep_sorted = keep_sorted & (kept | (top_p >= 1))
         return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+
+
+def _all_off(name: str, value: torch.Tensor, vocab: int) -> bool:
+    """Whether the cut ``name`` is off in every row (nothing to compute, nothing to sort)."""
+    if name == "top_k":
+        return bool(((value <= 0) | (value >= vocab)).all())
+    if name == "top_p":
+        return bool((value >= 1).all())
+    return bool((value <= 0).all())
 
 
 PRESETS: dict[str, Convention] = {
