@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specverify._record import reproducible
+
 #: (file stem, CLI subcommand, spec) of every built-in reference.
 REFERENCES = (
     ("reference", "check", "specverify.samplers:reference"),
@@ -31,10 +33,6 @@ REFERENCES = (
     ("tree_target_only", "check", "specverify.samplers:tree_target_only"),
     ("block_verification", "check", "specverify.samplers:block_verification"),
 )
-
-#: Keys whose values differ between two runs of the same code.
-VOLATILE = {"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform"}
-
 
 def record(directory: Path, budget: str, seed: int, only: list[str]) -> int:
     directory.mkdir(parents=True, exist_ok=True)
@@ -50,15 +48,6 @@ def record(directory: Path, budget: str, seed: int, only: list[str]) -> int:
         if done.returncode == 2 or not path.exists():
             status = 1
     return status
-
-
-def stable(value: Any) -> Any:
-    """The value without the keys that vary from run to run."""
-    if isinstance(value, dict):
-        return {key: stable(item) for key, item in value.items() if key not in VOLATILE}
-    if isinstance(value, list):
-        return [stable(item) for item in value]
-    return value
 
 
 def differences(a: Any, b: Any, where: str = "") -> list[str]:
@@ -85,7 +74,7 @@ def compare(before: Path, after: Path) -> int:
             print(f"{path.name}: missing after")
             total += 1
             continue
-        found = differences(stable(json.loads(path.read_text())), stable(json.loads(other.read_text())))
+        found = differences(reproducible(json.loads(path.read_text())), reproducible(json.loads(other.read_text())))
         total += len(found)
         print(f"{path.name}: {'identical' if not found else f'{len(found)} differences'}")
         for line in found[:20]:

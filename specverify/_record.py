@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Isolation", "RunInfo", "SamplerInfo", "Timing"]
+__all__ = ["VOLATILE_KEYS", "Isolation", "RunInfo", "SamplerInfo", "Timing", "reproducible"]
 
 
 @dataclasses.dataclass
@@ -193,3 +193,18 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     values = {key: value for key, value in data.items() if key in fields}
     values["extra"] = {key: value for key, value in data.items() if key not in fields}
     return values
+
+
+#: A run JSON's keys that differ between two runs of one seed by nature (when and how fast it ran,
+#: on what, with how many workers): everything else a rerun of the seed must reproduce.
+VOLATILE_KEYS = frozenset({"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts"})
+
+
+def reproducible(value: Any) -> Any:
+    """``value`` (a run's JSON, or part of one) without its :data:`VOLATILE_KEYS`, at any depth:
+    what two runs of the same seed must agree on, whatever the worker count or machine."""
+    if isinstance(value, Mapping):
+        return {key: reproducible(item) for key, item in value.items() if key not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [reproducible(item) for item in value]
+    return value

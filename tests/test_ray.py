@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from specverify._calling.pool import UNIT_ROWS
+from specverify._record import reproducible
 from specverify._runner import check
 from specverify.errors import UsageError
-from stable_json import stable
 
 if os.environ.get("SPECVERIFY_REQUIRE_RAY") != "1":
     pytest.importorskip("ray")
@@ -44,7 +44,7 @@ def test_ray_actors_give_the_json_of_local_workers(cluster):
     on_ray = _run("specverify.samplers:reference", executor="ray", workers=2)
     assert on_ray["run"]["workers"]["executor"] == "ray" and on_ray["run"]["workers"]["count"] == 2
     assert on_ray["run"]["sampler_rows"] == local["run"]["sampler_rows"] > 2 * UNIT_ROWS  # several units ran, on the actors
-    assert stable(on_ray) == stable(local)
+    assert reproducible(on_ray) == reproducible(local)
 
 
 def test_an_actor_killed_mid_run_leaves_the_same_result(cluster):

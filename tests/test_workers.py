@@ -21,12 +21,12 @@ from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, unit_seed
 from specverify._calling.sut import SamplerUnderTest
 from specverify._cases import ModelCase, StepCase
 from specverify._models import ChainModel
+from specverify._record import reproducible
 from specverify.checks import Context
 from specverify.checks._loop import LoopContext
 from specverify.checks._tally import model_tally, step_counts
 from specverify.errors import SamplerFault
 from specverify.samplers import loop_reference, reference
-from stable_json import stable
 
 ROWS = 3 * UNIT_ROWS + 1_000  # four units, the last one short
 
@@ -162,7 +162,7 @@ def test_cli_json_is_identical_for_any_worker_count(tmp_path):
     assert two["run"]["workers"] == {"count": 2, "executor": "local", "devices": None, "address": None}
     assert two["run"]["isolation"]["worker_starts"] == 2
     assert max(c["samples"] or 0 for c in one["checks"]) > UNIT_ROWS  # units were spread, not one call
-    assert stable(one) == stable(two)
+    assert reproducible(one) == reproducible(two)
 
 
 @pytest.mark.parametrize(
