@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import machine, table, write
 
 REFERENCE = "specverify.samplers:reference"
 
@@ -68,26 +68,20 @@ def main() -> None:
     for setting in args.settings:
         rows.append(measure(setting, args.workers))
         print(rows[-1], flush=True)
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version()}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = "plan-" + "-".join(s.replace("=", "") for s in args.settings)
-    (out / f"{name}.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
+    host = machine()
     lines = [
         "# The plan against the run (reference sampler)",
         "",
         f"`OMP_NUM_THREADS=1 python benchmarks/bench_plan.py --settings {' '.join(args.settings)} --workers {args.workers}` on "
-        f"{machine['cpus']} CPUs ({machine['platform']}), load average at the end {machine['load_average'][0]:.1f}: each a fresh "
+        f"{host['cpus']} CPUs ({host['platform']}), load average at the end {host['load_average'][0]:.1f}: each a fresh "
         "`--plan` command, then the same command run.",
         "",
-        "| setting | workers | verdict | plan took (s) | estimated (s) | real (s) | estimate / real | plan rows | run rows |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        lines.append(f"| {r['setting']} | {r['workers']} | {r['verdict']} | {r['plan_seconds']} | {r['estimated_s']:,.0f} | {r['real_s']:,.0f} | "
-                     f"{r['estimate_over_real']:.2f} | {r['plan_rows']:,} | {r['run_rows']:,} |")
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-
+    header = ["setting", "workers", "verdict", "plan took (s)", "estimated (s)", "real (s)", "estimate / real", "plan rows", "run rows"]
+    cells = [[r["setting"], r["workers"], r["verdict"], r["plan_seconds"], f"{r['estimated_s']:,.0f}", f"{r['real_s']:,.0f}",
+              f"{r['estimate_over_real']:.2f}", f"{r['plan_rows']:,}", f"{r['run_rows']:,}"] for r in rows]
+    name = "plan-" + "-".join(s.replace("=", "") for s in args.settings)
+    write(args.out, name, {"machine": host, "rows": rows}, lines + table(header, cells))
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -24,22 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import machine, table, write
+
+from specverify._record import reproducible
+
 #: (name, --only patterns): the whole battery, and the checks of many units each.
 SELECTIONS = [
     ("whole battery", []),
     ("many-unit checks", ["fit.conditional[[]zero-residual[]]", "fit.every-shape*", "fit.conditional[[]draft-narrower[]]"]),
 ]
 
-#: What differs between two runs by nature, or describes the workers themselves.
-VOLATILE = {"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts", "plan"}
-
-
-def _stable(value):
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
+def _stable(record: dict) -> dict:
+    """What two runs must agree on; the plan's estimate (of seconds, for N workers) aside."""
+    return reproducible({**record, "run": {k: v for k, v in record["run"].items() if k != "plan"}})
 
 
 def timed(budget: str, workers: int, only: list[str]) -> tuple[float, float, dict]:
@@ -84,25 +80,19 @@ def main() -> None:
                 "verdict": runs[n][0][2]["verdict"], "json_identical": all(_stable(r[2]) == reference for r in runs[n]),
             })
             print(rows[-1], flush=True)
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version()}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"workers-{args.budget}.json").write_text(json.dumps({"machine": machine, "budget": args.budget, "rows": rows}, indent=2))
+    host = machine()
     lines = [
         f"# Workers: rows a second against one worker, budget {args.budget}",
         "",
-        f"`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget {args.budget}` on {machine['cpus']} CPUs "
-        f"({machine['platform']}), load average at the end {machine['load_average'][0]:.1f}; median of {args.repeats} "
+        f"`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget {args.budget}` on {host['cpus']} CPUs "
+        f"({host['platform']}), load average at the end {host['load_average'][0]:.1f}; median of {args.repeats} "
         "alternating runs, each a fresh `specverify check specverify.samplers:reference --workers N` command.",
         "",
-        "| selection | workers | median wall (s) | median CPU (s) | sampler rows | rows/s | speedup vs 1 | verdict | JSON identical to 1 worker |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        lines.append(f"| {r['selection']} | {r['workers']} | {r['median_wall_s']} | {r['median_cpu_s']} | {r['sampler_rows']:,} | {r['rows_per_s']:,} | "
-                     f"{r['speedup']:.2f}x | {r['verdict']} | {'yes' if r['json_identical'] else 'NO'} |")
-    (out / f"workers-{args.budget}.md").write_text("\n".join(lines) + "\n")
-
+    header = ["selection", "workers", "median wall (s)", "median CPU (s)", "sampler rows", "rows/s", "speedup vs 1", "verdict", "JSON identical to 1 worker"]
+    cells = [[r["selection"], r["workers"], r["median_wall_s"], r["median_cpu_s"], f"{r['sampler_rows']:,}", f"{r['rows_per_s']:,}",
+              f"{r['speedup']:.2f}x", r["verdict"], "yes" if r["json_identical"] else "NO"] for r in rows]
+    write(args.out, f"workers-{args.budget}", {"machine": host, "budget": args.budget, "rows": rows}, lines + table(header, cells))
 
 if __name__ == "__main__":
     main()
