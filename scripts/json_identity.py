@@ -7,7 +7,7 @@ A refactor that promises "behaviour unchanged" runs this before and after::
     python scripts/json_identity.py compare before/ after/
 
 ``record`` runs every built-in reference (chain, logits, loop, each tree algorithm) through the CLI at
-the given budget and seed and writes one JSON per reference; ``compare`` drops what differs from run
+the given budget and seed and writes one JSON per reference; ``compare`` (of two such directories, or two run JSON files) drops what differs from run
 to run by nature (durations, timings, start times, versions, the platform) and prints every other
 difference, exiting 1 if there is one.
 """
@@ -67,9 +67,14 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
 
 
 def compare(before: Path, after: Path) -> int:
+    """Every difference between two records (directories of run JSON) or two run JSON files."""
+    if before.is_file() != after.is_file():
+        raise SystemExit(f"compare two directories or two files, not {before} and {after}")
+    pairs = [(before, after)] if before.is_file() else [(path, after / path.name) for path in sorted(before.glob("*.json"))]
+    if not pairs:
+        raise SystemExit(f"{before} holds no run JSON: nothing to compare")
     total = 0
-    for path in sorted(before.glob("*.json")):
-        other = after / path.name
+    for path, other in pairs:
         if not other.exists():
             print(f"{path.name}: missing after")
             total += 1

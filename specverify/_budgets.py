@@ -30,7 +30,6 @@ class Budget:
         max_samples: most samples one test may draw.
         validity_examples: examples of the exact robustness and uniform-driven checks.
         timeout: seconds one sampler call may take before it counts as a hang.
-        shrink_seconds: longest time spent shrinking one failure to its smallest case.
         shape_tv: TV the ``shapes`` family's checks are sized for where the volume affords it.
         shape_volume: input elements (rows x (2K+1) x V) one production shape may give the sampler:
             its cost grows with V, so the largest vocabularies get fewer rows and a coarser claim.
@@ -57,7 +56,6 @@ class Budget:
     max_samples: int = 2_000_000
     validity_examples: int = 60
     timeout: float = 120.0
-    shrink_seconds: float = 30.0
     shape_tv: float = 0.05
     shape_volume: int = 2**28
     shape_min_rows: int = 512
@@ -85,7 +83,7 @@ class Budget:
 
 BUDGETS = {
     "quick": Budget(
-        "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shrink_seconds=5.0, shape_tv=0.1, shape_volume=2**26,
+        "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shape_tv=0.1, shape_volume=2**26,
         shape_min_rows=512,
         shape_max_vocab=65_537,
     ),
@@ -96,7 +94,6 @@ BUDGETS = {
         examples=60,
         validity_examples=200,
         max_samples=20_000_000,
-        shrink_seconds=120.0,
         shape_tv=0.02,
         shape_volume=2**32,
         shape_full_domain=True,

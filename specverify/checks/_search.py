@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import random
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -230,7 +231,7 @@ def _search_rounds(
 
         rng = random.Random(ctx.seed_for(check_id, "search", round_))
         try:
-            with _isolated_search(budget.shrink_seconds):
+            with _isolated_search():
                 minimal = find(strategy, alarms, settings=_search_settings(examples - generated), random=rng)
         except (NoSuchExample, Unsatisfiable):
             break
@@ -308,8 +309,8 @@ def _confirm(
 
 
 @contextlib.contextmanager
-def _isolated_search(shrink_seconds: float):
-    """Make a search a pure function of its seed, and bound its shrinking.
+def _isolated_search():
+    """Make a search a pure function of its seed: the same cases screened on any machine.
 
     Two Hypothesis internals, each guarded so that a future Hypothesis without them only loses the
     refinement:
@@ -318,7 +319,10 @@ def _isolated_search(shrink_seconds: float):
       process, so the same search would generate different cases in the CLI, a script or an xdist
       worker.  During the search no local constants are offered (and the cache of permitted
       constants is cleared on the way in and out, so the user's own tests are unaffected).
-    * Hypothesis shrinks one failure for up to five minutes; a check gets ``shrink_seconds``.
+    * Hypothesis stops shrinking after five minutes of wall time, so a slower or busier machine would
+      screen fewer cases and could reach another verdict.  During the search there is no wall-clock
+      limit: shrinking is bounded by the count of cases screened (:data:`MAX_SCREENS_FACTOR`; past
+      it every answer comes from the cache) and by Hypothesis's own count of shrinks.
     """
     from hypothesis.internal.conjecture import engine, providers
 
@@ -326,7 +330,7 @@ def _isolated_search(shrink_seconds: float):
     previous_locals = getattr(providers, "_get_local_constants", None)
     cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
     if previous_limit is not None:
-        engine.MAX_SHRINKING_SECONDS = shrink_seconds  # type: ignore[assignment]  # Hypothesis declares it an int
+        engine.MAX_SHRINKING_SECONDS = math.inf
     if previous_locals is not None and hasattr(providers, "Constants"):
         empty = providers.Constants()
         providers._get_local_constants = lambda: empty

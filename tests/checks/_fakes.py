@@ -8,4 +8,4 @@ from specverify.checks import Context
 
 def fake_context(**budget: object) -> Context:
     """A context for the search alone: it never calls a sampler (``sut`` is absent)."""
-    return Context(sut=None, budget=get_budget("quick").with_(shrink_seconds=5.0, **budget), seed=0, alpha=1e-4)  # type: ignore[arg-type]
+    return Context(sut=None, budget=get_budget("quick").with_(**budget), seed=0, alpha=1e-4)  # type: ignore[arg-type]

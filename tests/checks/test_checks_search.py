@@ -90,3 +90,20 @@ def test_a_screen_alarm_is_held_to_the_level_shared_by_the_case_decisions():
     assert not both.rejects(level)  # two decisions share the screen's level: level / 2 each
     assert both.rejects(level, each=True)  # a confirmation holds each decision to its own level
     assert Outcome({}, 0, {}, fault=SamplerFault(Violation("raised", "boom"))).rejects(0.0)
+
+
+def test_a_search_screens_the_same_cases_however_slow_the_machine(monkeypatch):
+    """No wall-clock limit: on a clock that runs 1000 s a reading (a slow or busy machine) the
+    search shrinks as far and screens the same cases, so the verdict cannot depend on the machine."""
+    import time
+
+    def evaluate(case, stage):
+        return statistical(0.0 if case >= 17 and stage == "screen" else 0.5)  # alarms, never confirms
+
+    found, calls = run(evaluate)
+    clock = iter(range(0, 10**9, 1000))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))
+    slow, slow_calls = run(evaluate)
+    monkeypatch.undo()
+    assert found.exhausted and len(found.unconfirmed) >= 3  # three rounds, each shrunk to its smallest alarm
+    assert slow_calls == calls and slow.examples == found.examples and slow.unconfirmed == found.unconfirmed
