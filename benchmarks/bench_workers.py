@@ -25,7 +25,7 @@ from pathlib import Path
 
 from _results import machine, table, write
 
-from specverify._record import reproducible
+from specverify.report import reproducible
 
 #: (name, --only patterns): the whole battery, and the checks of many units each.
 SELECTIONS = [

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specverify._record import reproducible
+from specverify.report import reproducible
 
 #: (file stem, CLI subcommand, spec) of every built-in reference.
 REFERENCES = (

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from specverify._calling.pool import UNIT_ROWS
-from specverify._record import reproducible
+from specverify.report import reproducible
 from specverify._runner import check
 from specverify.errors import UsageError
 

@@ -21,7 +21,7 @@ from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, unit_seed
 from specverify._calling.sut import SamplerUnderTest
 from specverify._cases import ModelCase, StepCase
 from specverify._models import ChainModel
-from specverify._record import reproducible
+from specverify.report import reproducible
 from specverify.checks import Context
 from specverify.checks._loop import LoopContext
 from specverify.checks._tally import model_tally, step_counts

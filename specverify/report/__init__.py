@@ -6,6 +6,8 @@
   (``specverify report A.json B.json -o reports/index.html``).
 * :class:`Evidence` is the schema of a result's ``evidence`` (docs/report.md); :func:`unknown_keys`
   names what a record holds beyond it.
+* :func:`reproducible` is a run's JSON without what differs from run to run by nature (durations,
+  timings, versions, the platform, worker counts): what a rerun of one seed must reproduce.
 
 A page loads nothing at view time (styles, script and plots are inline, and its Content-Security-
 Policy forbids fetching), reads in light and dark mode, and shows everything that comes from the
@@ -15,7 +17,8 @@ sampler as escaped text.
 from __future__ import annotations
 
 from .._evidence import Evidence, unknown_keys
+from .._record import reproducible
 from ._index import build_index
 from ._page import render_report, write_report
 
-__all__ = ["Evidence", "build_index", "render_report", "unknown_keys", "write_report"]
+__all__ = ["Evidence", "build_index", "render_report", "reproducible", "unknown_keys", "write_report"]
