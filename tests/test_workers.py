@@ -23,10 +23,14 @@ from specverify._cases import ModelCase, StepCase
 from specverify._models import ChainModel
 from specverify.report import reproducible
 from specverify.checks import Context
+from specverify.checks import _shape_base as shape_base
 from specverify.checks._loop import LoopContext
+from specverify.checks._shape_base import count_lumped, lumped_units, run_together, shape_spans
+from specverify.checks._shape_target import tally_completed
 from specverify.checks._tally import model_tally, step_counts
 from specverify.errors import SamplerFault
 from specverify.samplers import loop_reference, reference
+from specverify.strategies._internal.shapes import active_tokens, cell_map, structured_case
 
 ROWS = 3 * UNIT_ROWS + 1_000  # four units, the last one short
 
@@ -230,3 +234,57 @@ def test_a_fault_inside_a_workers_unit_is_the_samplers_fault(spec, timeout, rule
         assert pool.primary.last_fault is not None  # the run reads the details from its own worker
     finally:
         pool.kill()
+
+
+# --- the shapes family's experiments: cut into units by shape, run together -----------------------
+
+
+def _shape_experiments(ctx, rows=3_000):
+    """Two production-like shapes' lumped experiments, each of several units."""
+    experiments = []
+    for vocab, k in ((4097, 3), (1025, 2)):
+        case = structured_case(vocab, k, 7)
+        cells, labels = cell_map(active_tokens(case), vocab)
+        experiments.append(lumped_units(ctx, case, cells, len(labels), rows, seed=vocab, per_call=100, harness=vocab + 1))
+    return experiments
+
+
+@pytest.mark.parametrize("work", [count_lumped, tally_completed])
+def test_shape_experiments_are_identical_for_any_worker_count(work, monkeypatch):
+    monkeypatch.setattr(shape_base, "UNIT_ELEMENTS", 2**20)  # a few hundred rows a unit: several each
+    ran = {}
+    for n, pool in _pools((1, 2)).items():
+        ctx = _context(pool)
+        experiments = _shape_experiments(ctx)
+        assert all(len(units) > 2 for units in experiments) and {u.rows for u in experiments[0][:-1]} == {experiments[0][0].rows}
+        ran[n] = run_together(ctx, work, experiments, ["a", "b"])
+        assert all(m.rows > 0 for m in getattr(pool, "members", [pool.primary])), f"a worker of {n} ran no unit"
+        assert [r.reach.rows for r in ran[n]] == [3_000, 3_000]  # what each experiment gave the sampler
+        pool.close()
+    for one, two in zip(ran[1], ran[2]):
+        for a, b in zip(*(x.result if isinstance(x.result, tuple) else (x.result,) for x in (one, two))):
+            assert a.sum() > 0 and np.array_equal(a, b)
+
+
+def test_shape_units_depend_on_the_shape_alone():
+    """A unit's rows: whole calls, at most UNIT_ROWS rows and about UNIT_ELEMENTS elements."""
+    assert shape_spans(100, 10, 2**30) == [(i, 10 * i, 10 * i + 10) for i in range(10)]  # at least one call a unit
+    assert shape_spans(10**6, 512, 10)[0] == (0, 0, UNIT_ROWS - UNIT_ROWS % 512)
+    spans = shape_spans(5_000, 7, shape_base.UNIT_ELEMENTS // 700)
+    assert spans[0][2] == 700 and spans[-1][2] == 5_000
+
+
+def test_a_fault_in_one_shape_ends_that_shape_alone_unless_asked_to_stop():
+    class FailsOnFirstShape:
+        def __call__(self, target_probs, draft_probs, draft_tokens, generator=None):
+            if target_probs.shape[-1] == 4097:
+                raise RuntimeError("boom at V=4097")
+            return reference(target_probs, draft_probs, draft_tokens, generator=generator)
+
+    pool = SerialPool(_sut(FailsOnFirstShape()))
+    ctx = _context(pool)
+    first, second = run_together(ctx, count_lumped, _shape_experiments(ctx), ["a", "b"])
+    assert first.fault is not None and "boom at V=4097" in first.fault.violation.message and first.result is None
+    assert second.fault is None and second.result.sum() == 3_000
+    first, second = run_together(ctx, count_lumped, _shape_experiments(ctx), ["a", "b"], stop_at_fault=True)
+    assert first.fault is not None and second.not_run is first.fault and second.result is None

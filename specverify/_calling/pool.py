@@ -124,7 +124,7 @@ class SerialPool:
 class LocalPool:
     """``N`` samplers under test on this machine, one supervised process each, fed by one harness
     thread each; ``members[0]`` is the run's own, which also runs every check that is not cut into
-    units (contract, shapes, searches).
+    units (the contract's calls, the uniform grids, the full-domain law, searches).
 
     Each worker is isolated, time-limited and restarted on a fault exactly as the one worker is
     (:class:`~specverify._calling.sut.SamplerUnderTest`): a fault in a unit is the check's fault.

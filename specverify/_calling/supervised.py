@@ -233,7 +233,7 @@ class Supervised:
         self._fresh_process()
         started = time.perf_counter()
         try:
-            tag, value = self._process.call_unit((work.__module__, work.__qualname__), unit, limit=self.limit(CallLimit.MEASURED_ELEMENTS))
+            tag, value = self._process.call_unit((work.__module__, work.__qualname__), unit, limit=self.limit(getattr(unit, "call_elements", CallLimit.MEASURED_ELEMENTS)))
         except WorkerRaised as exc:  # the unit's own code, not the sampler: a harness error, never a pass
             raise RuntimeError(f"a unit failed in the sampler's process: {exc.type_name}: {exc.text}\n{exc.trace}") from None
         except (WorkerHung, WorkerDied) as exc:

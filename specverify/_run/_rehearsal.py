@@ -34,6 +34,8 @@ from .._reach import ReachRecorder
 from .._warps.declared import declared_warp
 from ..checks._base import Context
 from ..checks._loop import LoopContext, LoopUnit, generate
+from ..checks._shape_base import LumpedUnit, count_lumped, lumped_law
+from ..checks._shape_target import accepted_law, tally_completed
 from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_steps, tally_model
 from ._plan import PlannedCheck
 
@@ -41,8 +43,9 @@ __all__ = ["Drawn", "Rehearsed", "rehearse", "time_groups"]
 
 #: Rows a group is timed on: enough to amortise a call's fixed cost, few enough to be quick.
 TIMING_ROWS = 16_384
-#: Elements (rows x (K+1) x V) at most in a timing call of a direct-call group.
+#: Elements (rows x (K+1) x V) at most in a timing call of a direct-call group, and in a timed unit.
 TIMING_ELEMENTS = 1 << 23
+UNIT_TIMING_ELEMENTS = 1 << 26
 #: Seconds the timing of groups may take; groups left untimed take the rate of the nearest timed one.
 TIMING_SECONDS = 20.0
 
@@ -134,7 +137,8 @@ def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMIN
         if time.perf_counter() - start > budget_s and timed:
             break
         example = max(ds, key=lambda d: d.largest)
-        cap = TIMING_ROWS if example.where == "units" else max(1, min(TIMING_ROWS, TIMING_ELEMENTS // example.elements))
+        most = UNIT_TIMING_ELEMENTS if example.where == "units" else TIMING_ELEMENTS
+        cap = max(1, min(TIMING_ROWS, most // example.elements))
         try:
             example.example(sut, min(example.largest, cap))  # warm-up: a first call may compile or fill caches
             if example.where not in fixed_costs:  # a call's (a unit's) fixed cost, once each: one row
@@ -211,6 +215,8 @@ class _ExactPool:
                 result = self._model(unit)
             elif isinstance(unit, LoopUnit) and self._oracle is not None:
                 result = self._generations(unit)
+            elif isinstance(unit, LumpedUnit) and work in (count_lumped, tally_completed):
+                result = self._lumped(work, unit)
             else:
                 raise NotImplementedError(f"no exact law for a {type(unit).__name__}")
             yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
@@ -245,6 +251,20 @@ class _ExactPool:
         _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(tally_model, unit, lambda u, n: dataclasses.replace(u, rows=n)))
         return tally
 
+
+    def _lumped(self, work: Callable[[Any, Any], Any], unit: LumpedUnit) -> Any:
+        """A production shape's counts: (accepted, cell of the last token) from the lumped law
+        given the drafts, or each position's completed token and the accepted count."""
+        case, rng = unit.case, np.random.default_rng(unit.seed)
+        _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(work, unit, lambda u, n: dataclasses.replace(u, rows=n)))
+        if work is count_lumped:
+            law = lumped_law(case, unit.cells, unit.n_cells)
+            return rng.multinomial(unit.rows, law / law.sum())
+        p = case.target_probs.double() / case.target_probs.double().sum(-1, keepdim=True)
+        lumped = torch.zeros((case.k + 1, unit.n_cells), dtype=torch.float64).index_add_(1, unit.cells, p).numpy()
+        completed = np.stack([rng.multinomial(unit.rows, row / row.sum()) for row in lumped])
+        accepted = accepted_law(case)
+        return completed, rng.multinomial(unit.rows, accepted / accepted.sum())
 
     def _generations(self, unit: LoopUnit) -> torch.Tensor:
         """A conforming loop's generations: each token drawn from the oracle's warp of the target

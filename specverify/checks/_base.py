@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import torch
 
 from .._budgets import Budget
-from .._calling.pool import Pool, SerialPool
+from .._calling.pool import Pool, SerialPool, UnitDone
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
@@ -72,11 +72,17 @@ class Context:
     def units(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[Any]:
         """``work(sut, unit)`` for each unit, on the run's workers, yielded in unit order
         (:mod:`specverify._calling.pool`); leaving the loop early drops the units in flight."""
+        for done in self.map_units(work, units):
+            yield done.result
+
+    def map_units(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
+        """As :meth:`units`, each result with what its unit gave the sampler (a check that reports
+        several decisions from one stream of units tells their reaches apart)."""
         pool = self.pool if self.pool is not None else SerialPool(self.sut)
         for done in pool.map(work, units):
             if done.reach is not None:
                 self.reached.append(done.reach)
-            yield done.result
+            yield done
 
     @contextlib.contextmanager
     def at_tv(self, tv: float | None) -> Iterator[None]:

@@ -1,20 +1,27 @@
-"""Shared pieces of the ``shapes`` family: production shapes, rows per call, lumped laws, hangs.
+"""Shared pieces of the ``shapes`` family: production shapes, rows per call, lumped laws, units, hangs.
 
 The family's checks (:mod:`._shapes`, :mod:`._shape_target`, :mod:`._shape_grid`) size their rows
 and calls here, and share one record of a hang: after a hang the hung call is still running inside
-the sampler, so no later check of the family calls it again.
+the sampler, so no later check of the family calls it again.  A check's experiments (one a shape or
+a case) are cut into units and run together (:func:`run_together`): on a run of several workers
+they share the shapes' rows, and a unit's rows and seed depend on its shape alone, never on the
+worker count, so the counts are the same for any count.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
 from .._calling.sut import SamplerUnderTest
 from .._cases import StepCase
+from .._reach import Reach, merge
 from .._result import CheckResult
 from ..errors import SamplerFault, Violation
 from ..stats import samples_needed
@@ -26,20 +33,26 @@ __all__ = [
     "EDGE_SHAPE",
     "EDGE_VOCAB",
     "FULL_DOMAIN_SHAPE",
+    "LumpedUnit",
     "MAX_CALL_ELEMENTS",
     "MAX_CALL_ROWS",
     "MIN_ROWS",
+    "Ran",
     "TARGET_SHAPES",
+    "UNIT_ELEMENTS",
     "Shape",
     "beyond_budget",
     "bounded",
     "call_rows",
     "earlier_hang",
-    "lumped_counts",
+    "count_lumped",
     "lumped_law",
+    "lumped_units",
     "not_run",
     "planned_rows",
     "remember_hang",
+    "run_together",
+    "shape_spans",
 ]
 
 #: Most input elements (rows x (2K+1) x V) in one call: bounds the harness's memory, and keeps each
@@ -50,6 +63,9 @@ MAX_CALL_ELEMENTS = 2**21
 MAX_CALL_ROWS = 512
 #: Fewest rows a shape is given, whatever the budget affords.
 MIN_ROWS = 64
+#: Most input elements (rows x (2K+1) x V) in one unit of a shape's experiment, so that a large
+#: vocabulary's rows are shared by the workers too (a unit at V = 256,000 is a second or two).
+UNIT_ELEMENTS = 2**28
 
 # After a hang the hung call is still running inside the sampler: this family makes no further call
 # in the run (a second call would run beside it, and each hang costs its time limit).
@@ -156,19 +172,112 @@ def remember_hang(ctx: Context, where: str, fault: SamplerFault) -> None:
         _HANGS[ctx.sut] = (where, fault)
 
 
-def lumped_counts(
-    ctx: Context, case: StepCase, cells: torch.Tensor, n_cells: int, rows: int, seed: int, per_call: int
-) -> np.ndarray:
-    """``[(K+1) * C]`` outcome counts of ``rows`` rows of ``case``, in calls of ``per_call`` rows."""
-    dtype = ctx.dtype_for(case.precision)
-    generator = ctx.sut.generator(seed)
+def shape_spans(rows: int, per_call: int, row_elements: int) -> list[tuple[int, int, int]]:
+    """``(index, start, stop)`` of each unit of an experiment of ``rows`` rows at a shape: a whole
+    number of calls, at most :data:`UNIT_ROWS` rows and about :data:`UNIT_ELEMENTS` elements (a
+    function of the shape alone, so the units are the same for any worker count)."""
+    calls = max(1, min(UNIT_ROWS, UNIT_ELEMENTS // row_elements) // per_call)
+    return unit_spans(rows, calls * per_call)
+
+
+@dataclasses.dataclass(frozen=True)
+class LumpedUnit:
+    """``rows`` rows of a structured case in calls of ``per_call`` rows, the sampler's generator
+    seeded ``seed``; counted as (accepted drafts, cell of the last token).  A unit is independent
+    of which worker runs it."""
+
+    case: StepCase
+    cells: torch.Tensor
+    n_cells: int
+    rows: int
+    seed: int
+    dtype: torch.dtype
+    per_call: int
+    harness: int | None = None  # the harness's stream, where it draws the drafts (shapes.target-law)
+
+    @property
+    def call_elements(self) -> int:
+        """Input elements of the unit's largest call (its time limit is a call's of this size)."""
+        return self.per_call * (2 * self.case.k + 1) * self.case.vocab_size
+
+
+def count_lumped(sut: Any, unit: LumpedUnit) -> np.ndarray:
+    """A :class:`LumpedUnit`'s ``[(K+1) * C]`` outcome counts, tallied as its outputs land."""
+    case, n_cells = unit.case, unit.n_cells
     counts = np.zeros((case.k + 1) * n_cells, dtype=np.int64)
-    batches = (case.batch(min(per_call, rows - start)) for start in range(0, rows, per_call))  # over calls, not rows
-    for tokens, accepted in ctx.sut.steps(batches, generator=generator, dtype=dtype):
+    batches = (case.batch(min(unit.per_call, unit.rows - start)) for start in range(0, unit.rows, unit.per_call))  # over calls, not rows
+    for tokens, accepted in sut.steps(batches, generator=sut.generator(unit.seed), dtype=unit.dtype):
         last = tokens.gather(1, accepted[:, None])[:, 0]
-        counts += np.bincount((accepted * n_cells + cells[last]).numpy(), minlength=counts.size)
-        ctx.advance(accepted.shape[0])
+        counts += np.bincount((accepted * n_cells + unit.cells[last]).numpy(), minlength=counts.size)
     return counts
+
+
+def lumped_units(
+    ctx: Context, case: StepCase, cells: torch.Tensor, n_cells: int, rows: int, seed: int, per_call: int, harness: int | None = None
+) -> list[LumpedUnit]:
+    """The units of ``rows`` rows of ``case`` (unit 0 seeded ``seed``, and ``harness``: one unit
+    draws what one stream of calls drew)."""
+    dtype = ctx.dtype_for(case.precision)
+    spans = shape_spans(rows, per_call, (2 * case.k + 1) * case.vocab_size)
+    return [
+        LumpedUnit(case, cells, n_cells, stop - start, unit_seed(seed, i), dtype, per_call, None if harness is None else unit_seed(harness, i))
+        for i, start, stop in spans
+    ]
+
+
+@dataclasses.dataclass
+class Ran:
+    """One experiment of :func:`run_together`: its units' results summed, or the fault that ended
+    it, or the hang that left it unrun; and what its units gave the sampler."""
+
+    result: Any = None
+    fault: SamplerFault | None = None
+    not_run: SamplerFault | None = None
+    reach: Reach | None = None
+
+    def reach_of(self, kind: str) -> Reach | None:
+        return dataclasses.replace(self.reach, kinds=(kind,)) if self.reach is not None else None
+
+
+def run_together(
+    ctx: Context, work: Callable[[Any, Any], Any], experiments: Sequence[Sequence[Any]], ids: Sequence[str], *, stop_at_fault: bool = False
+) -> list[Ran]:
+    """Every experiment's units (``work(sut, unit)``) in one stream over the run's workers, each
+    experiment's results summed (arrays, or tuples of arrays).  A fault ends its experiment (the
+    others go on, unless ``stop_at_fault``); after a hang (remembered under the experiment's id)
+    the experiments left are not run."""
+    ran = [Ran() for _ in experiments]
+    reaches: list[list[Reach | None]] = [[] for _ in experiments]
+    first = 0
+    while first < len(experiments):
+        pairs = [(i, unit) for i in range(first, len(experiments)) for unit in experiments[i]]
+        done_units = 0
+        try:
+            for (i, unit), done in zip(pairs, ctx.map_units(work, (unit for _, unit in pairs))):
+                ran[i].result = done.result if ran[i].result is None else _plus(ran[i].result, done.result)
+                reaches[i].append(done.reach)
+                done_units += 1
+                ctx.advance(unit.rows)
+            first = len(experiments)
+        except SamplerFault as fault:
+            failed = pairs[done_units][0]
+            ran[failed] = Ran(fault=fault)
+            remember_hang(ctx, ids[failed], fault)
+            first = failed + 1
+            hang = earlier_hang(ctx)
+            if hang is not None or stop_at_fault:
+                for later in range(first, len(experiments)):
+                    ran[later].not_run = hang or fault
+                break
+    for outcome, seen in zip(ran, reaches):
+        outcome.reach = merge(seen)
+    return ran
+
+
+def _plus(total: Any, more: Any) -> Any:
+    if isinstance(total, tuple):
+        return tuple(a + b for a, b in zip(total, more))
+    return total + more
 
 
 def beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) -> CheckResult:

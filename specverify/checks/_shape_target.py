@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,23 +18,24 @@ import torch
 from .._cases import StepCase
 from .._evidence import AcceptedShapeRecord, ShapeRecord
 from .._result import CheckResult
-from ..errors import SamplerFault
 from ..stats import gof_test, mean_test
 from ..strategies._internal.shapes import active_tokens, cell_map, structured_case
 from ._base import Check, Context, Decision, check_id, fault_result
 from ._shape_base import (
     TARGET_SHAPES,
+    LumpedUnit,
     Shape,
     bounded,
     call_rows,
     earlier_hang,
+    lumped_units,
     not_run,
     planned_rows,
-    remember_hang,
+    run_together,
 )
 from ._tally import largest_deviation
 
-__all__ = ["ShapeTargetLawCheck", "accepted_law"]
+__all__ = ["ShapeTargetLawCheck", "accepted_law", "tally_completed"]
 
 
 @dataclasses.dataclass
@@ -63,10 +65,8 @@ class ShapeTargetLawCheck(Check):
         return [Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
 
     def run(self, ctx: Context) -> list[CheckResult]:
-        first_id, position_id, accept_id = (d.id for d in self.decision_list())
         share = ctx.alpha / len(self.shapes)
-        fault: SamplerFault | None = None
-        tallies = []
+        posed = []
         left_out = []
         hang = earlier_hang(ctx)
         if hang is not None:
@@ -80,18 +80,18 @@ class ShapeTargetLawCheck(Check):
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             df = len(labels) * (shape.k + 1) - 1
             rows, needed = planned_rows(ctx, shape, df, share / shape.k)
-            try:
-                tally = _model_tally(ctx, case, cells, len(labels), rows, ctx.seed_for(self.id, shape.label, "rows"), call_rows(ctx.sut, shape))
-            except SamplerFault as f:
-                remember_hang(ctx, self.id, f)
-                fault = f
-                break
-            tallies.append((shape, reduced, case, cells, labels, rows, needed, tally))
+            seed = ctx.seed_for(self.id, shape.label, "rows")
+            units = lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(seed, "sampler"), call_rows(ctx.sut, shape), harness=seed)
+            posed.append(((shape, reduced, case, cells, labels, rows, needed), units))
+        ran = run_together(ctx, tally_completed, [units for _, units in posed], [self.id] * len(posed), stop_at_fault=True)
+        fault = next((r.fault for r in ran if r.fault is not None), None)
         if fault is not None:
             return [fault_result(d, fault) for d in self.decision_list()]
+        tallies = [(*what, outcome.result) for (what, _), outcome in zip(posed, ran)]
         note = f" ({'; '.join(left_out)})" if left_out else ""
         if not tallies:
             return [CheckResult(id=d.id, family=self.family, case=None, status="skip", message=f"no shape within the budget's limits{note}") for d in self.decision_list()]
+        first_id, position_id, accept_id = (d.id for d in self.decision_list())
         return [
             self._law_result(ctx, first_id, [0], tallies, share, note),
             self._law_result(ctx, position_id, None, tallies, share, note),
@@ -167,14 +167,13 @@ def accepted_law(case: StepCase) -> np.ndarray:
     return reach * np.concatenate([1.0 - a, [1.0]])
 
 
-def _model_tally(
-    ctx: Context, case: StepCase, cells: torch.Tensor, n_cells: int, rows: int, seed: int, per_call: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Drafts drawn from the case's draft rows; ``([K+1, C] completed-token counts, [K+1] accepted counts)``."""
+def tally_completed(sut: Any, unit: LumpedUnit) -> tuple[np.ndarray, np.ndarray]:
+    """A unit's drafts drawn from its case's draft rows (stream ``unit.harness``), the emitted
+    tokens completed with the target's draws: ``([K+1, C] completed-token counts, [K+1] accepted
+    counts)``, tallied where the sampler runs."""
+    case, n_cells, rows, per_call = unit.case, unit.n_cells, unit.rows, unit.per_call
     k = case.k
-    harness = torch.Generator().manual_seed(seed)
-    generator = ctx.sut.generator(ctx.seed_for(seed, "sampler"))
-    dtype = ctx.dtype_for(case.precision)
+    harness = torch.Generator().manual_seed(unit.harness if unit.harness is not None else unit.seed)
     q = case.draft_probs / case.draft_probs.sum(-1, keepdim=True)
     p = case.target_probs / case.target_probs.sum(-1, keepdim=True)
     completed = np.zeros((k + 1, n_cells), dtype=np.int64)
@@ -188,13 +187,11 @@ def _model_tally(
             fills.append(torch.multinomial(p, n, replacement=True, generator=harness).T)  # [n, K+1] target draws
             yield case.target_probs.expand(n, -1, -1), case.draft_probs.expand(n, -1, -1), drafts
 
-    for index, (tokens, accepted) in enumerate(ctx.sut.steps(batches(), generator=generator, dtype=dtype)):
-        n, fill = accepted.shape[0], fills[index]
+    for index, (tokens, accepted) in enumerate(sut.steps(batches(), generator=sut.generator(unit.seed), dtype=unit.dtype)):
+        fill = fills[index]
         emitted = torch.arange(k + 1)[None, :] <= accepted[:, None]
         full = torch.where(emitted, tokens, fill)
-        codes = torch.arange(k + 1)[None, :] * n_cells + cells[full]
+        codes = torch.arange(k + 1)[None, :] * n_cells + unit.cells[full]
         completed += np.bincount(codes.reshape(-1).numpy(), minlength=completed.size).reshape(k + 1, n_cells)
         accepted_counts += np.bincount(accepted.numpy(), minlength=k + 1)
-        ctx.advance(n)
     return completed, accepted_counts
-

@@ -65,12 +65,16 @@ from ._shape_base import (
     beyond_budget,
     bounded,
     call_rows,
+    LumpedUnit,
+    Ran,
+    count_lumped,
     earlier_hang,
-    lumped_counts,
     lumped_law,
+    lumped_units,
     not_run,
     planned_rows,
     remember_hang,
+    run_together,
 )
 from ._shape_grid import FullSizeGridCheck, prefix_grid
 from ._shape_target import ShapeTargetLawCheck
@@ -121,40 +125,50 @@ class ShapeConditionalCheck(Check):
         return [Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
 
     def run(self, ctx: Context) -> list[CheckResult]:
-        results = []
         full = ctx.budget.shape_full_domain
         share = ctx.alpha / (len(self.shapes) + full)
-        fault: SamplerFault | None = None
-        for index, declared in enumerate(self.shapes):
+        results: list[CheckResult | None] = []
+        posed: list[tuple[int, str, Any, list[LumpedUnit]]] = []  # (index in results, id, how to judge its counts, its units)
+        hang = earlier_hang(ctx)
+        for declared in self.shapes:
             rid = check_id(self.family, "conditional", declared.label)
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
                 results.append(beyond_budget(ctx, rid, self.family, declared.label, shape))
                 continue
-            if fault is None:
-                fault = earlier_hang(ctx)
-            if fault is not None:
-                results.append(not_run(rid, self.family, declared.label, fault))
+            if hang is not None:
+                results.append(not_run(rid, self.family, declared.label, hang))
                 continue
             case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case"), accept_until=shape.accept_until, actives=shape.actives))
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows, needed = planned_rows(ctx, shape, df, share)
-            extra: Evidence = {"V": shape.vocab, "K": shape.k, "rows_per_call": call_rows(ctx.sut, shape), "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
+            per_call = call_rows(ctx.sut, shape)
+            extra: Evidence = {"V": shape.vocab, "K": shape.k, "rows_per_call": per_call, "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
             if reduced:
                 extra["reduced"] = reduced
-            results.append(_lumped_result(
-                ctx, Decision(rid, self.family, declared.label), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+            judge = functools.partial(
+                _lumped_result, ctx, Decision(rid, self.family, declared.label), case, labels, law, rows, share,
                 kind="structured", extra=extra, fault_evidence={"V": shape.vocab, "K": shape.k},
                 where=f"V={shape.vocab:,}, K={shape.k}", law_name="law given the drafts",
-                claim_note=lambda claim: _claim_note(ctx, claim, rows, needed) + (f"; {reduced}" if reduced else ""),
-            ))
-            fault = earlier_hang(ctx)  # a hang stops the shapes after it; another fault does not
+                claim_note=functools.partial(_reduced_note, ctx, rows, needed, reduced),
+            )
+            posed.append((len(results), rid, judge, lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), per_call)))
+            results.append(None)
+        # the shapes' units in one stream (a hang stops the shapes after it; another fault does not)
+        ran = run_together(ctx, count_lumped, [units for *_, units in posed], [rid for _, rid, _, _ in posed])
+        for (at, _, judge, _), outcome in zip(posed, ran):
+            results[at] = judge(outcome)
+        fault = earlier_hang(ctx)
         results.append(_full_law(ctx, share, fault) if full else CheckResult(
             id=self.decision_list()[-1].id, family=self.family, case=FULL_DOMAIN_SHAPE.label, status="skip",
             message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law"))
-        return results
+        return [r for r in results if r is not None]
+
+
+def _reduced_note(ctx: Context, rows: int, needed: int, reduced: str | None, claim: float) -> str:
+    return _claim_note(ctx, claim, rows, needed) + (f"; {reduced}" if reduced else "")
 
 
 def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckResult:
@@ -225,12 +239,11 @@ def _lumped_result(
     ctx: Context,
     decision: Decision,
     case: StepCase,
-    cells: torch.Tensor,
     labels: list[str],
     law: np.ndarray,
     rows: int,
     alpha: float,
-    per_call: int,
+    ran: Ran,
     *,
     kind: str,
     extra: Evidence,
@@ -239,16 +252,16 @@ def _lumped_result(
     law_name: str,
     claim_note: Any,
 ) -> CheckResult:
-    """Run ``rows`` rows of a structured case and test its lumped law given the drafts (G-test at
-    ``alpha``): a pass with its claim, a failure with where the counts deviate most, or the fault."""
-    ctx.sut.reach.reset()
-    try:
-        counts = lumped_counts(ctx, case, cells, len(labels), rows, ctx.seed_for(decision.id, "rows"), per_call)
-    except SamplerFault as f:
-        remember_hang(ctx, decision.id, f)
-        result = fault_result(decision, f, evidence=fault_evidence)
-        result.reach = ctx.sut.reach.snapshot(kinds=[kind])
+    """A structured case's lumped counts (``ran``, :func:`run_together`) against its lumped law
+    given the drafts (G-test at ``alpha``): a pass with its claim, a failure with where the counts
+    deviate most, or the fault (or the earlier hang that left it unrun)."""
+    if ran.not_run is not None:
+        return not_run(decision.id, decision.family, decision.case, ran.not_run)
+    if ran.fault is not None:
+        result = fault_result(decision, ran.fault, evidence=fault_evidence)
+        result.reach = ran.reach_of(kind)
         return result
+    counts = ran.result
     gof = gof_test(counts, law, alpha=alpha, random_state=ctx.seed_for(decision.id, "mc"))
     claim = gof.min_detectable_tv(alpha, ctx.budget.power)
     expected = law * counts.sum()
@@ -269,9 +282,8 @@ def _lumped_result(
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
         result = new_result(status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}")
-    result.reach = ctx.sut.reach.snapshot(kinds=[kind])
+    result.reach = ran.reach_of(kind)
     return result
-
 
 
 @dataclasses.dataclass
@@ -301,23 +313,23 @@ class EdgeLawCheck(Check):
         share = ctx.alpha / len(self.kinds)
         vocab = min(self.vocab, ctx.sut.capabilities.max_vocab or self.vocab)
         shape = Shape(vocab, 2)
-        results = []
+        hang = earlier_hang(ctx)
+        if hang is not None:
+            return [not_run(check_id(self.family, "edge-law", kind), self.family, kind, hang) for kind in self.kinds]
+        judges, experiments = [], []
         for kind in self.kinds:
             rid = check_id(self.family, "edge-law", kind)
-            hang = earlier_hang(ctx)
-            if hang is not None:
-                results.append(not_run(rid, self.family, kind, hang))
-                continue
             case = ctx.as_passed(edge_case(kind, vocab, seed=ctx.seed_for(rid) % 2**32))
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows = max(self.rows, min(samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power), ctx.budget.shape_volume // shape.row_elements()))
-            results.append(_lumped_result(
-                ctx, Decision(rid, self.family, kind), case, cells, labels, law, rows, share, call_rows(ctx.sut, shape),
+            judges.append(functools.partial(
+                _lumped_result, ctx, Decision(rid, self.family, kind), case, labels, law, rows, share,
                 kind=kind, extra={"case": kind, "V": vocab, "precision": case.precision}, fault_evidence={"case": kind, "V": vocab},
                 where=f"'{kind}' at V={vocab:,}", law_name="emitted law",
                 claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
             ))
-        return results
-
+            experiments.append(lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape)))
+        ran = run_together(ctx, count_lumped, experiments, [check_id(self.family, "edge-law", kind) for kind in self.kinds])
+        return [judge(outcome) for judge, outcome in zip(judges, ran)]
