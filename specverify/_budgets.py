@@ -28,6 +28,9 @@ class Budget:
         examples: Hypothesis examples each searching check tries.
         screen_alpha: level of each example's screening test (false alarms are re-tested).
         max_samples: most samples one test may draw.
+        cap_per_decision: ``max_samples`` caps each decision of a check (a ``--tv`` budget, so
+            that every decision is sized for ``tv``: a check of many decisions costs many caps);
+            otherwise a check's decisions share one cap (a preset's cost stays fixed).
         validity_examples: examples of the exact robustness and uniform-driven checks.
         timeout: seconds one sampler call may take before it counts as a hang.
         shape_tv: TV the ``shapes`` family's checks are sized for where the volume affords it.
@@ -54,6 +57,7 @@ class Budget:
     examples: int = 20
     screen_alpha: float = 1e-4
     max_samples: int = 2_000_000
+    cap_per_decision: bool = False
     validity_examples: int = 60
     timeout: float = 120.0
     shape_tv: float = 0.05
@@ -76,6 +80,10 @@ class Budget:
     def stage_power(self) -> float:
         """Power of each of the two stages, so that both together reach :attr:`power`."""
         return self.power**0.5
+
+    def decision_cap(self, decisions: int = 1) -> int:
+        """Most samples each of a check's ``decisions`` may draw (see ``cap_per_decision``)."""
+        return decision_cap(self.max_samples, decisions, per_decision=self.cap_per_decision)
 
     def with_(self, **changes: object) -> Budget:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -116,6 +124,12 @@ MAX_SAMPLES_CAP = 2_000_000_000
 SHAPE_VOLUME_CAP = 2**36
 
 
+def decision_cap(max_samples: int, decisions: int = 1, *, per_decision: bool = False) -> int:
+    """Most samples each of ``decisions`` may draw: ``max_samples`` each where the cap is per
+    decision (a ``--tv`` budget), else their share of one ``max_samples``."""
+    return max_samples if per_decision else max(1, max_samples // max(1, decisions))
+
+
 def _nearest_preset(tv: float) -> Budget:
     """The preset whose TV is nearest ``tv`` on a log scale (its other settings are kept)."""
     import math
@@ -126,7 +140,8 @@ def _nearest_preset(tv: float) -> Budget:
 def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
     """A custom budget sized to detect TV ``tv``: the nearest preset's (or ``base``'s) other
     settings, with ``max_samples``, ``shape_tv`` and ``shape_volume`` scaled by the power
-    analysis (samples grow as ``1/tv**2`` at a fixed df), capped at :data:`MAX_SAMPLES_CAP` and
+    analysis (samples grow as ``1/tv**2`` at a fixed df) and ``max_samples`` the cap of each
+    decision (not shared by a check's decisions, as a preset's is), capped at :data:`MAX_SAMPLES_CAP` and
     :data:`SHAPE_VOLUME_CAP`; a capped decision states the TV it actually reaches, as any other.
 
     Raises:
@@ -146,7 +161,8 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
         capped.append(f"shape_volume {wanted_volume:,} capped at {volume:,}")
     derivation = (
         f"TV {tv:g} on demand: the {preset.name} preset's settings, max_samples, shape_tv and shape_volume "
-        f"scaled by ({preset.tv:g}/{tv:g})^2 = {scale:.3g}" + (f"; {', '.join(capped)}" if capped else "")
+        f"scaled by ({preset.tv:g}/{tv:g})^2 = {scale:.3g}, max_samples the cap of each decision"
+        + (f"; {', '.join(capped)}" if capped else "")
     )
     depth, coverage = depth_for(tv, preset.examples)
     if depth:
@@ -158,7 +174,7 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
             volume = preset.shape_volume
             derivation += f"; shape_volume kept at the {preset.name} preset's {volume:,} (large V keeps its cap and states the TV it reaches)"
     return preset.with_(
-        name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, shape_tv=shape_tv, shape_volume=volume,
+        name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, cap_per_decision=True, shape_tv=shape_tv, shape_volume=volume,
         shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,
         depth_examples=depth, coverage_tv=coverage,
     )

@@ -34,6 +34,23 @@ def test_a_tv_beyond_what_the_caps_allow_says_it_is_capped():
     assert "max_samples" in budget.derivation and "capped" in budget.derivation
 
 
+def test_a_tv_budget_caps_each_decision_and_a_preset_shares_its_cap():
+    assert budget_for_tv(0.001).decision_cap(28) == budget_for_tv(0.001).max_samples
+    assert BUDGETS["standard"].decision_cap(4) == BUDGETS["standard"].max_samples // 4
+    assert "each decision" in budget_for_tv(0.001).derivation
+
+
+def test_checks_of_many_decisions_reach_the_tv_asked():
+    """The shape-by-shape fit and the row-independence check, both of many decisions or of a claim
+    twice its test's TV, reach the budget's TV (they stopped at 1.4-1.8x it under a shared cap)."""
+    tv = 0.04
+    result = specverify.check(REFERENCE, tv=tv, select=["fit.every-shape*", "contract.row-independence"], isolation="in-process")
+    reached = {c.id: c.min_detectable_tv for c in result.checks}
+    assert set(reached) == {"fit.every-shape[random]", "contract.row-independence"}
+    assert all(t is not None and t <= tv * (1 + 1e-9) for t in reached.values()), reached
+    assert all(c.status == "pass" for c in result.checks), [(c.id, c.status, c.message) for c in result.checks]
+
+
 def test_an_explicit_preset_is_the_base_and_alpha_still_overrides():
     budget = resolve_budget("quick", tv=0.01, alpha=1e-3)
     assert budget.examples == BUDGETS["quick"].examples and budget.alpha == 1e-3
@@ -115,6 +132,14 @@ def test_a_loop_is_rehearsed_and_timed_so_max_time_judges_it_and_its_plan_counts
     (drew,) = [c["samples"] for c in record["checks"] if c["id"] == "loop.law[plain]"]  # one outcome a generation
     assert planned["counted"].startswith("rehearsed") and planned["samples"] == drew > 0
     assert record["run"]["plan"]["estimated_seconds"] > 0
+
+
+def test_a_loop_plan_at_a_small_tv_tallies_counts_and_never_holds_every_generation(capsys):
+    """At --tv 0.0005 loop.positions makes 8e7 generations of 24 tokens (15 GiB as tokens): counted
+    where the loop runs, its rehearsal draws counts from their law and takes seconds."""
+    assert main(["loop", "specverify.samplers:loop_reference", "--plan", "--tv", "0.0005", "--only", "loop.positions"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("loop.positions"))
+    assert int(line.split()[2].replace(",", "")) > 50_000_000 and "(at the cap" not in line
 
 
 def test_a_real_run_records_its_budget_and_plan(tmp_path):

@@ -77,3 +77,5 @@ def test_every_failing_repro_fails_the_same_way(member: str, tmp_path: Path) -> 
             assert fault.group(1).strip() in (check.message or ""), (fault.group(1), check.message)
         else:
             assert f"{check.id} fails (finding: {check.finding})" in done.stderr, f"{member}: {check.id}:\n{done.stderr[-2000:]}\n{repro}"
+            if "model_law_test(" in repro and "statistic" in check.evidence:  # the same samples, not a fresh draw that fails too
+                assert f"statistic {check.evidence['statistic']:.4g}," in done.stdout, (check.id, check.evidence["statistic"], done.stdout[:500])

@@ -129,6 +129,34 @@ def test_loop_generations_are_identical_for_any_worker_count():
     assert torch.equal(outs[1], outs[2])
 
 
+def test_loop_tallies_are_the_counts_of_the_generations_for_any_worker_count():
+    import numpy as np
+
+    from specverify._loop import MarkovLM
+    from specverify.checks._loop import LoopTally, _params, loop_parameters
+
+    gen = torch.Generator().manual_seed(5)
+    target, draft = (MarkovLM(torch.randn(4, 4, generator=gen), (0,)) for _ in range(2))
+    rows, groups = UNIT_ROWS + 501, [{"temperature": 0.7}, {"temperature": 1.3, "top_k": 2}, {}]
+    names = loop_parameters(loop_reference)
+    counted = {}
+    for n in (1, 2):
+        pool = SerialPool(loop_reference) if n == 1 else LocalPool([loop_reference, loop_reference])
+        ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=rows, seed=0, alpha=0.0, pool=pool)
+        sequences = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, 3, groups, 8, LoopTally(4, False, np.ones((3, 64)), groups=3))
+        pairs = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, 5, groups, 9, LoopTally(4, True, np.ones((4, 16))))
+        counted[n] = sequences, pairs
+        if n == 1:  # the same units' tokens, counted here
+            which = torch.arange(rows) % 3
+            out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=8)
+            code = (out * torch.tensor([16, 4, 1])).sum(-1)
+            assert np.array_equal(sequences, np.stack([np.bincount(code[which == g].numpy(), minlength=64) for g in range(3)]))
+            out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 5, _params(groups, which, names), seed=9)
+            assert np.array_equal(pairs, np.stack([np.bincount((out[:, t - 1] * 4 + out[:, t]).numpy(), minlength=16) for t in range(1, 5)]))
+    assert sequences.sum() == rows and pairs.sum() == 4 * rows
+    assert all(np.array_equal(a, b) for a, b in zip(counted[1], counted[2]))
+
+
 class _FailsOnUnit:
     """A sampler that raises in the unit seeded ``unit_seed(9, 2)``: a fault wherever it runs."""
 

@@ -254,6 +254,6 @@ def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget
     if planned.skip_reason is not None:
         return [check._result("skip", message=planned.skip_reason)]
     start = time.perf_counter()
-    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool))
+    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool, budget.cap_per_decision))
     result.duration_s = time.perf_counter() - start
     return [result]

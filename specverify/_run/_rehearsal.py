@@ -7,15 +7,17 @@ planned checks run here exactly as they will run, on the same cases and seeds, w
 
 * the run's **units** (every tally experiment, :mod:`specverify._calling.pool`) are answered with
   counts drawn from the exact law of a conforming sampler (a multinomial, seeded by the unit), so
-  searches, sequential stops and confirmations take the path they take on a conforming sampler;
+  searches, sequential stops and confirmations take the path they take on a conforming sampler
+  (a loop's tallied generations from the law its tally states, its few untallied ones drawn from
+  its oracle's warp of the target);
 * a **direct call** of the sampler (the contract's and the shapes' checks) is answered at once with
   a placeholder output; its rows and shape are what is counted.
 
 Nothing calls the sampler while rehearsing.  What was drawn is grouped by shape, and each group is
 then timed on the real sampler with a few of its own rows (:func:`time_groups`), units through the
 same tally code a unit runs.  The result is what a conforming sampler costs: a failing one stops
-sooner, and a check that cannot be rehearsed (a loop's, a tree's, any unit the stand-in cannot
-answer) is counted at the cap as before, and said so.
+sooner, and a check that cannot be rehearsed (a tree's, any unit the stand-in cannot answer) is
+counted at the cap as before, and said so.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ from .._exact import emitted_law, sequence_offsets, step_law, target_law
 from .._reach import ReachRecorder
 from .._warps.declared import declared_warp
 from ..checks._base import Context
-from ..checks._loop import LoopContext, LoopUnit, generate
+from ..checks._loop import LoopContext, LoopUnit, generate, tally_generations
 from ..checks._shape_base import LumpedUnit, count_lumped, lumped_law
 from ..checks._shape_target import accepted_law, tally_completed
-from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_steps, tally_model
+from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_adjacent, count_steps, tally_model
 from ._plan import PlannedCheck
 
 __all__ = ["Drawn", "Rehearsed", "rehearse", "time_groups"]
@@ -106,7 +108,7 @@ def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, 
         drawn: dict[tuple[str, int, int, str], Drawn] = {}
         ctx: Any
         if loop:
-            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=declared_warp(sut)))  # type: ignore[arg-type]
+            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=declared_warp(sut)), budget.cap_per_decision)  # type: ignore[arg-type]
         else:
             ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
         try:
@@ -210,9 +212,11 @@ class _ExactPool:
     def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
         for unit in units:
             if isinstance(unit, StepUnit):
-                result: Any = self._steps(unit)
+                result: Any = self._adjacent(unit) if work is count_adjacent else self._steps(unit)
             elif isinstance(unit, ModelUnit):
                 result = self._model(unit)
+            elif isinstance(unit, LoopUnit) and work is tally_generations:
+                result = self._tallied(unit)
             elif isinstance(unit, LoopUnit) and self._oracle is not None:
                 result = self._generations(unit)
             elif isinstance(unit, LumpedUnit) and work in (count_lumped, tally_completed):
@@ -221,12 +225,17 @@ class _ExactPool:
                 raise NotImplementedError(f"no exact law for a {type(unit).__name__}")
             yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
 
-    def _steps(self, unit: StepUnit) -> np.ndarray:
+    def _law(self, unit: StepUnit) -> np.ndarray:
+        """``[cases, cells]``: the law given the drafts of each of the unit's cases."""
         held, law = self._last
         if held is not unit.target:  # held, so never a freed tensor's id reused
             law = step_law(unit.target.double(), unit.draft.double(), unit.drafts).reshape(unit.target.shape[0], -1).numpy()
             law = law / law.sum(axis=1, keepdims=True)
             self._last = (unit.target, law)
+        return law
+
+    def _steps(self, unit: StepUnit) -> np.ndarray:
+        law = self._law(unit)
         cases = law.shape[0]
         rows = (np.arange(unit.start, unit.stop) % cases).astype(np.int64)
         per_case = np.bincount(rows, minlength=cases)
@@ -235,6 +244,13 @@ class _ExactPool:
         k, vocab = unit.drafts.shape[1], unit.target.shape[-1]
         _add(self._drawn, "units", k, vocab, unit.dtype, unit.stop - unit.start, _unit_example(count_steps, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)))
         return counts.reshape(-1)
+
+    def _adjacent(self, unit: StepUnit) -> np.ndarray:
+        """Pairs of adjacent rows of one case, independent as a conforming sampler's are."""
+        law = self._law(unit)[0]
+        pairs = (unit.stop - unit.start) // 2
+        _add(self._drawn, "units", unit.drafts.shape[1], unit.target.shape[-1], unit.dtype, unit.stop - unit.start, _unit_example(count_adjacent, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)))
+        return np.random.default_rng(unit.seed).multinomial(pairs, np.outer(law, law).reshape(-1))
 
     def _model(self, unit: ModelUnit) -> ModelTally:
         case = unit.case
@@ -265,6 +281,20 @@ class _ExactPool:
         completed = np.stack([rng.multinomial(unit.rows, row / row.sum()) for row in lumped])
         accepted = accepted_law(case)
         return completed, rng.multinomial(unit.rows, accepted / accepted.sum())
+
+    def _tallied(self, unit: LoopUnit) -> np.ndarray:
+        """A conforming loop's counts, drawn from the law its tally states (a multinomial a row
+        group, or a position's pairs), generating nothing."""
+        tally, rows = unit.tally, unit.prompt.shape[0]
+        assert tally is not None
+        rng = np.random.default_rng(unit.seed)
+        law = tally.law / tally.law.sum(axis=1, keepdims=True)
+        if tally.pairs:
+            per_row = np.full(len(law), rows)
+        else:
+            per_row = np.bincount((tally.start + np.arange(rows)) % tally.groups, minlength=tally.groups)
+        _add(self._drawn, "units", unit.num_tokens, unit.target.vocab_size, "loop", rows, _unit_example(tally_generations, unit, _fewer_rows))
+        return np.stack([rng.multinomial(int(n), row) for n, row in zip(per_row, law)])
 
     def _generations(self, unit: LoopUnit) -> torch.Tensor:
         """A conforming loop's generations: each token drawn from the oracle's warp of the target

@@ -46,10 +46,10 @@ from .._kinds import kind_of
 from .._layout import StepInputs
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ..stats import homogeneity_test, independence_test
+from ..stats import homogeneity_test, independence_test, samples_needed
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_step_batch
-from ._tally import plan_samples
+from ._tally import adjacent_counts, plan_samples, step_counts
 
 __all__ = [
     "FALSE_ALARM",
@@ -340,26 +340,19 @@ class RowIndependenceCheck(_ContractCheck):
         cells = int((law > 0).sum())
         alpha = ctx.alpha if one_per_call else ctx.alpha / 2
         power = ctx.budget.power
-        pairs = plan_samples(ctx, (cells - 1) ** 2, alpha)
-        target, draft, drafts = case.batch(2 * pairs)
+        # sized for the claims below, at the whole power: the pairs' test reaches the budget's TV, and
+        # the neighbours' test twice its rows (its claim is twice its TV between joint and product)
+        pairs = _sized(ctx, (cells - 1) ** 2, alpha, power)
         counts = []
         try:
-            # 1. adjacent rows, same inputs
-            output = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "pairs")))
-            ctx.advance(2 * pairs)
-            codes = ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy()
-            pair_test = independence_test(codes[0::2], codes[1::2])
-            # 2. the same case beside two different neighbours
-            rows = 0 if one_per_call else plan_samples(ctx, cells - 1, alpha)
+            # 1. adjacent rows, same inputs: their joint counts, in units on the run's workers
+            joint = adjacent_counts(ctx, case, pairs, ctx.seed_for(self.id, "pairs"))
+            pair_test = homogeneity_test(joint)  # the G-test of independence of the pairs' table
+            # 2. the same case beside two different neighbours, interleaved row by row
+            rows = 0 if one_per_call else _sized(ctx, cells - 1, alpha, power, factor=2)
             for name in ("a", "b") if rows else ():
-                other = _neighbour(case, ctx, name)
-                t = torch.stack([case.target_probs, other.target_probs]).repeat(rows, 1, 1)
-                d = torch.stack([case.draft_probs, other.draft_probs]).repeat(rows, 1, 1)
-                y = torch.stack([case.draft_tokens, other.draft_tokens]).repeat(rows, 1)
-                tok, acc = ctx.sut.step(t, d, y, generator=ctx.sut.generator(ctx.seed_for(self.id, name)))
-                ctx.advance(2 * rows)
-                mine = ctx.sut.layout.outcome(StepInputs(t[0::2], d[0::2], y[0::2]), (tok[0::2], acc[0::2])).numpy()
-                counts.append(np.bincount(mine, minlength=law.size))
+                both = step_counts(ctx, [case, _neighbour(case, ctx, name)], rows, ctx.seed_for(self.id, name))
+                counts.append(both[0])
         except SamplerFault as fault:
             return fault_result(self, fault)
         evidence: Evidence = {
@@ -388,6 +381,12 @@ class RowIndependenceCheck(_ContractCheck):
             "consecutive one-row calls independent" if one_per_call else "rows independent; a row's law unaffected by its neighbours"
         )
         return _result(self, status, message, **fields)
+
+
+def _sized(ctx: Context, df: int, alpha: float, power: float, factor: int = 1) -> int:
+    """Samples for a level-``alpha`` test with ``df`` to reach the budget's TV at ``power`` (times
+    ``factor``), under the budget's cap of one decision."""
+    return max(1, min(factor * samples_needed(ctx.budget.tv, max(df, 1), alpha, power), ctx.budget.decision_cap()))
 
 
 def _neighbour(case: StepCase, ctx: Context, name: str) -> StepCase:

@@ -326,7 +326,7 @@ class EveryShapeCheck(Check):
                 joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
                 laws = np.stack([joint.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])
                 df = int((laws > 0).sum(axis=1).max()) - 1
-                samples = max(1, min(samples_needed(ctx.budget.tv, max(df, 1), share, power), ctx.budget.max_samples // len(shapes)))
+                samples = max(1, min(samples_needed(ctx.budget.tv, max(df, 1), share, power), ctx.budget.decision_cap(len(shapes))))
                 tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab))
                 grid = tally.completed.reshape((vocab,) * (k + 1))
                 observed = np.stack([grid.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])

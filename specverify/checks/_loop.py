@@ -21,12 +21,13 @@ from the run seed alone (no search): chain models over a few tokens, heterogeneo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._budgets import decision_cap
 from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
 from .._warps.declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
@@ -42,7 +43,7 @@ from ..errors import SamplerFault
 from ..stats import gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
-__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopUnit", "generate", "loop_battery", "loop_parameters"]
+__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopTally", "LoopUnit", "generate", "loop_battery", "loop_parameters", "tally_generations"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -70,8 +71,37 @@ def loop_parameters(loop: Any) -> tuple[str, ...]:
 
 
 @dataclasses.dataclass(frozen=True)
+class LoopTally:
+    """How a unit's generations are counted where the loop runs, so counts travel back, not
+    tokens (a law check at ``--tv 0.001`` makes 10^8 generations): whole sequences, by row group
+    (row ``start + i`` of the experiment is in group ``(start + i) % groups``), or each position's
+    pair of adjacent tokens.  ``law`` is what a conforming loop's counts follow (one row a group
+    or a position): the plan's rehearsal draws from it instead of generating."""
+
+    vocab: int
+    pairs: bool
+    law: np.ndarray
+    groups: int = 1
+    start: int = 0
+
+    def count(self, out: torch.Tensor) -> np.ndarray:
+        """``[groups, vocab**length]`` sequence counts, or ``[length - 1, vocab**2]`` pair counts."""
+        rows, length = out.shape
+        tokens = out.numpy()
+        if self.pairs:
+            cells = self.vocab * self.vocab
+            index = np.arange(length - 1) * cells + tokens[:, :-1] * self.vocab + tokens[:, 1:]
+            return np.bincount(index.reshape(-1), minlength=(length - 1) * cells).reshape(length - 1, cells)
+        cells = self.vocab**length
+        code = tokens @ (self.vocab ** np.arange(length - 1, -1, -1, dtype=np.int64))
+        group = (self.start + np.arange(rows)) % self.groups
+        return np.bincount(group * cells + code, minlength=self.groups * cells).reshape(self.groups, cells)
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopUnit:
-    """Rows of one generation experiment, their generator seeded ``seed`` (:mod:`specverify._calling.pool`)."""
+    """Rows of one generation experiment, their generator seeded ``seed`` (:mod:`specverify._calling.pool`);
+    ``tally``: how :func:`tally_generations` counts them (``None``: their tokens come back)."""
 
     target: MarkovLM
     draft: MarkovLM
@@ -79,6 +109,7 @@ class LoopUnit:
     num_tokens: int
     params: SamplingParams
     seed: int
+    tally: LoopTally | None = None
 
 
 def generate(loop: Any, unit: LoopUnit) -> torch.Tensor:
@@ -88,6 +119,12 @@ def generate(loop: Any, unit: LoopUnit) -> torch.Tensor:
     if violations:
         raise SamplerFault(violations[0])
     return out.cpu()
+
+
+def tally_generations(loop: Any, unit: LoopUnit) -> np.ndarray:
+    """Generate a unit's rows and count them by its :class:`LoopTally`."""
+    assert unit.tally is not None, "a tallied unit carries its tally"
+    return unit.tally.count(generate(loop, unit))
 
 
 @dataclasses.dataclass
@@ -102,6 +139,7 @@ class LoopContext:
     seed: int
     alpha: float
     pool: Pool | None = None
+    cap_per_decision: bool = False  # a --tv budget's: max_samples caps each group, not their sum
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)
@@ -114,14 +152,30 @@ class LoopContext:
     def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
         """Call the loop with only the parameters it declares, its rows cut into units (each
         seeded from ``seed`` and its index) run on the run's workers; audit each output's structure."""
+        return torch.cat([done.result for done in self._pool.map(generate, self._units(target, draft, prompt, num_tokens, params, seed))])
+
+    def tally(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, rows: int, num_tokens: int, groups: list[dict[str, float]], seed: int, tally: LoopTally) -> np.ndarray:
+        """``rows`` generations from one ``prompt`` row, row ``r`` sampled with ``groups[r % len(groups)]``,
+        in units as :meth:`run`'s, each counted by ``tally`` where the loop runs; the counts summed
+        (the same for any split over workers).  No tensor of all the rows is ever made."""
+        names = loop_parameters(self.loop)
+
+        def units() -> Iterator[LoopUnit]:
+            for i, a, b in unit_spans(rows):
+                params = _params(groups, torch.arange(a, b) % len(groups), names)
+                yield LoopUnit(target, draft, prompt.expand(b - a, -1), num_tokens, params, unit_seed(seed, i), dataclasses.replace(tally, start=a))
+
+        return sum((done.result for done in self._pool.map(tally_generations, units())), np.zeros_like(tally.law, dtype=np.int64))
+
+    @property
+    def _pool(self) -> Pool:
+        return self.pool if self.pool is not None else SerialPool(self.loop)
+
+    def _units(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> Iterator[LoopUnit]:
         given = params.only(loop_parameters(self.loop))
         spans = unit_spans(prompt.shape[0])
-        units = (
-            LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
-            for i, a, b in spans
-        )
-        pool = self.pool if self.pool is not None else SerialPool(self.loop)
-        return torch.cat([done.result for done in pool.map(generate, units)])
+        for i, a, b in spans:
+            yield LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
 
 
 def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:
@@ -253,12 +307,10 @@ class LoopCheck(Check):
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(groups)
         df = int(((laws > 0).sum(axis=1) - 1).max())
-        per_group = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples // len(groups))
+        per_group = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision))
         rows = per_group * len(groups)
-        which = torch.arange(rows) % len(groups)
-        out = ctx.run(target, draft, prompt_row.expand(rows, -1), length, _params(groups, which, names), ctx.seed_for(self.id, "loop"))
-        code = (out * torch.tensor([vocab ** (length - 1 - i) for i in range(length)])).sum(-1)
-        counts = np.stack([np.bincount(code[which == g].numpy(), minlength=vocab**length) for g in range(len(groups))])
+        tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
+        counts = ctx.tally(target, draft, prompt_row[None], rows, length, groups, ctx.seed_for(self.id, "loop"), tally)
         return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows, laws_of=laws_of)
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
@@ -281,8 +333,8 @@ class LoopCheck(Check):
         share = ctx.alpha / len(laws)
         df = int(((laws > 0).sum(axis=1) - 1).max())
         rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
-        out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), length, _params([group], torch.zeros(rows, dtype=torch.int64), names), ctx.seed_for(self.id, "loop"))
-        counts = np.stack([np.bincount((out[:, t - 1] * vocab + out[:, t]).numpy(), minlength=vocab * vocab) for t in range(1, length)])
+        tally = LoopTally(vocab, pairs=True, law=laws)
+        counts = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], ctx.seed_for(self.id, "loop"), tally)
         return self._decide(
             ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
             generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of,

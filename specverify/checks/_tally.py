@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,12 +31,13 @@ from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import all_sequences, sequence_offsets
 from .._layout import StepInputs
+from .._seeds import derive_seed
 from .._models import ChainModel, TableModel, draw_drafts, sample_next, step_inputs
 from ..stats import samples_needed
 from ._base import Context
 
 __all__ = [
-    "ModelTally", "ModelUnit", "StepUnit", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
+    "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
     "step_counts", "tally", "tally_model",
 ]
 
@@ -46,7 +47,7 @@ CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
 def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1) -> int:
     """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV."""
     needed = samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power)
-    return max(1, min(needed, ctx.budget.max_samples // groups))
+    return max(1, min(needed, ctx.budget.decision_cap(groups)))
 
 
 def largest_deviation(observed: np.ndarray, expected: np.ndarray, label) -> str:
@@ -98,8 +99,24 @@ class StepUnit:
 def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
     """A :class:`StepUnit`'s outcome counts ``[cases * cells]``, tallied as its outputs land (counts
     travel back, not tokens)."""
+    counts = np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64)
+    for which, codes in _outcomes(sut, unit):
+        tally(counts, (which * unit.cells + codes).numpy())
+    return counts
+
+
+def count_adjacent(sut: Any, unit: StepUnit) -> np.ndarray:
+    """A one-case :class:`StepUnit`'s joint counts ``[cells * cells]`` of the outcomes of rows
+    ``2i`` and ``2i + 1`` (adjacent rows of a batch; consecutive calls of a one-row sampler)."""
+    counts = np.zeros(unit.cells**2, dtype=np.int64)
+    for _, codes in _outcomes(sut, unit):
+        tally(counts, (codes[0::2] * unit.cells + codes[1::2]).numpy())
+    return counts
+
+
+def _outcomes(sut: Any, unit: StepUnit) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Each chunk's case index and outcome code per row, as the sampler's outputs land."""
     cases = unit.target.shape[0]
-    counts = np.zeros(cases * unit.cells, dtype=np.int64)
     batches = _phase_batches(unit)  # a chunk's rows depend on its phase only, in every unit of the experiment
 
     def chunks():
@@ -119,8 +136,7 @@ def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
 
     for output in sut.steps(inputs(), generator=sut.generator(unit.seed), dtype=unit.dtype):
         which, batch = given.popleft()
-        tally(counts, (which * unit.cells + sut.layout.outcome(batch, output)).numpy())
-    return counts
+        yield which, sut.layout.outcome(batch, output)
 
 
 _held = threading.local()  # each harness thread's batches of its current experiment
@@ -172,6 +188,21 @@ def step_counts(
     return counts.reshape(len(cases), cells)
 
 
+def adjacent_counts(ctx: Context, case: StepCase, pairs: int, seed: int) -> np.ndarray:
+    """``[cells, cells]`` joint outcome counts of ``pairs`` pairs of adjacent rows, every row the same
+    case: in units on the run's workers (each a whole number of pairs), tallied where they run."""
+    k, vocab = case.shape_key
+    cells = (k + 1) * vocab
+    target, draft, drafts = stack_cases([case])
+    counts = np.zeros(cells * cells, dtype=np.int64)
+    spans = unit_spans(2 * pairs)  # UNIT_ROWS and the chunk are even: no pair straddles two units
+    units = (StepUnit(target, draft, drafts, start, stop, unit_seed(seed, i), ctx.dtype_for(case.precision), cells) for i, start, stop in spans)
+    for (_, start, stop), unit_counts in zip(spans, ctx.units(count_adjacent, units)):
+        counts += unit_counts
+        ctx.advance(stop - start)
+    return counts.reshape(cells, cells)
+
+
 @dataclasses.dataclass
 class ModelTally:
     """What a sampler emitted on a model, tallied three ways."""
@@ -218,13 +249,14 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
 
     def inputs():
         for start in range(0, unit.rows, CHUNK):
-            laws: list[torch.Tensor] = []
-            drafts = draw_drafts(model, min(CHUNK, unit.rows - start), k, harness, probs=laws)
+            rows = min(CHUNK, unit.rows - start)
             if table is None:
+                laws: list[torch.Tensor] = []
+                drafts = draw_drafts(model, rows, k, harness, probs=laws)
                 given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
-            else:  # one gather a chunk: the same values step_inputs would look up, position by position
-                code = _base_code(drafts, vocab)
-                given.append(StepInputs(table[0][code], table[1][code], drafts))
+            else:  # a draft sequence drawn whole, its inputs one gather: the values step_inputs would look up
+                code = table.draw(rows, harness)
+                given.append(StepInputs(table.target[code], table.draft[code], table.sequences[code]))
             yield given[-1]
 
     for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
@@ -243,21 +275,35 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
 STEP_TABLE_SEQUENCES = 4_096
 
 
-def _step_table(model: Any, k: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Every draft sequence's step inputs (:func:`step_inputs` on all ``V**K`` of them, base-V
-    order) for a table or chain model with few enough of them: a model whose laws are rows of a
-    table gives each sequence the same values in any batch, so a chunk's inputs are one gather."""
+@dataclasses.dataclass(frozen=True)
+class _StepTable:
+    """Every draft sequence's step inputs (``V**K`` of them, base-V order) and the draft's joint
+    law over them, for a table or chain model: a model whose laws are rows of a table gives each
+    sequence the same values in any batch, so a chunk's drafts are one draw each (not ``K``) and
+    its inputs one gather."""
+
+    sequences: torch.Tensor  # [V**K, K]
+    target: torch.Tensor  # [V**K, K+1, V]
+    draft: torch.Tensor  # [V**K, K, V]
+    cdf: torch.Tensor  # [V**K] float64: the cumulative joint draft law (each position's row normalised)
+
+    def draw(self, rows: int, generator: torch.Generator) -> torch.Tensor:
+        """``rows`` sequence indices from the joint draft law: one float64 uniform each, by the
+        inverse CDF; never a sequence of draft mass 0 (ties ``u * total == total`` take the last
+        sequence of positive mass)."""
+        u = torch.rand(rows, generator=generator, dtype=torch.float64)
+        code = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True)
+        return code.clamp_(max=int(torch.searchsorted(self.cdf, self.cdf[-1], right=False)))
+
+
+def _step_table(model: Any, k: int, vocab: int) -> _StepTable | None:
     if not isinstance(model, (TableModel, ChainModel)) or k == 0 or vocab**k > STEP_TABLE_SEQUENCES:
         return None
-    return step_inputs(model, all_sequences(vocab, k))
-
-
-def _base_code(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Base-``vocab`` code of each row (first token most significant), over columns, not rows."""
-    code = torch.zeros(tokens.shape[0], dtype=torch.int64)
-    for column in range(tokens.shape[1]):
-        code = code * vocab + tokens[:, column]
-    return code
+    sequences = all_sequences(vocab, k)
+    target, draft = step_inputs(model, sequences)
+    law = draft.double() / draft.double().sum(-1, keepdim=True)
+    joint = law.gather(-1, sequences.unsqueeze(-1)).squeeze(-1).prod(-1)
+    return _StepTable(sequences, target, draft, joint.cumsum(0))
 
 
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
@@ -266,7 +312,8 @@ def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> Model
     dtype = ctx.dtype_for(case.precision)
     spans = unit_spans(samples)
     seeds = [unit_seed(seed, i) for i, _, _ in spans]
-    units = (ModelUnit(case, stop - start, ctx.seed_for(s, "harness"), ctx.seed_for(s, "completion"), s, dtype) for s, (_, start, stop) in zip(seeds, spans))
+    # each stream from the unit's seed alone (not the run's): a repro given ``seed`` draws the same rows
+    units = (ModelUnit(case, stop - start, derive_seed(s, "harness"), derive_seed(s, "completion"), s, dtype) for s, (_, start, stop) in zip(seeds, spans))
     total = _no_tally(case)
     for (_, start, stop), part in zip(spans, ctx.units(tally_model, units)):
         total += part
