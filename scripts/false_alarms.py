@@ -5,6 +5,7 @@
     python scripts/false_alarms.py specverify.samplers:tree_specinfer specverify.samplers:block_verification
     python scripts/false_alarms.py --loop --undeclared vllm --budget quick \
         specverify.samplers._loop_reference:loop_reference_vllm_undeclared
+    python scripts/false_alarms.py specverify.samplers:reference --tv 0.001 --workers 2 --jobs 1
 
 Each (sampler, seed) is one fresh ``specverify check`` (or ``specverify loop`` with ``--loop``) command,
 seeds 0 to N-1, so a run is exactly what a user gets from the CLI: its own supervised sampler
@@ -12,8 +13,10 @@ process, its own JSON. Every run's family-wise false-positive probability is at 
 (1e-4 by default), so N runs of a correct sampler should all be ``conformant``; any other verdict is
 a false alarm (or a harness error) and is listed with the checks that failed.  With
 ``--undeclared PRESET`` the samplers warp as that engine and declare nothing: judged by
-transformers' law, ``inconclusive`` naming PRESET to declare is their expected verdict too. Writes
-``OUTPUT/<sampler>-<budget>.md`` and ``.json`` per sampler as soon as its runs are in, and exits 1 if
+transformers' law, ``inconclusive`` naming PRESET to declare is their expected verdict too.  With
+``--tv EPS`` each run asks for a budget sized for EPS instead of a preset (``--budget`` is then
+its base, as on the CLI), and ``--workers N`` gives each run N sampler processes. Writes
+``OUTPUT/<sampler>-<budget>.md`` (``<sampler>-tvEPS.md`` with ``--tv``) and ``.json`` per sampler as soon as its runs are in, and exits 1 if
 any run was not conformant. With ``--runs DIR`` each run's JSON and record are kept there and a run
 already recorded is not run again: an interrupted campaign (Ctrl-C exits 130, the samplers whose runs
 were all in written) goes on where it stopped.
@@ -48,12 +51,22 @@ def _commit() -> str:
     return (done.stdout.strip() + ("+changes" if dirty else "")) if done.returncode == 0 else "?"
 
 
-def _run(spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: str) -> dict[str, Any]:
+def _setting(budget: str, tv: float | None) -> tuple[str, list[str]]:
+    """A campaign's budget as a name (in file names and tables) and as the CLI's options."""
+    if tv is None:
+        return budget, ["--budget", budget]
+    return f"tv{tv:g}", ["--tv", f"{tv:g}"] + (["--budget", budget] if budget != "standard" else [])
+
+
+def _run(spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: str, options: list[str] | None = None) -> dict[str, Any]:
+    """One fresh CLI run of ``spec`` at ``seed``; ``budget`` names the setting, ``options`` are its
+    CLI options (default ``--budget BUDGET``)."""
     path = scratch / f"{slug(spec)}-{budget}-{seed}.json"
     record = path.with_suffix(".run.json")
     if record.exists():  # recorded by an earlier, interrupted campaign
         return json.loads(record.read_text())
-    command = [sys.executable, "-m", "specverify", "loop" if loop else "check", spec, "--budget", budget, "--seed", str(seed), "--json", str(path), "-q"]
+    given = ["--budget", budget] if options is None else options
+    command = [sys.executable, "-m", "specverify", "loop" if loop else "check", spec, *given, "--seed", str(seed), "--json", str(path), "-q"]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={"OMP_NUM_THREADS": "1", **os.environ})
     seconds = time.perf_counter() - started
@@ -119,7 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--undeclared", metavar="PRESET", default=None,
                         help="the specs warp as engine PRESET and declare nothing: 'inconclusive' naming PRESET to declare is no false alarm")
     parser.add_argument("--runs", type=Path, default=None, help="keep each run's JSON here, and reuse the runs recorded here (resume)")
+    parser.add_argument("--tv", type=float, metavar="EPS", default=None, help="each run at a budget sized for TV EPS (the CLI's --tv; --budget its base)")
+    parser.add_argument("--workers", type=int, metavar="N", default=None, help="sampler processes each run spreads its work over (the CLI's --workers)")
     args = parser.parse_args(argv)
+    if args.tv is not None and not 0 < args.tv < 1:
+        parser.error(f"--tv must lie in (0, 1), not {args.tv:g}")
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be at least 1, not {args.workers}")
+    setting, options = _setting(args.budget, args.tv)
+    options += [] if args.workers is None else ["--workers", str(args.workers)]
     args.output.mkdir(parents=True, exist_ok=True)
     command = "python scripts/false_alarms.py " + " ".join(sys.argv[1:] if argv is None else argv)
     work = [(spec, seed) for spec in args.specs for seed in range(args.seeds)]
@@ -130,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     def write(spec: str) -> None:
         nonlocal bad
         rows = sorted(runs[spec], key=lambda r: r["seed"])
-        name = f"{slug(spec)}-{args.budget}"
-        (args.output / f"{name}.json").write_text(json.dumps({"spec": spec, "budget": args.budget, "command": command, "undeclared": args.undeclared, "runs": rows}, indent=1))
-        (args.output / f"{name}.md").write_text(_table(spec, args.budget, args.loop, rows, command, args.undeclared))
+        name = f"{slug(spec)}-{setting}"
+        (args.output / f"{name}.json").write_text(json.dumps({"spec": spec, "budget": setting, "command": command, "undeclared": args.undeclared, "runs": rows}, indent=1))
+        (args.output / f"{name}.md").write_text(_table(spec, setting, args.loop, rows, command, args.undeclared))
         good = sum(explains(r, args.undeclared) for r in rows)
         bad += len(rows) - good
         print(f"{spec}: {good} of {len(rows)} {'conformant' if args.undeclared is None else 'conformant or inconclusive naming ' + args.undeclared} -> {args.output / name}.md", flush=True)
@@ -141,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = args.runs or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specverify-false-alarms-")))
         scratch.mkdir(parents=True, exist_ok=True)
         pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
-        futures = {pool.submit(_run, spec, seed, args.budget, args.loop, scratch, commit): spec for spec, seed in work}
+        futures = {pool.submit(_run, spec, seed, setting, args.loop, scratch, commit, options): spec for spec, seed in work}
         try:
             for future in concurrent.futures.as_completed(futures):
                 spec, run = futures[future], future.result()

@@ -60,3 +60,31 @@ def test_undeclared_an_inconclusive_naming_its_preset_is_no_false_alarm_and_anot
     assert "1 of 4 runs conformant, 1 inconclusive naming warp='vllm' to declare (not false alarms)" in table
     assert "false alarms (lossy, non-conformant, or any other verdict): 2 in 4 runs" in table
     assert json.loads((out / f"{script.slug('pkg.mod:loop')}-quick.json").read_text())["undeclared"] == "vllm"
+
+
+def test_a_tv_campaign_asks_each_run_for_the_tv_and_its_workers_and_names_its_table_by_it(script, tmp_path, monkeypatch):
+    out, commands = tmp_path / "out", []
+    real = subprocess.run
+
+    def fake_cli(command, *args, **kwargs):
+        if "specverify" not in command:
+            return real(command, *args, **kwargs)  # git, for the commit
+        commands.append(command)
+        path = command[command.index("--json") + 1]
+        with open(path, "w") as f:
+            json.dump({"verdict": "conformant", "checks": [{"id": "fit.x", "status": "pass", "p_value": 0.3}]}, f)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(script.subprocess, "run", fake_cli)
+    assert script.main(["pkg.mod:sampler", "--tv", "0.001", "--workers", "2", "--seeds", "2", "--jobs", "1", "--output", str(out)]) == 0
+    assert len(commands) == 2 and all(c[c.index("--tv") + 1] == "0.001" and c[c.index("--workers") + 1] == "2" for c in commands)
+    assert all("--budget" not in c for c in commands)  # the default base: --tv alone, as a user types it
+    table = (out / f"{script.slug('pkg.mod:sampler')}-tv0.001.md").read_text()
+    assert "budget `tv0.001`" in table and "2 of 2 runs conformant" in table
+
+
+@pytest.mark.parametrize("flags", [["--tv", "1.5"], ["--tv", "0"], ["--workers", "0"]])
+def test_a_bad_tv_or_worker_count_is_a_usage_error(script, flags, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["pkg.mod:sampler", *flags])
+    assert exit_.value.code == 2 and flags[0] in capsys.readouterr().err
