@@ -316,3 +316,23 @@ def test_a_fault_in_one_shape_ends_that_shape_alone_unless_asked_to_stop():
     assert second.fault is None and second.result.sum() == 3_000
     first, second = run_together(ctx, count_lumped, _shape_experiments(ctx), ["a", "b"], stop_at_fault=True)
     assert first.fault is not None and second.not_run is first.fault and second.result is None
+
+
+def test_a_plan_for_several_workers_times_units_where_they_run_in_the_samplers_process():
+    """One worker tallies units here while its process runs the calls (the two overlap); several
+    tally them in their own processes, so the plan times them there (it ran 0.5x fast for two)."""
+    from specverify._run._rehearsal import _unit_example
+
+    calls = []
+
+    class Isolated:
+        def unit(self, work, unit, *, there):
+            calls.append(("in the sampler's process", unit, there))
+
+    def work(sut, unit):
+        calls.append(("here", unit))
+
+    run = _unit_example(work, "unit", lambda unit, rows: (unit, rows))
+    assert run(Isolated(), 3, True) == 3 and calls == [("in the sampler's process", ("unit", 3), True)]
+    calls.clear()
+    assert run(Isolated(), 4) == 4 and calls == [("here", ("unit", 4))]

@@ -137,7 +137,7 @@ def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget
         return plan_cost(planned, budget, calibrate(subject), workers=workers)
     rehearsed = rehearse(planned, subject, budget, seed, spec=spec, loop=loop)
     try:
-        how = time_groups(rehearsed, subject)
+        how = time_groups(rehearsed, subject, there=workers > 1)  # several workers tally units in their own processes
     except Exception as exc:  # a sampler that refuses a timing call: no estimate, never a guess
         return plan_cost(planned, budget, Calibration(None, f"not calibrated: a timing call failed ({type(exc).__name__}: {exc})"), workers=workers)
     fallback: Calibration | None = None

@@ -62,7 +62,7 @@ class Drawn:
     vocab: int
     dtype: str
     rows: int
-    example: Callable[[Any, int], int]  # the largest call's: (real sampler under test, rows) -> rows run
+    example: Callable[..., int]  # the largest call's: (real sampler under test, rows, there) -> rows run
     largest: int  # rows of the largest call (or unit)
     calls: int = 1
     seconds_per_row: float | None = None
@@ -121,10 +121,14 @@ def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, 
     return out
 
 
-def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMING_SECONDS) -> str:
+def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMING_SECONDS, there: bool = False) -> str:
     """Time each shape group on the real sampler (largest first, one warm-up call, on its largest
     call's own inputs), less a call's fixed cost (timed on one row), and give groups left untimed
-    (over ``budget_s``) the rate of the nearest timed one; returns how it was measured."""
+    (over ``budget_s``) the rate of the nearest timed one; returns how it was measured.
+
+    ``there``: units are timed as several workers run them, tallied in the sampler's own process
+    (the harness's work and the sampler's on one core); else as one worker does, tallied here while
+    the sampler's process runs the calls (the two overlap, on two cores)."""
     groups: dict[tuple[str, int, int, str], list[Drawn]] = {}
     for r in rehearsed:
         for d in r.drawn.values():
@@ -142,14 +146,14 @@ def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMIN
         most = UNIT_TIMING_ELEMENTS if example.where == "units" else TIMING_ELEMENTS
         cap = max(1, min(TIMING_ROWS, most // example.elements))
         try:
-            example.example(sut, min(example.largest, cap))  # warm-up: a first call may compile or fill caches
+            example.example(sut, min(example.largest, cap), there)  # warm-up: a first call may compile or fill caches
             if example.where not in fixed_costs:  # a call's (a unit's) fixed cost, once each: one row
                 began = time.perf_counter()
-                example.example(sut, 1)
+                example.example(sut, 1, there)
                 per_call[example.where] = time.perf_counter() - began
                 fixed_costs.add(example.where)
             began = time.perf_counter()
-            ran = example.example(sut, min(example.largest, cap))
+            ran = example.example(sut, min(example.largest, cap), there)
         except Exception as exc:  # a call the sampler refuses: this shape takes its neighbour's rate
             failed = failed or f"{type(exc).__name__}: {exc}"
             continue
@@ -329,21 +333,26 @@ def _add(drawn: dict[tuple[str, int, int, str], Drawn], where: str, k: int, voca
         known.example, known.largest = example, rows
 
 
-def _unit_example(work: Callable[[Any, Any], Any], unit: Any, shrink: Callable[[Any, int], Any]) -> Callable[[Any, int], int]:
-    """Run ``rows`` of this unit on a real sampler through the unit's own tally code."""
+def _unit_example(work: Callable[[Any, Any], Any], unit: Any, shrink: Callable[[Any, int], Any]) -> Callable[..., int]:
+    """Run ``rows`` of this unit on a real sampler through the unit's own tally code (``there``:
+    in the sampler's process, as a pool of several workers runs it)."""
 
-    def run(sut: Any, rows: int) -> int:
-        work(sut, shrink(unit, rows))
+    def run(sut: Any, rows: int, there: bool = False) -> int:
+        if there and hasattr(sut, "unit"):
+            sut.unit(work, shrink(unit, rows), there=True)
+        else:
+            work(sut, shrink(unit, rows))
         return rows
 
     return run
 
 
-def _call_example(inputs: tuple[Any, ...], options: dict[str, Any], dtype: Any) -> Callable[[Any, int], int]:
-    """Call a real sampler on the first ``rows`` rows of this call's own inputs."""
+def _call_example(inputs: tuple[Any, ...], options: dict[str, Any], dtype: Any) -> Callable[..., int]:
+    """Call a real sampler on the first ``rows`` rows of this call's own inputs (a direct call is
+    made from here whatever the workers: ``there`` is ignored)."""
     kept = {name: value for name, value in options.items() if name in ("uniforms", "seeds")}
 
-    def run(sut: Any, rows: int) -> int:
+    def run(sut: Any, rows: int, there: bool = False) -> int:
         rows = min(rows, inputs[2].shape[0])
         parts = [x[:rows].clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         extra = {name: v[:rows].clone() if isinstance(v, torch.Tensor) else v for name, v in kept.items()}
