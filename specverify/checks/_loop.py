@@ -152,7 +152,13 @@ class LoopContext:
     def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
         """Call the loop with only the parameters it declares, its rows cut into units (each
         seeded from ``seed`` and its index) run on the run's workers; audit each output's structure."""
-        return torch.cat([done.result for done in self._pool.map(generate, self._units(target, draft, prompt, num_tokens, params, seed))])
+        given = params.only(loop_parameters(self.loop))
+        spans = unit_spans(prompt.shape[0])
+        units = (
+            LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
+            for i, a, b in spans
+        )
+        return torch.cat([done.result for done in self._pool.map(generate, units)])
 
     def tally(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, rows: int, num_tokens: int, groups: list[dict[str, float]], seed: int, tally: LoopTally) -> np.ndarray:
         """``rows`` generations from one ``prompt`` row, row ``r`` sampled with ``groups[r % len(groups)]``,
@@ -170,12 +176,6 @@ class LoopContext:
     @property
     def _pool(self) -> Pool:
         return self.pool if self.pool is not None else SerialPool(self.loop)
-
-    def _units(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> Iterator[LoopUnit]:
-        given = params.only(loop_parameters(self.loop))
-        spans = unit_spans(prompt.shape[0])
-        for i, a, b in spans:
-            yield LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
 
 
 def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:

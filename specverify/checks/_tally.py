@@ -286,6 +286,7 @@ class _StepTable:
     target: torch.Tensor  # [V**K, K+1, V]
     draft: torch.Tensor  # [V**K, K, V]
     cdf: torch.Tensor  # [V**K] float64: the cumulative joint draft law (each position's row normalised)
+    last: int  # the last sequence of positive draft mass
 
     def draw(self, rows: int, generator: torch.Generator) -> torch.Tensor:
         """``rows`` sequence indices from the joint draft law: one float64 uniform each, by the
@@ -293,7 +294,7 @@ class _StepTable:
         sequence of positive mass)."""
         u = torch.rand(rows, generator=generator, dtype=torch.float64)
         code = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True)
-        return code.clamp_(max=int(torch.searchsorted(self.cdf, self.cdf[-1], right=False)))
+        return code.clamp_(max=self.last)
 
 
 def _step_table(model: Any, k: int, vocab: int) -> _StepTable | None:
@@ -303,7 +304,8 @@ def _step_table(model: Any, k: int, vocab: int) -> _StepTable | None:
     target, draft = step_inputs(model, sequences)
     law = draft.double() / draft.double().sum(-1, keepdim=True)
     joint = law.gather(-1, sequences.unsqueeze(-1)).squeeze(-1).prod(-1)
-    return _StepTable(sequences, target, draft, joint.cumsum(0))
+    cdf = joint.cumsum(0)
+    return _StepTable(sequences, target, draft, cdf, int(torch.searchsorted(cdf, cdf[-1], right=False)))
 
 
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
