@@ -176,11 +176,21 @@ def identity(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[Any, ...]:
 
 def unchanged(given: torch.Tensor, pristine: torch.Tensor) -> bool:
     """Whether a tensor still holds what it was given: equal values, NaN where there was NaN."""
-    if torch.equal(given, pristine):
+    if _same_bytes(given, pristine) or torch.equal(given, pristine):
         return True
     if given.is_floating_point() and given.shape == pristine.shape:
         return bool(((given == pristine) | (given.isnan() & pristine.isnan())).all())
     return False
+
+
+def _same_bytes(given: torch.Tensor, pristine: torch.Tensor) -> bool:
+    """Whether two dense CPU tensors of one dtype and shape hold the same bytes: numpy compares
+    them about twice as fast as ``torch.equal`` (a call's inputs are compared after every call)."""
+    dense = given.device.type == pristine.device.type == "cpu" and given.is_contiguous() and pristine.is_contiguous()
+    if not dense or given.dtype != pristine.dtype or given.shape != pristine.shape or given.numel() == 0:
+        return False
+    word = torch.int64 if given.numel() * given.element_size() % 8 == 0 else torch.uint8  # wide words compare fastest
+    return bool(np.array_equal(given.view(-1).view(torch.uint8).view(word).numpy(), pristine.view(-1).view(torch.uint8).view(word).numpy()))
 
 
 class PageWatch:

@@ -29,12 +29,13 @@ import torch
 from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
 from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
-from .._exact import all_sequences, sequence_offsets
+from .._exact import sequence_offsets
 from .._layout import StepInputs
 from .._seeds import derive_seed
-from .._models import ChainModel, TableModel, draw_drafts, sample_next, step_inputs
+from .._models import draw_drafts, sample_next, step_inputs
 from ..stats import samples_needed
 from ._base import Context
+from ._step_table import step_table
 
 __all__ = [
     "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
@@ -238,14 +239,16 @@ class ModelUnit:
 
 def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
     """A :class:`ModelUnit`'s three tallies.  The next chunk's drafts are drawn while the sampler
-    works on this chunk (``steps``), before this chunk's completions: streams of their own."""
+    works on this chunk (``steps``), before this chunk's completions: streams of their own.  A
+    table model's drafts are drawn and completed from its step table (:mod:`._step_table`), any
+    other model's position by position."""
     model, k, vocab = unit.case.model, unit.case.k, unit.case.vocab_size
     harness = torch.Generator().manual_seed(unit.harness)
     completion = torch.Generator().manual_seed(unit.completion)
     tally = _no_tally(unit.case)
     given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read one ahead)
 
-    table = _step_table(model, k, vocab)
+    table = step_table(model, k)
 
     def inputs():
         for start in range(0, unit.rows, CHUNK):
@@ -255,57 +258,21 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
                 drafts = draw_drafts(model, rows, k, harness, probs=laws)
                 given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
             else:  # a draft sequence drawn whole, its inputs one gather: the values step_inputs would look up
-                code = table.draw(rows, harness)
-                given.append(StepInputs(table.target[code], table.draft[code], table.sequences[code]))
+                given.append(table.inputs(table.draw(rows, harness), unit.dtype))
             yield given[-1]
 
     for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
-        rows = accepted.shape[0]
         tally.emitted += np.bincount(sut.layout.sequence(given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
-        completed = _complete(model, tokens, accepted, completion)
-        code = torch.zeros(rows, dtype=torch.int64)
-        for position in range(k + 1):  # over positions, vectorised over rows
-            code = code * vocab + completed[:, position]
-        tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
+        if table is None:
+            completed = _complete(model, tokens, accepted, completion)
+            code = torch.zeros(accepted.shape[0], dtype=torch.int64)
+            for position in range(k + 1):  # over positions, vectorised over rows
+                code = code * vocab + completed[:, position]
+            tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
+    if table is not None:  # the unit's emitted counts completed at once, as counts
+        tally.completed += table.complete(tally.emitted, np.random.default_rng(unit.completion))
     return tally
-
-
-#: Most draft sequences (V**K) whose step inputs a model tally lays out once, in a table.
-STEP_TABLE_SEQUENCES = 4_096
-
-
-@dataclasses.dataclass(frozen=True)
-class _StepTable:
-    """Every draft sequence's step inputs (``V**K`` of them, base-V order) and the draft's joint
-    law over them, for a table or chain model: a model whose laws are rows of a table gives each
-    sequence the same values in any batch, so a chunk's drafts are one draw each (not ``K``) and
-    its inputs one gather."""
-
-    sequences: torch.Tensor  # [V**K, K]
-    target: torch.Tensor  # [V**K, K+1, V]
-    draft: torch.Tensor  # [V**K, K, V]
-    cdf: torch.Tensor  # [V**K] float64: the cumulative joint draft law (each position's row normalised)
-    last: int  # the last sequence of positive draft mass
-
-    def draw(self, rows: int, generator: torch.Generator) -> torch.Tensor:
-        """``rows`` sequence indices from the joint draft law: one float64 uniform each, by the
-        inverse CDF; never a sequence of draft mass 0 (ties ``u * total == total`` take the last
-        sequence of positive mass)."""
-        u = torch.rand(rows, generator=generator, dtype=torch.float64)
-        code = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True)
-        return code.clamp_(max=self.last)
-
-
-def _step_table(model: Any, k: int, vocab: int) -> _StepTable | None:
-    if not isinstance(model, (TableModel, ChainModel)) or k == 0 or vocab**k > STEP_TABLE_SEQUENCES:
-        return None
-    sequences = all_sequences(vocab, k)
-    target, draft = step_inputs(model, sequences)
-    law = draft.double() / draft.double().sum(-1, keepdim=True)
-    joint = law.gather(-1, sequences.unsqueeze(-1)).squeeze(-1).prod(-1)
-    cdf = joint.cumsum(0)
-    return _StepTable(sequences, target, draft, cdf, int(torch.searchsorted(cdf, cdf[-1], right=False)))
 
 
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
