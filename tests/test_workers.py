@@ -227,6 +227,21 @@ def test_the_api_refuses_bad_worker_options():
 # --- units run and tallied in isolated workers' processes (LocalPool of processes) ----------------
 
 
+def test_one_isolated_worker_streams_units_and_tallies_what_each_unit_tallies_alone():
+    gen = torch.Generator().manual_seed(3)
+    tables = [torch.softmax(torch.randn(3, 3, generator=gen, dtype=torch.float64), -1) for _ in range(2)]
+    case = ModelCase(ChainModel(tables[0], tables[1], (0,)), k=2)
+    isolated = SamplerUnderTest("specverify.samplers:reference", isolation="process")
+    try:  # one stream of calls: a unit's first call goes out while the last unit's is in flight, with its own generator
+        streamed = model_tally(_context(SerialPool(isolated)), case, 2 * UNIT_ROWS + 77, seed=4)
+        assert isolated.calls > 3
+    finally:
+        isolated.close()
+    alone = model_tally(_context(LocalPool([_sut(), _sut()])), case, 2 * UNIT_ROWS + 77, seed=4)  # each unit on its own
+    for field in ("emitted", "completed", "accepted"):
+        assert np.array_equal(getattr(streamed, field), getattr(alone, field))
+
+
 def _isolated_pool(spec: str, n: int = 2, timeout: float | None = None) -> LocalPool:
     return LocalPool([SamplerUnderTest(spec, isolation="process", timeout=timeout) for _ in range(n)])
 

@@ -85,13 +85,14 @@ class ChainCalls(Supervised):
 
     def steps(
         self,
-        batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+        batches: Iterable[tuple[Any, ...]],
         *,
         generator: torch.Generator | None = None,
         dtype: torch.dtype | None = None,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`step` on each of ``batches`` (target, draft probabilities, draft tokens) in turn:
-        the same calls, generator and outputs, so the same results in either isolation.
+        """:meth:`step` on each of ``batches`` (target, draft probabilities, draft tokens, and
+        optionally the batch's own generator in place of ``generator``) in turn: the same calls,
+        generators and outputs, so the same results in either isolation.
 
         Isolated, the next call is staged and sent before this one's output is audited and handed
         back, so the harness's work on an output (the audit, the caller's tally, the next batch)
@@ -101,15 +102,15 @@ class ChainCalls(Supervised):
         call in flight and drops its output.
         """
         if self._process is None or not self.capabilities.batched:
-            for target, draft, drafts in batches:
-                yield self.chain_step(target, draft, drafts, generator=generator, dtype=dtype)
+            for target, draft, drafts, *own in batches:
+                yield self.chain_step(target, draft, drafts, generator=own[0] if own else generator, dtype=dtype)
             return
         dtype = dtype or self.dtype
         chunk, _ = self._chunking()
         flying: collections.deque[_Flight] = collections.deque()
         done: list[tuple[torch.Tensor, torch.Tensor]] = []  # the oldest unfinished batch's outputs so far
         try:
-            for target, draft, drafts in batches:
+            for target, draft, drafts, *own in batches:
                 if drafts.shape[0] == 0:
                     while flying:
                         output = self._landed(flying, done)
@@ -122,7 +123,7 @@ class ChainCalls(Supervised):
                         output = self._landed(flying, done)
                         if output is not None:
                             yield output
-                    flying.append(self._send(parts, dtype, generator, per_row=False, start=rows.start, last=rows.stop >= drafts.shape[0]))
+                    flying.append(self._send(parts, dtype, own[0] if own else generator, per_row=False, start=rows.start, last=rows.stop >= drafts.shape[0]))
             while flying:
                 output = self._landed(flying, done)
                 if output is not None:

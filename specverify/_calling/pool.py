@@ -16,7 +16,10 @@ that draws from a global stream is caught by the contract's generator checks.)
 * ``specverify._calling.ray_pool.RayPool``: the same units on Ray actors (``--executor ray``).
 
 A unit is a picklable value and a module-level function of ``(sampler under test, unit)``
-(:func:`run_unit` wraps it), so the same units run in a harness thread or on a Ray actor.
+(:func:`run_unit` wraps it), so the same units run in a harness thread or on a Ray actor.  A work
+function may have a ``streamed`` form, ``streamed(sut, units)`` yielding the units' results in
+order from one stream of calls (the next unit's first call sent while the last one's output is
+tallied): the serial pool runs units so, keeping its one sampler process busy between units.
 """
 
 from __future__ import annotations
@@ -108,6 +111,11 @@ class SerialPool:
         self.primary = sut
 
     def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Iterator[UnitDone]:
+        streamed = getattr(work, "streamed", None)
+        if streamed is not None and hasattr(self.primary, "reach"):  # what it gives the sampler is recorded in the sampler's own reach
+            for result in streamed(self.primary, units):
+                yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
+            return
         for unit in units:
             yield run_unit(self.primary, work, unit)
 

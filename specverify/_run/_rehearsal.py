@@ -200,7 +200,7 @@ class _StandIn:
 
     def steps(self, batches: Iterable[tuple[Any, ...]], **options: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for batch in batches:
-            yield self.step(*batch, **options)
+            yield self.step(*batch[:3], **options)
 
 
 class _ExactPool:

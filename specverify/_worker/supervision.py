@@ -278,7 +278,7 @@ class SamplerProcess:
         """Stage and send a call as :meth:`call` would, without waiting for it; :meth:`collect` reads
         its reply.  With a call already in flight (at most one), this one is staged in the other lane
         while that one runs, and the worker goes on with that call's generator, as the next call
-        after it would."""
+        after it would (where it is the same generator: else this call's own state)."""
         if len(self._in_flight) > 1 or (self._in_flight and per_row):
             raise RuntimeError("at most two single calls may be in flight")
         lane = 1 - self._in_flight[-1].lane if self._in_flight else 0
@@ -289,7 +289,8 @@ class SamplerProcess:
         dtypes = [dtype if d is None else d for d in INPUT_DTYPES]
         request, staged, outputs_at = self._lanes[lane].stage(inputs, dtypes, [(rows, k + 1), (rows,)], keep_pristine=not self.info.get("page_watch"), generation=self._next_generation)
         follows = bool(self._in_flight)
-        request.update(per_row=per_row, lane=lane, generator="continue" if follows and generator is not None else None if generator is None else state_of(generator))
+        continues = follows and generator is not None and generator is self._in_flight[-1].generator  # another generator (the next unit's) starts from its own state
+        request.update(per_row=per_row, lane=lane, generator="continue" if continues else None if generator is None else state_of(generator))
         started = self._in_flight[-1].started + 1 if follows else self._beat_count()  # read before sending: a fast worker beats at once
         self.exchanges += 1
         self._send((STEP, request))

@@ -107,7 +107,7 @@ def _content(model: TableModel | ChainModel) -> bytes:
     tensors = (*model.target_tables, *model.draft_tables) if isinstance(model, TableModel) else (model.target_table, model.draft_table)
     for tensor in tensors:
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)};".encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     if isinstance(model, ChainModel):
         digest.update(repr(model.context).encode())
     return digest.digest()

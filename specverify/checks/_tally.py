@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -39,10 +40,10 @@ from ._step_table import step_table
 
 __all__ = [
     "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
-    "step_counts", "tally", "tally_model",
+    "step_counts", "tally", "tally_model", "tally_models",
 ]
 
-CHUNK = DEFAULT_CHUNK  # rows tallied at a time, as the harness calls a sampler
+CHUNK = 16_384  # rows tallied at a time, as the harness calls a sampler
 
 
 def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1) -> int:
@@ -237,42 +238,88 @@ class ModelUnit:
     dtype: torch.dtype
 
 
-def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
-    """A :class:`ModelUnit`'s three tallies.  The next chunk's drafts are drawn while the sampler
-    works on this chunk (``steps``), before this chunk's completions: streams of their own.  A
+class _UnitTally:
+    """One :class:`ModelUnit` as its outputs come back: its chunks of inputs, drawn (``batches``),
+    and the three tallies of what the sampler emitted on them (``take``, then ``result``).  A
     table model's drafts are drawn and completed from its step table (:mod:`._step_table`), any
     other model's position by position."""
-    model, k, vocab = unit.case.model, unit.case.k, unit.case.vocab_size
-    harness = torch.Generator().manual_seed(unit.harness)
-    completion = torch.Generator().manual_seed(unit.completion)
-    tally = _no_tally(unit.case)
-    given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read one ahead)
 
-    table = step_table(model, k)
+    def __init__(self, sut: Any, unit: ModelUnit) -> None:
+        self.sut, self.unit = sut, unit
+        self.generator = sut.generator(unit.sampler)
+        self.tally = _no_tally(unit.case)
+        self._harness = torch.Generator().manual_seed(unit.harness)
+        self._completion = torch.Generator().manual_seed(unit.completion)
+        self._table = step_table(unit.case.model, unit.case.k)
+        self._given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read ahead)
 
-    def inputs():
-        for start in range(0, unit.rows, CHUNK):
-            rows = min(CHUNK, unit.rows - start)
-            if table is None:
+    def batches(self) -> Iterator[StepInputs]:
+        model, k = self.unit.case.model, self.unit.case.k
+        for start in range(0, self.unit.rows, CHUNK):
+            rows = min(CHUNK, self.unit.rows - start)
+            if self._table is None:
                 laws: list[torch.Tensor] = []
-                drafts = draw_drafts(model, rows, k, harness, probs=laws)
-                given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
+                drafts = draw_drafts(model, rows, k, self._harness, probs=laws)
+                self._given.append(StepInputs(*step_inputs(model, drafts, laws), drafts))
             else:  # a draft sequence drawn whole, its inputs one gather: the values step_inputs would look up
-                given.append(table.inputs(table.draw(rows, harness), unit.dtype))
-            yield given[-1]
+                self._given.append(self._table.inputs(self._table.draw(rows, self._harness), self.unit.dtype))
+            yield self._given[-1]
 
-    for tokens, accepted in sut.steps(inputs(), generator=sut.generator(unit.sampler), dtype=unit.dtype):
-        tally.emitted += np.bincount(sut.layout.sequence(given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
+    def take(self, tokens: torch.Tensor, accepted: torch.Tensor) -> None:
+        k, vocab, tally = self.unit.case.k, self.unit.case.vocab_size, self.tally
+        tally.emitted += np.bincount(self.sut.layout.sequence(self._given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
-        if table is None:
-            completed = _complete(model, tokens, accepted, completion)
+        if self._table is None:
+            completed = _complete(self.unit.case.model, tokens, accepted, self._completion)
             code = torch.zeros(accepted.shape[0], dtype=torch.int64)
             for position in range(k + 1):  # over positions, vectorised over rows
                 code = code * vocab + completed[:, position]
             tally.completed += np.bincount(code.numpy(), minlength=tally.completed.size)
-    if table is not None:  # the unit's emitted counts completed at once, as counts
-        tally.completed += table.complete(tally.emitted, np.random.default_rng(unit.completion))
-    return tally
+
+    def result(self) -> ModelTally:
+        if self._table is not None:  # the unit's emitted counts completed at once, as counts
+            self.tally.completed += self._table.complete(self.tally.emitted, np.random.default_rng(self.unit.completion))
+        return self.tally
+
+
+def tally_models(sut: Any, units: Iterable[ModelUnit]) -> Iterator[ModelTally]:
+    """:func:`tally_model` on each unit in turn, in one stream of calls: a unit's first chunk is
+    sent while the last one's output is tallied, so one isolated sampler process is kept busy
+    across units, not only within one (each unit still draws from its own streams and its
+    sampler's generator: the same tallies)."""
+    pending = iter(units)
+    first = next(pending, None)
+    if first is None:
+        return
+    order: collections.deque[tuple[_UnitTally, bool]] = collections.deque()  # each batch sent: its unit, and whether it is the unit's last
+
+    def batches() -> Iterator[tuple[Any, ...]]:
+        for unit in itertools.chain([first], pending):
+            if unit.dtype != first.dtype or unit.rows <= 0:
+                raise ValueError("the units of one stream are of one dtype, each of at least one row")
+            run = _UnitTally(sut, unit)
+            last = (unit.rows - 1) // CHUNK
+            for index, batch in enumerate(run.batches()):
+                order.append((run, index == last))
+                yield (*batch, run.generator)
+
+    for tokens, accepted in sut.steps(batches(), dtype=first.dtype):
+        run, last = order.popleft()
+        run.take(tokens, accepted)
+        if last:
+            yield run.result()
+
+
+def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
+    """A :class:`ModelUnit`'s three tallies.  The next chunk's drafts are drawn while the sampler
+    works on this chunk (``steps``), before this chunk's completions: streams of their own."""
+    run = _UnitTally(sut, unit)
+    for tokens, accepted in sut.steps(run.batches(), generator=run.generator, dtype=unit.dtype):
+        run.take(tokens, accepted)
+    return run.result()
+
+
+setattr(tally_model, "streamed", tally_models)  # noqa: B010 - the form a pool streams units of this work by (specverify._calling.pool)
 
 
 def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
