@@ -27,7 +27,7 @@ from specverify.checks import _shape_base as shape_base
 from specverify.checks._loop import LoopContext
 from specverify.checks._shape_base import count_lumped, lumped_units, run_together, shape_spans
 from specverify.checks._shape_target import tally_completed
-from specverify.checks._tally import model_tally, step_counts
+from specverify.checks._tally import adjacent_counts, model_tally, step_counts
 from specverify.errors import SamplerFault
 from specverify.samplers import loop_reference, reference
 from specverify.strategies._internal.shapes import active_tokens, cell_map, structured_case
@@ -235,11 +235,16 @@ def test_one_isolated_worker_streams_units_and_tallies_what_each_unit_tallies_al
     try:  # one stream of calls: a unit's first call goes out while the last unit's is in flight, with its own generator
         streamed = model_tally(_context(SerialPool(isolated)), case, 2 * UNIT_ROWS + 77, seed=4)
         assert isolated.calls > 3
+        counted = step_counts(_context(SerialPool(isolated)), _cases(), ROWS // 2, seed=9)
+        adjacent = adjacent_counts(_context(SerialPool(isolated)), _cases()[0], ROWS // 2, seed=9)
     finally:
         isolated.close()
-    alone = model_tally(_context(LocalPool([_sut(), _sut()])), case, 2 * UNIT_ROWS + 77, seed=4)  # each unit on its own
+    alone = LocalPool([_sut(), _sut()])  # each unit on its own
+    tally = model_tally(_context(alone), case, 2 * UNIT_ROWS + 77, seed=4)
     for field in ("emitted", "completed", "accepted"):
-        assert np.array_equal(getattr(streamed, field), getattr(alone, field))
+        assert np.array_equal(getattr(streamed, field), getattr(tally, field))
+    assert np.array_equal(counted, step_counts(_context(alone), _cases(), ROWS // 2, seed=9))
+    assert np.array_equal(adjacent, adjacent_counts(_context(alone), _cases()[0], ROWS // 2, seed=9))
 
 
 def _isolated_pool(spec: str, n: int = 2, timeout: float | None = None) -> LocalPool:

@@ -101,44 +101,79 @@ class StepUnit:
 def count_steps(sut: Any, unit: StepUnit) -> np.ndarray:
     """A :class:`StepUnit`'s outcome counts ``[cases * cells]``, tallied as its outputs land (counts
     travel back, not tokens)."""
-    counts = np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64)
-    for which, codes in _outcomes(sut, unit):
+    return next(count_steps_streamed(sut, [unit]))
+
+
+def count_steps_streamed(sut: Any, units: Iterable[StepUnit]) -> Iterator[np.ndarray]:
+    """:func:`count_steps` of each unit, in one stream of calls (:func:`_streamed`)."""
+
+    def fold(unit: StepUnit, counts: np.ndarray, which: torch.Tensor, codes: torch.Tensor) -> None:
         tally(counts, (which * unit.cells + codes).numpy())
-    return counts
+
+    return _streamed(sut, units, lambda unit: np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64), fold)
 
 
 def count_adjacent(sut: Any, unit: StepUnit) -> np.ndarray:
     """A one-case :class:`StepUnit`'s joint counts ``[cells * cells]`` of the outcomes of rows
     ``2i`` and ``2i + 1`` (adjacent rows of a batch; consecutive calls of a one-row sampler)."""
-    counts = np.zeros(unit.cells**2, dtype=np.int64)
-    for _, codes in _outcomes(sut, unit):
+    return next(count_adjacent_streamed(sut, [unit]))
+
+
+def count_adjacent_streamed(sut: Any, units: Iterable[StepUnit]) -> Iterator[np.ndarray]:
+    """:func:`count_adjacent` of each unit, in one stream of calls (:func:`_streamed`)."""
+
+    def fold(unit: StepUnit, counts: np.ndarray, which: torch.Tensor, codes: torch.Tensor) -> None:
         tally(counts, (codes[0::2] * unit.cells + codes[1::2]).numpy())
-    return counts
+
+    return _streamed(sut, units, lambda unit: np.zeros(unit.cells**2, dtype=np.int64), fold)
 
 
-def _outcomes(sut: Any, unit: StepUnit) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Each chunk's case index and outcome code per row, as the sampler's outputs land."""
+setattr(count_steps, "streamed", count_steps_streamed)  # noqa: B010 - the form a pool streams units by (specverify._calling.pool)
+setattr(count_adjacent, "streamed", count_adjacent_streamed)  # noqa: B010
+
+
+def _streamed(
+    sut: Any, units: Iterable[StepUnit], fresh: Callable[[StepUnit], np.ndarray], fold: Callable[[StepUnit, np.ndarray, torch.Tensor, torch.Tensor], None]
+) -> Iterator[np.ndarray]:
+    """Each unit's counts (``fresh(unit)``, then ``fold(unit, counts, case index, outcome code)``
+    on each chunk as its output lands), the units' calls in one stream: a unit's first call is
+    sent while the last one's output is tallied, so an isolated sampler's process is kept busy
+    between units too.  Each unit's calls draw from its own generator: the same counts as a
+    unit alone."""
+    order: collections.deque[tuple[StepUnit, np.ndarray, torch.Tensor, StepInputs, bool]] = collections.deque()  # each chunk sent, read one ahead
+    pending = iter(units)
+    first = next(pending, None)
+    if first is None:
+        return
+
+    def inputs() -> Iterator[tuple[Any, ...]]:
+        for unit in itertools.chain([first], pending):
+            if unit.dtype != first.dtype or unit.stop <= unit.start:
+                raise ValueError("the units of one stream are of one dtype, each of at least one row")
+            counts, generator = fresh(unit), sut.generator(unit.seed)
+            starts = range(unit.start, unit.stop, CHUNK)
+            for start, (which, *batch) in zip(starts, _chunks(unit)):
+                order.append((unit, counts, which, StepInputs(*batch), start == starts[-1]))
+                yield (*batch, generator)
+
+    for output in sut.steps(inputs(), dtype=first.dtype):
+        unit, counts, which, batch, last = order.popleft()
+        fold(unit, counts, which, sut.layout.outcome(batch, output))
+        if last:
+            yield counts
+
+
+def _chunks(unit: StepUnit) -> Iterator[tuple[torch.Tensor, ...]]:
+    """A unit's chunks of rows: each chunk's case index per row, and its batch (target, draft
+    probabilities, draft tokens)."""
     cases = unit.target.shape[0]
     batches = _phase_batches(unit)  # a chunk's rows depend on its phase only, in every unit of the experiment
-
-    def chunks():
-        for start in range(unit.start, unit.stop, CHUNK):
-            phase = (start % cases, min(CHUNK, unit.stop - start))
-            if phase not in batches:
-                which = torch.arange(start, start + phase[1]) % cases
-                batches[phase] = (which, unit.target[which], unit.draft[which], unit.drafts[which])
-            yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
-
-    given: collections.deque[tuple[torch.Tensor, StepInputs]] = collections.deque()  # read one ahead of the outputs
-
-    def inputs():
-        for which, *batch in chunks():
-            given.append((which, StepInputs(*batch)))
-            yield batch
-
-    for output in sut.steps(inputs(), generator=sut.generator(unit.seed), dtype=unit.dtype):
-        which, batch = given.popleft()
-        yield which, sut.layout.outcome(batch, output)
+    for start in range(unit.start, unit.stop, CHUNK):
+        phase = (start % cases, min(CHUNK, unit.stop - start))
+        if phase not in batches:
+            which = torch.arange(start, start + phase[1]) % cases
+            batches[phase] = (which, unit.target[which], unit.draft[which], unit.drafts[which])
+        yield batches[phase]  # the same tensors again: the sampler's copy of them is reused
 
 
 _held = threading.local()  # each harness thread's batches of its current experiment
@@ -313,10 +348,7 @@ def tally_models(sut: Any, units: Iterable[ModelUnit]) -> Iterator[ModelTally]:
 def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
     """A :class:`ModelUnit`'s three tallies.  The next chunk's drafts are drawn while the sampler
     works on this chunk (``steps``), before this chunk's completions: streams of their own."""
-    run = _UnitTally(sut, unit)
-    for tokens, accepted in sut.steps(run.batches(), generator=run.generator, dtype=unit.dtype):
-        run.take(tokens, accepted)
-    return run.result()
+    return next(tally_models(sut, [unit]))
 
 
 setattr(tally_model, "streamed", tally_models)  # noqa: B010 - the form a pool streams units of this work by (specverify._calling.pool)
