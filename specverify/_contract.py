@@ -353,6 +353,8 @@ def audit_output(
     tokens, accepted = output
     tokens = tokens.to(draft_tokens.device)
     accepted = accepted.to(draft_tokens.device)
+    if _clean(tokens, accepted, target_probs, draft_tokens):
+        return []
 
     def first_row(mask: torch.Tensor) -> int | None:
         rows = mask.nonzero()
@@ -399,6 +401,29 @@ def audit_output(
             if first_only:
                 break
     return violations
+
+
+def _clean(tokens: torch.Tensor, accepted: torch.Tensor, target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> bool:
+    """Whether an output of the contract's shapes and dtypes breaks no rule: the common case,
+    decided in a few passes over the batch (:func:`audit_output` then words the rule broken, rule by
+    rule, only where one is)."""
+    batch, k = draft_tokens.shape
+    if batch == 0:
+        return True
+    low, high = torch.aminmax(accepted)
+    if low < 0 or high > k:
+        return False
+    positions = torch.arange(k + 1, device=tokens.device)
+    padding = positions > accepted.unsqueeze(-1)
+    # before the last emitted position the drafts, after it -1: only the last token is the sampler's own
+    expected = torch.cat([draft_tokens, draft_tokens.new_full((batch, 1), -1)], dim=1).masked_fill(padding, -1)
+    if ((tokens != expected) & (positions != accepted.unsqueeze(-1))).any():
+        return False
+    emitted = tokens.masked_fill(padding, 0)
+    low, high = torch.aminmax(emitted)
+    if low < 0 or high >= target_probs.shape[-1]:
+        return False
+    return not bool(((target_probs.gather(-1, emitted.unsqueeze(-1)).squeeze(-1) == 0) & ~padding).any())
 
 
 def malformed(output: Any, batch: int, k: int, *, device: torch.device | None = None) -> list[Violation]:
