@@ -46,7 +46,7 @@ from .._kinds import kind_of
 from .._layout import StepInputs
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ..stats import homogeneity_test, independence_test, samples_needed
+from ..stats import homogeneity_test, independence_test
 from ._base import Check, Context, check_id, fault_result
 from ._fixtures import random_step_batch
 from ._tally import adjacent_counts, plan_samples, step_counts
@@ -342,14 +342,14 @@ class RowIndependenceCheck(_ContractCheck):
         power = ctx.budget.power
         # sized for the claims below, at the whole power: the pairs' test reaches the budget's TV, and
         # the neighbours' test twice its rows (its claim is twice its TV between joint and product)
-        pairs = _sized(ctx, (cells - 1) ** 2, alpha, power)
+        pairs = plan_samples(ctx, (cells - 1) ** 2, alpha, power=power)
         counts = []
         try:
             # 1. adjacent rows, same inputs: their joint counts, in units on the run's workers
             joint = adjacent_counts(ctx, case, pairs, ctx.seed_for(self.id, "pairs"))
             pair_test = homogeneity_test(joint)  # the G-test of independence of the pairs' table
             # 2. the same case beside two different neighbours, interleaved row by row
-            rows = 0 if one_per_call else _sized(ctx, cells - 1, alpha, power, factor=2)
+            rows = 0 if one_per_call else plan_samples(ctx, cells - 1, alpha, power=power, factor=2)
             for name in ("a", "b") if rows else ():
                 both = step_counts(ctx, [case, _neighbour(case, ctx, name)], rows, ctx.seed_for(self.id, name))
                 counts.append(both[0])
@@ -381,12 +381,6 @@ class RowIndependenceCheck(_ContractCheck):
             "consecutive one-row calls independent" if one_per_call else "rows independent; a row's law unaffected by its neighbours"
         )
         return _result(self, status, message, **fields)
-
-
-def _sized(ctx: Context, df: int, alpha: float, power: float, factor: int = 1) -> int:
-    """Samples for a level-``alpha`` test with ``df`` to reach the budget's TV at ``power`` (times
-    ``factor``), under the budget's cap of one decision."""
-    return max(1, min(factor * samples_needed(ctx.budget.tv, max(df, 1), alpha, power), ctx.budget.decision_cap()))
 
 
 def _neighbour(case: StepCase, ctx: Context, name: str) -> StepCase:

@@ -46,9 +46,10 @@ __all__ = [
 CHUNK = 16_384  # rows tallied at a time, as the harness calls a sampler
 
 
-def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1) -> int:
-    """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV."""
-    needed = samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power)
+def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1, *, power: float | None = None, factor: int = 1) -> int:
+    """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV at
+    ``power`` (a stage's power unless given), times ``factor``, under the cap of a decision."""
+    needed = factor * samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power if power is None else power)
     return max(1, min(needed, ctx.budget.decision_cap(groups)))
 
 
