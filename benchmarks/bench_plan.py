@@ -80,7 +80,7 @@ def main() -> None:
     header = ["setting", "workers", "verdict", "plan took (s)", "estimated (s)", "real (s)", "estimate / real", "plan rows", "run rows"]
     cells = [[r["setting"], r["workers"], r["verdict"], r["plan_seconds"], f"{r['estimated_s']:,.0f}", f"{r['real_s']:,.0f}",
               f"{r['estimate_over_real']:.2f}", f"{r['plan_rows']:,}", f"{r['run_rows']:,}"] for r in rows]
-    name = "plan-" + "-".join(s.replace("=", "") for s in args.settings)
+    name = "plan-" + "-".join(s.replace("=", "") for s in args.settings) + ("" if args.workers == 1 else f"-workers{args.workers}")
     write(args.out, name, {"machine": host, "rows": rows}, lines + table(header, cells))
 
 if __name__ == "__main__":
