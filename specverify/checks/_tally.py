@@ -22,7 +22,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -111,7 +111,7 @@ def count_steps_streamed(sut: Any, units: Iterable[StepUnit]) -> Iterator[np.nda
     def fold(unit: StepUnit, counts: np.ndarray, which: torch.Tensor, codes: torch.Tensor) -> None:
         tally(counts, (which * unit.cells + codes).numpy())
 
-    return _streamed(sut, units, lambda unit: np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64), fold)
+    return _streamed(sut, units, lambda unit: _StepCount(sut, unit, np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64), fold))
 
 
 def count_adjacent(sut: Any, unit: StepUnit) -> np.ndarray:
@@ -126,42 +126,75 @@ def count_adjacent_streamed(sut: Any, units: Iterable[StepUnit]) -> Iterator[np.
     def fold(unit: StepUnit, counts: np.ndarray, which: torch.Tensor, codes: torch.Tensor) -> None:
         tally(counts, (codes[0::2] * unit.cells + codes[1::2]).numpy())
 
-    return _streamed(sut, units, lambda unit: np.zeros(unit.cells**2, dtype=np.int64), fold)
+    return _streamed(sut, units, lambda unit: _StepCount(sut, unit, np.zeros(unit.cells**2, dtype=np.int64), fold))
 
 
 setattr(count_steps, "streamed", count_steps_streamed)  # noqa: B010 - the form a pool streams units by (specverify._calling.pool)
 setattr(count_adjacent, "streamed", count_adjacent_streamed)  # noqa: B010
 
 
-def _streamed(
-    sut: Any, units: Iterable[StepUnit], fresh: Callable[[StepUnit], np.ndarray], fold: Callable[[StepUnit, np.ndarray, torch.Tensor, torch.Tensor], None]
-) -> Iterator[np.ndarray]:
-    """Each unit's counts (``fresh(unit)``, then ``fold(unit, counts, case index, outcome code)``
-    on each chunk as its output lands), the units' calls in one stream: a unit's first call is
-    sent while the last one's output is tallied, so an isolated sampler's process is kept busy
-    between units too.  Each unit's calls draw from its own generator: the same counts as a
-    unit alone."""
-    order: collections.deque[tuple[StepUnit, np.ndarray, torch.Tensor, StepInputs, bool]] = collections.deque()  # each chunk sent, read one ahead
+class _Run(Protocol):
+    """One unit in a stream of calls: its chunks' inputs (drawn one ahead of the outputs), what it
+    makes of each chunk's output, and its result once the last has landed."""
+
+    generator: torch.Generator  # the sampler's, for every call of the unit
+    chunks: int
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, ...]]: ...
+
+    def take(self, output: tuple[torch.Tensor, torch.Tensor]) -> None: ...
+
+    def result(self) -> Any: ...
+
+
+def _streamed(sut: Any, units: Iterable[Any], run_of: Callable[[Any], _Run]) -> Iterator[Any]:
+    """Each unit's result (``run_of(unit)``), the units' calls in one stream: a unit's first call
+    is sent while the last one's output is tallied, so an isolated sampler's process is kept busy
+    between units too.  Each unit's calls draw from its own generator, and its inputs from its own
+    streams: the result of the unit alone."""
     pending = iter(units)
     first = next(pending, None)
     if first is None:
         return
+    order: collections.deque[tuple[_Run, bool]] = collections.deque()  # each chunk sent: its unit's run, and whether it is the last
 
-    def inputs() -> Iterator[tuple[Any, ...]]:
+    def batches() -> Iterator[tuple[Any, ...]]:
         for unit in itertools.chain([first], pending):
-            if unit.dtype != first.dtype or unit.stop <= unit.start:
+            run = run_of(unit)
+            if unit.dtype != first.dtype or run.chunks == 0:
                 raise ValueError("the units of one stream are of one dtype, each of at least one row")
-            counts, generator = fresh(unit), sut.generator(unit.seed)
-            starts = range(unit.start, unit.stop, CHUNK)
-            for start, (which, *batch) in zip(starts, _chunks(unit)):
-                order.append((unit, counts, which, StepInputs(*batch), start == starts[-1]))
-                yield (*batch, generator)
+            for index, batch in enumerate(run.batches()):
+                order.append((run, index == run.chunks - 1))
+                yield (*batch, run.generator)
 
-    for output in sut.steps(inputs(), dtype=first.dtype):
-        unit, counts, which, batch, last = order.popleft()
-        fold(unit, counts, which, sut.layout.outcome(batch, output))
+    for output in sut.steps(batches(), dtype=first.dtype):
+        run, last = order.popleft()
+        run.take(output)
         if last:
-            yield counts
+            yield run.result()
+
+
+class _StepCount:
+    """A :class:`StepUnit` in a stream: ``counts``, added to by ``fold(unit, counts, case index,
+    outcome code)`` as each chunk's output lands."""
+
+    def __init__(self, sut: Any, unit: StepUnit, counts: np.ndarray, fold: Callable[[StepUnit, np.ndarray, torch.Tensor, torch.Tensor], None]) -> None:
+        self.sut, self.unit, self.counts, self._fold = sut, unit, counts, fold
+        self.generator = sut.generator(unit.seed)
+        self.chunks = len(range(unit.start, unit.stop, CHUNK))
+        self._given: collections.deque[tuple[torch.Tensor, StepInputs]] = collections.deque()
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        for which, *batch in _chunks(self.unit):
+            self._given.append((which, StepInputs(*batch)))
+            yield tuple(batch)
+
+    def take(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        which, batch = self._given.popleft()
+        self._fold(self.unit, self.counts, which, self.sut.layout.outcome(batch, output))
+
+    def result(self) -> np.ndarray:
+        return self.counts
 
 
 def _chunks(unit: StepUnit) -> Iterator[tuple[torch.Tensor, ...]]:
@@ -288,6 +321,7 @@ class _UnitTally:
         self._completion = torch.Generator().manual_seed(unit.completion)
         self._table = step_table(unit.case.model, unit.case.k)
         self._given: collections.deque[StepInputs] = collections.deque()  # drawn, not yet tallied (read ahead)
+        self.chunks = len(range(0, unit.rows, CHUNK))
 
     def batches(self) -> Iterator[StepInputs]:
         model, k = self.unit.case.model, self.unit.case.k
@@ -301,8 +335,8 @@ class _UnitTally:
                 self._given.append(self._table.inputs(self._table.draw(rows, self._harness), self.unit.dtype))
             yield self._given[-1]
 
-    def take(self, tokens: torch.Tensor, accepted: torch.Tensor) -> None:
-        k, vocab, tally = self.unit.case.k, self.unit.case.vocab_size, self.tally
+    def take(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        (tokens, accepted), k, vocab, tally = output, self.unit.case.k, self.unit.case.vocab_size, self.tally
         tally.emitted += np.bincount(self.sut.layout.sequence(self._given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
         if self._table is None:
@@ -319,31 +353,8 @@ class _UnitTally:
 
 
 def tally_models(sut: Any, units: Iterable[ModelUnit]) -> Iterator[ModelTally]:
-    """:func:`tally_model` on each unit in turn, in one stream of calls: a unit's first chunk is
-    sent while the last one's output is tallied, so one isolated sampler process is kept busy
-    across units, not only within one (each unit still draws from its own streams and its
-    sampler's generator: the same tallies)."""
-    pending = iter(units)
-    first = next(pending, None)
-    if first is None:
-        return
-    order: collections.deque[tuple[_UnitTally, bool]] = collections.deque()  # each batch sent: its unit, and whether it is the unit's last
-
-    def batches() -> Iterator[tuple[Any, ...]]:
-        for unit in itertools.chain([first], pending):
-            if unit.dtype != first.dtype or unit.rows <= 0:
-                raise ValueError("the units of one stream are of one dtype, each of at least one row")
-            run = _UnitTally(sut, unit)
-            last = (unit.rows - 1) // CHUNK
-            for index, batch in enumerate(run.batches()):
-                order.append((run, index == last))
-                yield (*batch, run.generator)
-
-    for tokens, accepted in sut.steps(batches(), dtype=first.dtype):
-        run, last = order.popleft()
-        run.take(tokens, accepted)
-        if last:
-            yield run.result()
+    """:func:`tally_model` of each unit, in one stream of calls (:func:`_streamed`)."""
+    return _streamed(sut, units, lambda unit: _UnitTally(sut, unit))
 
 
 def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
