@@ -131,7 +131,10 @@ def test_ctrl_c_on_the_zoo_exits_130_and_keeps_the_partial_matrix(tmp_path):
     """The terminal's Ctrl-C reaches the zoo and its member processes (one process group): nothing
     more starts, the runs under way are not waited for, and the matrix of the runs that finished is
     on disk, marked partial."""
-    command = [sys.executable, "-m", "specverify", "zoo", "--budget", "quick", "--loops", "--members", "loop:*", "--jobs", "2", "--output", str(tmp_path)]
+    # 20 seeds: minutes of runs, so that no delay of this test between the first line and its Ctrl-C
+    # lets the matrix finish first (13 members once are 17 s; a loaded CI once did, exit 0)
+    seeds = 20
+    command = [sys.executable, "-m", "specverify", "zoo", "--budget", "quick", "--loops", "--members", "loop:*", "--seeds", str(seeds), "--jobs", "2", "--output", str(tmp_path)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         first = proc.stdout.readline()  # the first run has finished (and the matrix so far is written)
@@ -147,7 +150,7 @@ def test_ctrl_c_on_the_zoo_exits_130_and_keeps_the_partial_matrix(tmp_path):
     data = json.loads((tmp_path / "kill-matrix-quick.json").read_text())
     from specverify.zoo._loops import LOOP_MEMBERS
 
-    planned = len(LOOP_MEMBERS)
+    planned = len(LOOP_MEMBERS) * seeds
     assert data["partial"] is True and data["planned"] == planned and 1 <= len(data["rows"]) < planned
     assert f"Partial: {len(data['rows'])} of {planned} runs finished (interrupted)" in markdown
 
