@@ -27,7 +27,7 @@ def test_the_reference_loop_is_conformant_with_every_check_run():
     assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # the loop family's evidence is in the schema
 
 
-@pytest.mark.parametrize("name", [n for n, m in LOOP_MEMBERS.items() if m.caught_by])
+@pytest.mark.parametrize("name", [n for n, m in LOOP_MEMBERS.items() if m.caught_by and m.at_tv is None])
 def test_each_loop_bug_is_caught_by_its_declared_check(name):
     member = LOOP_MEMBERS[name]
     result = check_loop(member.loop, budget="quick", seed=0, select=[member.caught_by[0]])

@@ -223,3 +223,55 @@ def test_a_rehearsed_plan_makes_the_progress_bar_count_rows_of_its_total():
         unrehearsed.finished(SimpleNamespace())
         task = unrehearsed._progress.tasks[0]
         assert (task.total, task.completed) == (2, 1)
+
+
+def test_the_loop_member_below_the_presets_reach_moves_the_law_by_the_tv_its_story_states():
+    import torch
+
+    from specverify._loop import generation_law
+    from specverify.checks._loop import KINDS, _chain, _params, loop_parameters
+    from specverify.zoo._loops import LOOP_MEMBERS
+    from specverify.zoo._rounded import bf16_prefix_sum_law, drafted_generation_law
+
+    q = torch.tensor([[0.0, 0.3, 1e-6, 0.0, 0.6999989]], dtype=torch.float64)
+    drawn = bf16_prefix_sum_law(q)
+    assert bool((drawn >= 0).all()) and bool((drawn[q == 0] == 0).all()) and abs(float(drawn.sum()) - 1) <= 2**-8
+    member = LOOP_MEMBERS["bf16-prefix-sum-draft"]
+    assert (member.verdict, member.truth, member.declared_at(0.001)[0], member.declared_at(None)[0]) == ("conformant", "lossy", "lossy", "conformant")
+    one, prompt = torch.zeros(1, dtype=torch.int64), torch.tensor([1, 2])
+    for kind, mean in (("plain", "2.0e-3"), ("temperature", "2.8e-3")):
+        tvs = []
+        for seed in range(10):
+            target, draft = _chain(seed, 4, 2), _chain(100 + seed, 4, 2)
+            worst = 0.0
+            for group in KINDS[kind]:
+                params = _params([group], one, loop_parameters(member.loop))
+
+                def warp(logits, params=params):
+                    return member.loop._law(logits, params)
+
+                law = generation_law(target, prompt, 3, params, law=member.loop._law)
+                # the walk is exact: with the drafter drawing from q it is the target's own law
+                assert float((drafted_generation_law(target, draft, prompt, 3, member.loop.k, warp) - law).abs().max()) < 1e-12
+                moved = drafted_generation_law(target, draft, prompt, 3, member.loop.k, warp, bf16_prefix_sum_law)
+                worst = max(worst, 0.5 * float((moved - law).abs().sum()))
+            tvs.append(worst)
+        assert f"{sum(tvs) / len(tvs):.1e}".replace("e-0", "e-") == mean and f"[{kind}] {mean}" in member.story.replace("loop.law[plain]", "[plain]")
+    assert budget_for_tv(0.001).tv < 0.002 < min(b.tv for b in BUDGETS.values())  # below every preset
+
+
+def test_a_bug_found_beyond_its_declared_reach_meets_and_is_no_false_alarm():
+    from specverify.zoo._matrix import MatrixRow, render_markdown
+
+    def row(verdict, declared="conformant", truth="lossy"):
+        return MatrixRow("loop:x", 0, declared, "quick", ["loop"], verdict, {}, None, None, 10, 1.0, truth=truth)
+
+    beyond, within, reached = row("lossy"), row("conformant"), row("lossy", declared="lossy")
+    assert beyond.meets and beyond.beyond_reach and not beyond.false_alarm and not beyond.miss
+    assert within.meets and not within.beyond_reach and not within.miss
+    assert reached.meets and not reached.beyond_reach
+    assert row("non-conformant").false_alarm and row("lossy", truth=None).false_alarm  # worse than it is; a correct one found lossy
+    assert row("conformant", declared="lossy").miss
+    text = render_markdown([beyond, within, row("lossy", truth=None)], "standard")
+    assert "lossy (found beyond its declared reach)" in text and "**FALSE ALARM**" in text
+    assert "false alarms: 1 in 1 runs of correct samplers" in text  # the two lossy members are not correct samplers

@@ -357,7 +357,8 @@ def _zoo(args: argparse.Namespace) -> int:
         caught = ", ".join(f"{f}:{n}" for f, n in row.caught_by.items()) or "-"
         console.print(
             f"[{style}]{'meets' if row.meets else 'DIFFERS'}[/] {escape(row.member)} seed {row.seed}: "
-            f"{row.verdict} (declared {row.declared} at {row.declared_budget}); caught by {caught}; {row.seconds:.1f} s"
+            f"{row.verdict} (declared {row.declared} at {row.declared_budget}{'; found beyond its declared reach' if row.beyond_reach else ''}); "
+            f"caught by {caught}; {row.seconds:.1f} s"
         )
 
     try:
