@@ -103,9 +103,10 @@ class MarkovLM:
         m, vocab = self.order, self.vocab_size
         code = torch.zeros(prefix.shape[0], dtype=torch.int64, device=prefix.device)
         if m:
-            context = torch.tensor(self.context[-m:], dtype=torch.int64, device=prefix.device)
-            history = torch.cat([context.expand(prefix.shape[0], -1), prefix], dim=1)
-            last = _last_tokens(history, m)
+            last = prefix[:, -m:] if prefix.shape[1] >= m else prefix
+            if last.shape[1] < m or not bool((last >= 0).all()):  # a row shorter than m: the context completes it
+                context = torch.tensor(self.context[-m:], dtype=torch.int64, device=prefix.device)
+                last = _last_tokens(torch.cat([context.expand(prefix.shape[0], -1), prefix], dim=1), m)
             for column in range(m):  # over the order, vectorised over rows
                 code = code * vocab + last[:, column]
         return self.logits.to(prefix.device)[code]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from .rules import DEFAULT_ORDER, SamplingParams, warp
+from .rules import DEFAULT_ORDER, SamplingParams, asking, cut_on, warp
 
 __all__ = ["PRESETS", "Convention", "WarpFunction", "preset"]
 
@@ -89,12 +89,13 @@ class Convention:
         keep = probs > 0
         for name in self.order:
             value = getattr(params, name)
-            if name == "temperature" or value is None or _all_off(name, value, probs.shape[-1]):
+            rows = None if name == "temperature" or value is None else asking(cut_on(name, value, probs.shape[-1]))
+            if rows is None:
                 continue
-            law = torch.where(keep, probs, 0.0)
+            law = torch.where(keep[rows], probs[rows], 0.0)
             law = law / law.sum(dim=-1, keepdim=True)
-            cut = self._min_p(law, per_row(value)) if name == "min_p" else self._sorted_cuts(law, {name: per_row(value)})
-            keep = keep & cut
+            cut = self._min_p(law, per_row(value[rows])) if name == "min_p" else self._sorted_cuts(law, {name: per_row(value[rows])})
+            keep[rows] &= cut
         return keep
 
     def _joint(self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -102,11 +103,14 @@ class Convention:
         (one sort serves both ``top_k`` and ``top_p``)."""
         vocab = probs.shape[-1]
         keep = probs > 0
-        on = {name: per_row(value) for name in ("top_k", "top_p") if (value := getattr(params, name)) is not None and not _all_off(name, value, vocab)}
-        if on:
-            keep = keep & self._sorted_cuts(probs, on)
-        if params.min_p is not None and not _all_off("min_p", params.min_p, vocab):
-            keep = keep & self._min_p(probs, per_row(params.min_p))
+        sorted_on = [(name, value) for name in ("top_k", "top_p") if (value := getattr(params, name)) is not None]
+        rows = asking(torch.stack([cut_on(name, value, vocab) for name, value in sorted_on]).any(0)) if sorted_on else None
+        if rows is not None:
+            keep[rows] &= self._sorted_cuts(probs[rows], {name: per_row(value[rows]) for name, value in sorted_on})
+        min_p = params.min_p
+        rows = None if min_p is None else asking(cut_on("min_p", min_p, vocab))
+        if min_p is not None and rows is not None:
+            keep[rows] &= self._min_p(probs[rows], per_row(min_p[rows]))
         return keep
 
     @staticmethod
@@ -132,15 +136,6 @@ class Convention:
             kept = (before <= top_p) if self.top_p_inclusive else (before < top_p)
             keep_sorted = keep_sorted & (kept | (top_p >= 1))
         return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
-
-
-def _all_off(name: str, value: torch.Tensor, vocab: int) -> bool:
-    """Whether the cut ``name`` is off in every row (nothing to compute, nothing to sort)."""
-    if name == "top_k":
-        return bool(((value <= 0) | (value >= vocab)).all())
-    if name == "top_p":
-        return bool((value >= 1).all())
-    return bool((value <= 0).all())
 
 
 PRESETS: dict[str, Convention] = {

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-__all__ = ["DEFAULT_ORDER", "PARAMETERS", "SamplingParams", "warp"]
+__all__ = ["DEFAULT_ORDER", "PARAMETERS", "SamplingParams", "asking", "cut_on", "warp"]
 
 #: The warps, in the order Hugging Face applies them.
 DEFAULT_ORDER: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
@@ -151,13 +151,24 @@ def warp(logits: torch.Tensor, params: SamplingParams, order: Sequence[str] = DE
         value = getattr(params, name)
         if name == "temperature" or value is None:
             continue
-        on = _ON[name](value, vocab)
-        if not bool(on.any()):  # a cut no row asks for: skip its sort
+        rows = asking(cut_on(name, value, vocab))
+        if rows is None:  # a cut no row asks for: skip its sort
             continue
-        cut = probs * _CUTS[name](probs, per_row(value))
-        # rows the cut leaves alone keep their values bit for bit: a row's law ignores its batch
-        probs = torch.where(per_row(on), cut / cut.sum(dim=-1, keepdim=True), probs)
+        # the cut runs on the rows that ask for it; the others keep their values bit for bit
+        part = probs[rows]
+        cut = part * _CUTS[name](part, per_row(value[rows]))
+        probs[rows] = cut / cut.sum(dim=-1, keepdim=True)
     return probs
+
+
+def asking(on: torch.Tensor) -> torch.Tensor | slice | None:
+    """The rows where a cut is on, as an index (every row: a slice, no copy; none: ``None``).
+
+    A batch mixes parameter groups, and a sort costs per row: rows that leave a cut off skip it.
+    """
+    if bool(on.all()):
+        return slice(None)
+    return on.nonzero().squeeze(-1) if bool(on.any()) else None
 
 
 def _top_k(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -181,5 +192,10 @@ def _min_p(probs: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
 
 
 _CUTS = {"top_k": _top_k, "top_p": _top_p, "min_p": _min_p}
-#: Rows on which a cut can change the law (a batch where none can skips the cut's sort).
-_ON = {"top_k": lambda k, vocab: (k > 0) & (k < vocab), "top_p": lambda p, vocab: p < 1, "min_p": lambda m, vocab: m > 0}
+
+
+def cut_on(name: str, value: torch.Tensor, vocab: int) -> torch.Tensor:
+    """``[B]``: the rows on which the cut ``name`` (``top_k``, ``top_p``, ``min_p``) can change the law."""
+    if name == "top_k":
+        return (value > 0) & (value < vocab)
+    return value < 1 if name == "top_p" else value > 0

@@ -68,10 +68,13 @@ class LoopReference:
             row_params = params.select(active)
             coins = self.coins(row_params, active.numel(), iteration, generator, device)
             base, base_length = buffer[active], length[active]
-            drafts = torch.empty((active.numel(), k), dtype=torch.int64, device=device)
+            # left-padded, every row ends at the last column: drafts are appended as columns
+            history = left_padded(base, base_length)
+            prefixes = torch.cat([history, history.new_empty((active.numel(), k))], dim=1)
+            drafts = prefixes[:, history.shape[1] :]
             draft_probs, target_logits = [], []
             for i in range(k + 1):  # over draft positions
-                prefix = left_padded(_with(base, base_length, drafts[:, :i]), base_length + i)
+                prefix = prefixes[:, : history.shape[1] + i]
                 target_logits.append(target(prefix))
                 if i < k:
                     sampled_from, reported = self.draft_law(draft(prefix), row_params)
@@ -103,14 +106,6 @@ class LoopReference:
         if params.seeds is not None:
             return seeded_uniforms(params.seeds, count, offset=iteration * count)
         return torch.rand((rows, count), generator=generator, dtype=torch.float64, device=device)
-
-
-def _with(base: torch.Tensor, length: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-    """Each row's first ``length[b]`` tokens followed by ``extra[b]`` (right-padded with -1)."""
-    if extra.shape[1] == 0:
-        return base
-    columns = length.unsqueeze(-1) + torch.arange(extra.shape[1], device=base.device)
-    return base.scatter(1, columns, extra)
 
 
 loop_reference = LoopReference()
