@@ -8,7 +8,12 @@ It also says whether the runs' JSON agree apart from timings and the workers' ow
 must). Two selections: the whole battery, and the checks whose experiments span many units (where
 spreading can pay: a check of one unit runs on one worker whatever N is).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--out benchmarks/results]
+With ``--loop`` it runs ``specverify loop specverify.samplers:loop_reference`` instead, the whole
+loop battery; its rows are the samples its checks report (generations, and pairs of adjacent
+tokens for ``loop.positions``), the same for every N.  A loop tallies its generations where it runs,
+so one worker keeps one core busy and the harness's process waits: there a second worker is a second core.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--loop] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -38,12 +43,18 @@ def _stable(record: dict) -> dict:
     return reproducible({**record, "run": {k: v for k, v in record["run"].items() if k != "plan"}})
 
 
-def timed(budget: str, workers: int, only: list[str]) -> tuple[float, float, dict]:
-    """One ``specverify check`` command: its wall seconds, its CPU seconds (children included), its JSON."""
+def _rows(record: dict, loop: bool) -> int:
+    """The rows a run drew: the sampler's rows (a check), or the samples its checks report (a loop)."""
+    return sum(c.get("samples") or 0 for c in record["checks"]) if loop else record["run"]["sampler_rows"]
+
+
+def timed(budget: str, workers: int, only: list[str], loop: bool = False, tv: float | None = None) -> tuple[float, float, dict]:
+    """One ``specverify check`` (``loop``) command: its wall seconds, its CPU seconds (children included), its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", budget, "--seed", "0",
-                   "--workers", str(workers), "--json", str(out), "--quiet", "--no-progress"]
+        verb, spec, quiet = ("loop", "specverify.samplers:loop_reference", ["--quiet"]) if loop else ("check", "specverify.samplers:reference", ["--quiet", "--no-progress"])
+        command = [sys.executable, "-m", "specverify", verb, spec, "--budget", budget, "--seed", "0",
+                   "--workers", str(workers), "--json", str(out), *quiet, *([] if tv is None else ["--tv", f"{tv:g}"])]
         for pattern in only:
             command += ["--only", pattern]
         before = os.times()
@@ -60,19 +71,21 @@ def main() -> None:
     parser.add_argument("--budget", default="standard")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tv", type=float, default=None, metavar="EPS", help="a budget sized for TV EPS (the CLI's --tv; --budget its base)")
+    parser.add_argument("--loop", action="store_true", help="the loop reference's battery (specverify loop) instead of the check's")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     rows = []
-    for name, only in SELECTIONS:
+    for name, only in [("whole loop battery", [])] if args.loop else SELECTIONS:
         runs: dict[int, list[tuple[float, float, dict]]] = {n: [] for n in args.workers}
         for _ in range(args.repeats):
             for n in args.workers:
-                runs[n].append(timed(args.budget, n, only))
+                runs[n].append(timed(args.budget, n, only, args.loop, args.tv))
         base = statistics.median(r[0] for r in runs[args.workers[0]])
         reference = _stable(runs[args.workers[0]][0][2])
         for n in args.workers:
             wall = statistics.median(r[0] for r in runs[n])
-            drawn = runs[n][0][2]["run"]["sampler_rows"]
+            drawn = _rows(runs[n][0][2], args.loop)
             rows.append({
                 "selection": name, "workers": n, "median_wall_s": round(wall, 2),
                 "median_cpu_s": round(statistics.median(r[1] for r in runs[n]), 2),
@@ -81,18 +94,20 @@ def main() -> None:
             })
             print(rows[-1], flush=True)
     host = machine()
+    setting = f"tv{args.tv:g}" if args.tv is not None else args.budget
+    flag, command = (" --loop", "specverify loop specverify.samplers:loop_reference") if args.loop else ("", "specverify check specverify.samplers:reference")
     lines = [
-        f"# Workers: rows a second against one worker, budget {args.budget}",
+        f"# Workers: rows a second against one worker, budget {setting}{', the loop reference' if args.loop else ''}",
         "",
-        f"`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget {args.budget}` on {host['cpus']} CPUs "
+        f"`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget {args.budget}{'' if args.tv is None else f' --tv {args.tv:g}'}{flag} --repeats {args.repeats}` on {host['cpus']} CPUs "
         f"({host['platform']}), load average at the end {host['load_average'][0]:.1f}; median of {args.repeats} "
-        "alternating runs, each a fresh `specverify check specverify.samplers:reference --workers N` command.",
+        f"alternating runs, each a fresh `{command} --workers N` command.",
         "",
     ]
     header = ["selection", "workers", "median wall (s)", "median CPU (s)", "sampler rows", "rows/s", "speedup vs 1", "verdict", "JSON identical to 1 worker"]
     cells = [[r["selection"], r["workers"], r["median_wall_s"], r["median_cpu_s"], f"{r['sampler_rows']:,}", f"{r['rows_per_s']:,}",
               f"{r['speedup']:.2f}x", r["verdict"], "yes" if r["json_identical"] else "NO"] for r in rows]
-    write(args.out, f"workers-{args.budget}", {"machine": host, "budget": args.budget, "rows": rows}, lines + table(header, cells))
+    write(args.out, f"workers-{setting}" + ("-loop" if args.loop else ""), {"machine": host, "budget": setting, "rows": rows}, lines + table(header, cells))
 
 if __name__ == "__main__":
     main()

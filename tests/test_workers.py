@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, unit_seed, unit_spans
+from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, UnitDone, unit_seed, unit_spans
 from specverify._calling.sut import SamplerUnderTest
 from specverify._cases import ModelCase, StepCase
 from specverify._models import ChainModel
@@ -176,6 +177,31 @@ def test_a_fault_in_any_unit_is_the_checks_fault(n):
     with pytest.raises(SamplerFault, match="boom in unit 2"):
         step_counts(_context(pool), _cases(), ROWS // 2, seed=9)
     pool.close()
+
+
+class _Member:
+    """A pool member whose unit 0 waits until unit 2 has started: only a pool that keeps more units
+    in flight than it has workers starts unit 2 while unit 0, the oldest, is running."""
+
+    def __init__(self, started: dict[int, threading.Event]) -> None:
+        self.started = started
+
+    def unit(self, work, unit, there):
+        self.started[unit].set()
+        waited = self.started[2].wait(timeout=30) if unit == 0 else True
+        return UnitDone((unit, waited), None, {})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_that_finishes_first_starts_the_next_unit_while_the_oldest_runs_and_results_keep_unit_order():
+    started = {i: threading.Event() for i in range(6)}
+    pool = LocalPool([_Member(started), _Member(started)])
+    done = [d.result for d in pool.map(None, range(6))]
+    pool.close()
+    assert [unit for unit, _ in done] == list(range(6))  # taken in unit order, whatever finished first
+    assert done[0][1], "unit 2 did not start while unit 0 ran: the free worker waited for the oldest unit"
 
 
 def _cli(*extra: str, tmp_path, name: str) -> dict:

@@ -35,11 +35,14 @@ from .._reach import Reach, ReachRecorder
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 
-__all__ = ["COUNTERS", "LocalPool", "Pool", "SerialPool", "UNIT_ROWS", "UnitDone", "run_unit", "unit_seed", "unit_spans"]
+__all__ = ["COUNTERS", "IN_FLIGHT_PER_WORKER", "LocalPool", "Pool", "SerialPool", "UNIT_ROWS", "UnitDone", "run_unit", "unit_seed", "unit_spans"]
 
 #: Rows in one unit of an experiment: the grain at which work is spread and seeds derive.  Not a
 #: function of the worker count, nor of the sampler's ``max_batch`` (a unit is cut into its calls).
 UNIT_ROWS = 65_536
+
+#: Units a pool keeps in flight for each worker (:attr:`LocalPool.depth`; Ray actors queue as many).
+IN_FLIGHT_PER_WORKER = 2
 
 #: What a sampler under test counts as it is called; a pool sums them over its workers.
 COUNTERS = ("calls", "rows", "seconds", "crashes", "hangs", "worker_starts")
@@ -147,10 +150,16 @@ class LocalPool:
         self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for member in members:
             self._free.put(member)
-        self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="specverify-unit")
+        self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=self.depth, thread_name_prefix="specverify-unit")
+
+    @property
+    def depth(self) -> int:
+        """Units in flight: two a worker, so a worker that finishes first starts its next unit at
+        once instead of waiting for the oldest unit, whose result is taken first (in unit order)."""
+        return IN_FLIGHT_PER_WORKER * self.size
 
     def _on_free_member(self, work: Callable[[Any, U], Any], unit: U) -> UnitDone:
-        member = self._free.get()  # never blocks: at most ``size`` units are in flight
+        member = self._free.get()  # waits while every worker runs a unit
         try:
             if hasattr(member, "unit"):  # tallied in the worker's process: the harness's work is spread too
                 done: UnitDone = member.unit(work, unit, there=True)
@@ -171,7 +180,7 @@ class LocalPool:
         try:
             for unit in pending:
                 flying.append(self._threads.submit(self._on_free_member, work, unit))
-                if len(flying) == self.size:
+                if len(flying) == self.depth:
                     yield self._landed(flying.popleft())
             while flying:
                 yield self._landed(flying.popleft())

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .pool import COUNTERS, UnitDone, run_unit
+from .pool import COUNTERS, IN_FLIGHT_PER_WORKER, UnitDone, run_unit
 from ..errors import SamplerFault, SamplerSpecError, UsageError
 
 __all__ = ["ACTOR_RESTARTS", "RayPool", "ray_usable"]
@@ -116,7 +116,7 @@ class RayPool:
         return cls(subject, actors, started, ray)
 
     def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
-        free = collections.deque(self._actors)
+        free = collections.deque(self._actors * IN_FLIGHT_PER_WORKER)  # an actor queues its next unit behind the one it runs
         flying: collections.deque[tuple[Any, Any]] = collections.deque()  # (result ref, its actor), in unit order
         try:
             for unit in units:
