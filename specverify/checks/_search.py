@@ -269,7 +269,10 @@ def _deepen(
     budget's TV (stage ``deep``: a screen, at the screen level); an alarm is confirmed on fresh
     samples at the budget's TV.  The check's reach becomes the deep tests' own."""
     mark = len(ctx.reached)
-    depth = Depth(coverage_tv, merge(ctx.reached))
+    # the screens' calls: units' reaches, and what the sampler recorded itself (one worker's
+    # streamed units, the screens' own calls), set apart so the check's reach is the deep tests'
+    depth = Depth(coverage_tv, merge([*ctx.reached, ctx.sut.reach.snapshot()]))
+    ctx.sut.reach.reset()
     order = {key: i for i, key in enumerate(seen)}
     ranked = sorted((k for k, o in seen.items() if o.fault is None and k not in excluded), key=lambda k: (-seen[k].samples, order[k]))
     for key in ranked[:deep]:

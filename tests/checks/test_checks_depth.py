@@ -86,3 +86,23 @@ def test_a_tv_budget_below_the_coverage_tv_gets_a_depth_tier_that_costs_about_wh
     assert budget.shape_volume == BUDGETS["thorough"].shape_volume  # large V keeps its cap (it cannot reach 0.001)
     assert budget_for_tv(0.01, "quick").shape_volume == BUDGETS["quick"].shape_volume * 25  # no depth tier: scaled as before
     assert all(b.depth_examples == 0 for b in BUDGETS.values())  # the presets are unchanged
+
+
+def test_screens_the_sampler_recorded_itself_stay_out_of_the_checks_reach():
+    """One worker streams a check's units and records what they gave the sampler in its own
+    recorder, not as units' reaches: the screens' share is set apart there too, so the claim is the
+    deep test's, as with several workers (the JSON is the same for any worker count)."""
+    ctx = fake_context(tv=DEEP_TV, depth_examples=1, coverage_tv=COVERAGE_TV)
+    deep: list[int] = []
+
+    def evaluate(case, seed, alpha, stage):
+        ctx.sut.reach.record(batch=1, rows=1, k=1, vocab=case + 2, dtype="float64")
+        if stage == "deep":
+            deep.append(case)
+        return Outcome({"d": 0.5}, 1000 * (case + 1), {"d": ctx.budget.tv})
+
+    found = search_and_confirm(ctx, "test.depth", st.integers(0, 40), evaluate, str, examples=20)
+    reach = ctx.sut.reach.snapshot()
+    assert deep and reach is not None and reach.vocab == (deep[0] + 2,) * 2
+    assert found.depth is not None and found.depth.coverage_reach is not None
+    assert found.depth.coverage_reach.vocab[0] < found.depth.coverage_reach.vocab[1]
