@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from specverify._loop import MarkovLM, generation_law, left_padded
+from specverify._oracle import canonical_emit, inverse_cdf
+from specverify._warps.declared import resolve_warp
 from specverify._warps.rules import SamplingParams, warp
 from specverify.samplers._loop_reference import LoopReference
 from specverify.stats import gof_test
@@ -74,6 +76,45 @@ def test_the_reference_loop_follows_the_warped_autoregressive_law(k):
         assert gof_test(counts, law.numpy(), alpha=1e-6).pvalue > 1e-6, groups[g]
         plain = generation_law(draft, torch.tensor([2, 1]), length, params.select(torch.tensor([g])))
         assert gof_test(counts, plain.numpy(), alpha=1e-6).pvalue < 1e-6  # the test has power
+
+
+def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_the_models_only_the_rows_still_verifying():
+    target, draft = _models(4)
+    seen: dict[str, list[int]] = {"target": [], "draft": []}
+
+    def recorded(name, model):
+        def call(prefix):
+            seen[name].append(prefix.shape[0])
+            return model(prefix)
+        return call
+
+    k, rows = 3, 4_000
+    which = torch.arange(rows) % 3
+    params = SamplingParams(
+        temperature=torch.tensor([1.0, 0.6, 1.4], dtype=torch.float64)[which],
+        top_k=torch.tensor([0, 2, 3])[which],
+        top_p=torch.tensor([1.0, 0.9, 0.7], dtype=torch.float64)[which],
+    )
+    history = torch.randint(4, (rows, 2), generator=torch.Generator().manual_seed(1))
+    coins = torch.rand((rows, 2 * k + 1), generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    loop = LoopReference(k=k)
+    tokens, accepted = loop.step(recorded("target", target), recorded("draft", draft), history, params, coins)
+
+    # every draft first, then the canonical step on them (the textbook order)
+    law = resolve_warp(None)
+    prefix, drafts, p, q = history, [], [], []
+    for i in range(k + 1):
+        p.append(law(target(prefix), params))
+        if i < k:
+            q.append(law(draft(prefix), params))
+            drafts.append(inverse_cdf(q[-1], coins[:, i]))
+            prefix = torch.cat([prefix, drafts[-1][:, None]], dim=1)
+    want_tokens, want_accepted = canonical_emit(torch.stack(p, 1), torch.stack(q, 1), torch.stack(drafts, 1), coins[:, k:])
+    assert torch.equal(tokens, want_tokens) and torch.equal(accepted, want_accepted)
+    assert 0 < int((accepted == 0).sum()) and 0 < int((accepted == k).sum())  # rejections and bonuses both
+    # position i is verified for the rows that accepted the i drafts before it, and only for them
+    assert seen["target"] == [int((want_accepted >= i).sum()) for i in range(k + 1)]
+    assert seen["draft"] == seen["target"][:k]
 
 
 def test_a_greedy_row_generates_the_argmax_path():

@@ -107,9 +107,7 @@ class Convention:
         rows = asking(torch.stack([cut_on(name, value, vocab) for name, value in sorted_on]).any(0)) if sorted_on else None
         if rows is not None:
             keep[rows] &= self._sorted_cuts(probs[rows], {name: per_row(value[rows]) for name, value in sorted_on})
-        min_p = params.min_p
-        rows = None if min_p is None else asking(cut_on("min_p", min_p, vocab))
-        if min_p is not None and rows is not None:
+        if (min_p := params.min_p) is not None and (rows := asking(cut_on("min_p", min_p, vocab))) is not None:
             keep[rows] &= self._min_p(probs[rows], per_row(min_p[rows]))
         return keep
 

@@ -171,11 +171,12 @@ def asking(on: torch.Tensor) -> torch.Tensor | slice | None:
     return on.nonzero().squeeze(-1) if bool(on.any()) else None
 
 
+# The cuts below see only the rows that ask for them (``warp`` passes those: :func:`cut_on`).
+
+
 def _top_k(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    vocab = probs.shape[-1]
-    on = (k > 0) & (k < vocab)
-    kth = probs.sort(dim=-1, descending=True).values.gather(-1, (k.clamp(1, vocab) - 1).expand(*probs.shape[:-1], 1))
-    return ~on | (probs >= kth)
+    kth = probs.sort(dim=-1, descending=True).values.gather(-1, (k - 1).expand(*probs.shape[:-1], 1))
+    return probs >= kth
 
 
 def _top_p(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
@@ -183,8 +184,7 @@ def _top_p(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     order = torch.sort(-probs, dim=-1, stable=True).indices
     sorted_probs = probs.gather(-1, order)
     before = sorted_probs.cumsum(dim=-1) - sorted_probs
-    keep_sorted = (before < top_p) | (top_p >= 1)
-    return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+    return torch.zeros_like(before, dtype=torch.bool).scatter_(-1, order, before < top_p)
 
 
 def _min_p(probs: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,12 @@
 """The reference speculative generation loop: draft, verify, bonus, bookkeeping, vectorised over rows.
 
-Every iteration drafts ``k`` tokens per row from the draft model warped by the row's parameters,
-scores the ``k + 1`` target positions, and runs the canonical step on the warped target.  Rows
-advance by different amounts, so prefixes live in one right-padded buffer and are handed to the
-models left-padded (:func:`specverify._loop.left_padded`).  Randomness: a seeded row draws the
+Every iteration is one speculative step per row (:meth:`LoopReference.step`): up to ``k`` drafts
+from the draft model warped by the row's parameters, each verified against the warped target as it
+is drafted, the corrected token at the first rejection or the bonus after ``k`` accepts.  A row
+stops drafting at its first rejection (the canonical step would discard the later drafts), so the
+models and warps run on the rows still verifying.  Rows advance by different amounts, so prefixes
+live in one right-padded buffer and are handed to the models left-padded
+(:func:`specverify._loop.left_padded`).  Randomness: a seeded row draws the
 draft's noise and the verifier's coins from disjoint parts of its own counter-based stream, so
 they are independent and its output depends on its seed alone; unseeded rows use the generator.
 
@@ -21,7 +24,7 @@ import torch
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._loop import left_padded
-from .._oracle import canonical_emit, inverse_cdf
+from .._oracle import inverse_cdf, residual_distribution
 from .._seeded import seeded_uniforms
 from .._warps.rules import PARAMETERS, SamplingParams
 
@@ -61,36 +64,73 @@ class LoopReference:
         buffer = torch.full((batch, width), -1, dtype=torch.int64, device=device)
         buffer[:, :prompt_length] = prompt
         length = torch.full((batch,), prompt_length, dtype=torch.int64, device=device)
-        rows = torch.arange(batch, device=device)
-        iteration = 0
-        while bool((length < prompt_length + num_tokens).any()):  # over steps, vectorised over rows
-            active = rows[length < prompt_length + num_tokens]
-            row_params = params.select(active)
+        end, iteration = prompt_length + num_tokens, 0
+        while bool((length < end).any()):  # over steps, vectorised over rows
+            active = (length < end).nonzero().squeeze(-1)
+            everyone = active.numel() == batch  # then the whole buffer, with no copy of it
+            row_params = params if everyone else params.select(active)
+            row_length = length if everyone else length[active]
             coins = self.coins(row_params, active.numel(), iteration, generator, device)
-            base, base_length = buffer[active], length[active]
             # left-padded, every row ends at the last column: drafts are appended as columns
-            history = left_padded(base, base_length)
-            prefixes = torch.cat([history, history.new_empty((active.numel(), k))], dim=1)
-            drafts = prefixes[:, history.shape[1] :]
-            draft_probs, target_logits = [], []
-            for i in range(k + 1):  # over draft positions
-                prefix = prefixes[:, : history.shape[1] + i]
-                target_logits.append(target(prefix))
-                if i < k:
-                    sampled_from, reported = self.draft_law(draft(prefix), row_params)
-                    draft_probs.append(reported)
-                    drafts[:, i] = inverse_cdf(sampled_from, coins[:, i])
-            target_probs = self.target_law(torch.stack(target_logits, dim=1), row_params)
-            tokens, accepted = canonical_emit(target_probs, torch.stack(draft_probs, dim=1), drafts, coins[:, k : 2 * k + 1])
-            emitted = torch.arange(k + 1, device=device) <= accepted.unsqueeze(-1)
-            columns = base_length.unsqueeze(-1) + torch.arange(k + 1, device=device)
-            buffer[active] = base.scatter(1, columns, torch.where(emitted, tokens, base.gather(1, columns)))
-            length[active] = base_length + accepted + 1
+            history = left_padded(buffer if everyone else buffer[active], row_length)
+            tokens, accepted = self.step(target, draft, history, row_params, coins)
+            # past its length a row is -1, as tokens are past the emitted ones: write the k + 1 columns
+            columns = row_length.unsqueeze(-1) + torch.arange(k + 1, device=device)
+            buffer[active.unsqueeze(-1), columns] = tokens
+            length[active] = row_length + accepted + 1
             iteration += 1
         return buffer[:, prompt_length : prompt_length + num_tokens]
 
-    def target_law(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-        """``[B, K+1, V]``: the law every position must follow, the warped target."""
+    def step(
+        self, target: LanguageModel, draft: LanguageModel, history: torch.Tensor, params: SamplingParams, coins: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One speculative step of every row of ``history [B, L]`` (left-padded): ``[B, K+1]``
+        tokens (the accepted drafts, then the corrected or bonus token, ``-1`` after) and the
+        number of drafts accepted.
+
+        Drafting and verification go position by position: a row leaves at its first rejection,
+        so the models and the warps see only the rows still verifying.  Its law, and its tokens
+        for the same coins, are those of drafting all ``k`` before verifying
+        (:func:`~specverify._oracle.canonical_emit`): the drafts after a rejection never reach the
+        output.  Coins: ``[:, i]`` draws draft ``i``, ``[:, k + i]`` accepts it, ``[:, 2k]`` draws
+        the last token; the arithmetic is the oracle's (its module docstring).
+        """
+        k, device = self.k, history.device
+        batch, width = history.shape
+        prefixes = torch.cat([history, history.new_empty((batch, k))], dim=1)
+        tokens = torch.full((batch, k + 1), -1, dtype=torch.int64, device=device)
+        accepted = torch.full((batch,), k, dtype=torch.int64, device=device)
+        rows = torch.arange(batch, device=device)  # the rows still verifying: prefixes, params and coins hold only theirs
+        for i in range(k + 1):  # over draft positions, vectorised over the rows still verifying
+            prefix = prefixes[:, : width + i]
+            p = self.target_law(target(prefix), params, i)
+            p_sum = p.sum(dim=-1, dtype=torch.float64)
+            if i == k:  # every draft accepted: the bonus token, from p (the residual against no draft)
+                tokens[rows, k] = inverse_cdf(_residual(p, p_sum), coins[:, 2 * k])
+                break
+            sampled_from, q = self.draft_law(draft(prefix), params)
+            drafted = inverse_cdf(sampled_from, coins[:, i])
+            q_sum = q.sum(dim=-1, dtype=torch.float64)
+            p_drafted = p.gather(-1, drafted[:, None]).squeeze(-1).to(torch.float64) / p_sum
+            q_drafted = q.gather(-1, drafted[:, None]).squeeze(-1).to(torch.float64) / q_sum
+            keep = coins[:, k + i] * q_drafted < p_drafted
+            out = (~keep).nonzero().squeeze(-1)
+            emitted = drafted.clone()
+            if out.numel():  # these rows emit a token from the residual [p - q]_+ and stop
+                last = _residual(p[out], p_sum[out], q[out], q_sum[out])
+                emitted[out] = inverse_cdf(last, coins[out, 2 * k])
+                accepted[rows[out]] = i
+            tokens[rows, i] = emitted
+            if out.numel() == rows.numel():
+                break
+            if out.numel():
+                kept = keep.nonzero().squeeze(-1)
+                rows, prefixes, coins, params, drafted = rows[kept], prefixes[kept], coins[kept], params.select(kept), drafted[kept]
+            prefixes[:, width + i] = drafted
+        return tokens, accepted
+
+    def target_law(self, logits: torch.Tensor, params: SamplingParams, position: int) -> torch.Tensor:
+        """``[B, V]``: the law the token at draft ``position`` must follow (``k``: the bonus), the warped target."""
         return self._law(logits, params)
 
     def draft_law(self, logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,6 +146,14 @@ class LoopReference:
         if params.seeds is not None:
             return seeded_uniforms(params.seeds, count, offset=iteration * count)
         return torch.rand((rows, count), generator=generator, dtype=torch.float64, device=device)
+
+
+def _residual(p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor | None = None, q_sum: torch.Tensor | None = None) -> torch.Tensor:
+    """``[p - q]_+`` of rows normalised by their sums, as the oracle's emitting row is (no ``q``:
+    the bonus, the residual against a zero draft row)."""
+    p_row = p.to(torch.float64) / p_sum[:, None]
+    q_row = torch.zeros_like(p_row) if q is None or q_sum is None else q.to(torch.float64) / q_sum[:, None]
+    return residual_distribution(p_row, q_row)
 
 
 loop_reference = LoopReference()

@@ -59,7 +59,7 @@ class _SharedCoins(LoopReference):
 
 
 class _TargetUnwarped(LoopReference):
-    def target_law(self, logits, params):
+    def target_law(self, logits, params, position):
         return torch.softmax(logits.to(torch.float64), dim=-1)
 
 
@@ -70,16 +70,15 @@ class _RawDraftReported(LoopReference):
 
 
 class _SoftmaxTwice(LoopReference):
-    def target_law(self, logits, params):
-        return torch.softmax(super().target_law(logits, params), dim=-1)
+    def target_law(self, logits, params, position):
+        return torch.softmax(super().target_law(logits, params, position), dim=-1)
 
 
 class _MinPBonusOnly(LoopReference):
-    def target_law(self, logits, params):
-        without = dataclasses.replace(params, min_p=None) if params.min_p is not None else params
-        law = super().target_law(logits, without)
-        law[:, -1] = super().target_law(logits[:, -1:], params)[:, 0]
-        return law
+    def target_law(self, logits, params, position):
+        if position == self.k or params.min_p is None:  # min-p on the bonus token only
+            return super().target_law(logits, params, position)
+        return super().target_law(logits, dataclasses.replace(params, min_p=None), position)
 
 
 class _SeedsIgnored(LoopReference):
@@ -88,8 +87,8 @@ class _SeedsIgnored(LoopReference):
 
 
 class _GreedyAsSampling(LoopReference):
-    def target_law(self, logits, params):
-        return super().target_law(logits, _no_greedy(params))
+    def target_law(self, logits, params, position):
+        return super().target_law(logits, _no_greedy(params), position)
 
     def draft_law(self, logits, params):
         return super().draft_law(logits, _no_greedy(params))
@@ -110,7 +109,7 @@ class _WarpsByAnother(LoopReference):
         super().__init__(warp=declared)
         self.actual = PRESETS[actual]
 
-    def target_law(self, logits, params):
+    def target_law(self, logits, params, position):
         return self.actual(logits, params)
 
     def draft_law(self, logits, params):
