@@ -26,6 +26,7 @@ __all__ = [
     "EventSize",
     "Evidence",
     "FirstMismatch",
+    "FutilityRecord",
     "Neighbours",
     "PositionPValue",
     "ShapeRecord",
@@ -249,6 +250,14 @@ class TreeCase(TypedDict, total=False):
     mechanism: str  # how the case fails, in words (an accepted child, the residual after a node, the bonus after a leaf)
 
 
+class FutilityRecord(TypedDict):
+    """A decision set's futility looks (:class:`~specverify.stats.FutilityPlan`)."""
+
+    looks: list[int]  # samples a decision had at each look
+    final: int  # samples of a decision no look stopped
+    stopped: dict[str, int]  # decision -> samples at the look that stopped it
+
+
 class Evidence(TypedDict, total=False):
     """What a person needs to believe a result: every key any check, the runner or the calling
     layer writes (a check writes those that apply to it; shapes in brackets).  In the JSON a float
@@ -308,6 +317,7 @@ class Evidence(TypedDict, total=False):
     shapes: list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
     group_pvalues: list[float]  # loop: each group's p-value
     groups: list[str]  # loop: what each group (row of ``observed``) is
+    futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, the decisions a look stopped
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated
     lumped: bool  # trees: the law's tail of inactive tokens is lumped into one cell

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from specverify._budgets import get_budget
+from specverify._budgets import budget_for_tv, get_budget
 from specverify._evidence import unknown_keys
 from specverify._runner import check_loop
 from specverify.checks._loop import LoopCheck, LoopContext, loop_battery
@@ -105,3 +105,39 @@ def test_the_family_name_selects_every_check_and_on_result_sees_skips_too():
     assert [c.id for c in result.checks] == [c.id for c in loop_battery()] and result.run["left_out"] == []
     assert seen == result.checks and {c.status for c in result.checks} == {"fail", "skip"}
     assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # a raising loop's fault
+
+
+AT_TV = budget_for_tv(0.05)  # a --tv budget: its decisions are not capped, so they look for futility
+
+
+def test_at_a_tv_budget_passing_decisions_stop_at_futility_looks_and_still_claim_the_asked_tv():
+    result = check_loop(LoopReference(), budget=AT_TV, seed=2, select=["loop.law[separating]", "loop.positions"])
+    for check in result.checks:
+        assert check.status == "pass", (check.id, check.message)
+        futility = check.evidence["futility"]
+        assert futility["stopped"], check.message  # under the null most decisions stop at a look
+        assert check.min_detectable_tv == pytest.approx(0.05, rel=0.01)
+        decisions = len(check.evidence["groups"])
+        rows = check.samples // (len(range(1, 24)) if check.id == "loop.positions" else 1)
+        assert rows < decisions * futility["final"] if check.id != "loop.positions" else rows < futility["final"]
+        assert "stopped early by futility looks" in check.message
+
+
+@pytest.mark.parametrize("name", ["shared-draft-and-verifier-coins", "min-p-bonus-only", "raw-draft-reported-as-q"])
+def test_at_a_tv_budget_a_lossy_loop_is_still_caught(name):
+    member = LOOP_MEMBERS[name]
+    result = check_loop(member.loop, budget=AT_TV, seed=0, select=list(member.caught_by[:1]))
+    assert [c.status for c in result.checks] == ["fail"], [(c.id, c.message) for c in result.checks]
+
+
+def test_futility_looks_give_the_same_result_for_any_worker_count():
+    from specverify._calling.pool import LocalPool, SerialPool
+
+    check, budget = LoopCheck("law", "separating"), budget_for_tv(0.01)  # several units a phase
+    results = []
+    for pool in (SerialPool(LoopReference()), LocalPool([LoopReference(), LoopReference()])):
+        ctx = LoopContext(pool.primary, budget.tv, budget.power, budget.max_samples, seed=7, alpha=1e-4, pool=pool, cap_per_decision=True)
+        results.append(check.run(ctx).to_json())
+    for result in results:
+        result.pop("duration_s", None)
+    assert results[0]["evidence"]["futility"]["stopped"] and results[0] == results[1]

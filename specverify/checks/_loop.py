@@ -30,7 +30,7 @@ import torch
 from .._budgets import decision_cap
 from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
 from .._warps.declared import DeclaredWarp, declared_warp
-from .._evidence import Evidence, tv_record
+from .._evidence import Evidence, FutilityRecord, tv_record
 from .._families import LOOP_FAMILY
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
@@ -40,7 +40,7 @@ from .._seeds import derive_seed
 from .._warps.separating import SEPARATING_GROUPS, separating_chain
 from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
-from ..stats import gof_test, samples_needed, tv_estimate
+from ..stats import FutilityPlan, gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 
 __all__ = ["REACH", "LoopCheck", "LoopContext", "LoopTally", "LoopUnit", "generate", "loop_battery", "loop_parameters", "tally_generations"]
@@ -307,11 +307,16 @@ class LoopCheck(Check):
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(groups)
         df = int(((laws > 0).sum(axis=1) - 1).max())
-        per_group = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision))
-        rows = per_group * len(groups)
-        tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
-        counts = ctx.tally(target, draft, prompt_row[None], rows, length, groups, ctx.seed_for(self.id, "loop"), tally)
-        return self._decide(ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))), generations=rows, laws_of=laws_of)
+
+        def draw(alive: list[int], per_group: int, seed: int) -> np.ndarray:
+            tally = LoopTally(vocab, pairs=False, law=laws[alive], groups=len(alive))
+            return ctx.tally(target, draft, prompt_row[None], per_group * len(alive), length, [groups[g] for g in alive], seed, tally)
+
+        counts, looked = self._counts(ctx, laws, share, df, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
+        return self._decide(
+            ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))),
+            generations=int(counts.sum()), laws_of=laws_of, looked=looked,
+        )
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 24
@@ -332,25 +337,65 @@ class LoopCheck(Check):
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(laws)
         df = int(((laws > 0).sum(axis=1) - 1).max())
-        rows = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), ctx.max_samples)
         tally = LoopTally(vocab, pairs=True, law=laws)
-        counts = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], ctx.seed_for(self.id, "loop"), tally)
+
+        def draw(alive: list[int], rows: int, seed: int) -> np.ndarray:
+            return ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], seed, tally)
+
+        counts, looked = self._counts(ctx, laws, share, df, ctx.max_samples, draw, together=True)
         return self._decide(
             ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
-            generations=rows, counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of,
+            generations=int(counts[0].sum()), counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of, looked=looked,
         )
+
+    def _counts(
+        self, ctx: LoopContext, laws: np.ndarray, share: float, df: int, cap: int, draw: Callable[[list[int], int, int], np.ndarray], *, together: bool = False,
+    ) -> tuple[np.ndarray, _Looked | None]:
+        """Counts for the decisions ``laws [D, C]``: ``draw(alive, n, seed)`` adds ``n`` samples to
+        each decision in ``alive`` (``together``: one experiment feeds every decision, as the
+        positions of one generation do).
+
+        At a ``--tv`` budget whose decisions are not capped, the experiment runs in phases with
+        futility looks between them (:class:`~specverify.stats.FutilityPlan`): a decision whose
+        look says so stops there (``together``: when every decision's does).  Phases are
+        separate experiments, so their units and counts are the same for any worker count.
+        """
+        plan = FutilityPlan(ctx.tv, max(df, 1), share, ctx.power)
+        if not ctx.cap_per_decision or plan.final_samples > cap:  # a fixed sample, as large as the cap allows
+            n = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), cap)
+            return np.asarray(draw(list(range(len(laws))), n, ctx.seed_for(self.id, "loop")), dtype=np.int64), None
+        counts = np.zeros(laws.shape, dtype=np.int64)
+        alive, stopped, done = list(range(len(laws))), {}, 0
+        for phase, samples in enumerate((*plan.look_samples, plan.final_samples)):
+            counts[alive] += draw(alive, samples - done, ctx.seed_for(self.id, "loop", phase))
+            done = samples
+            if phase == len(plan.looks):
+                break
+            futile = [d for d in alive if plan.futile(gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)))]
+            if together and len(futile) < len(alive):
+                continue
+            stopped.update(dict.fromkeys(futile, done))
+            alive = [d for d in alive if d not in stopped]
+            if not alive:
+                break
+        return counts, _Looked(plan, stopped)
 
     def _decide(
         self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
         *, generations: int, counted: str | None = None, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
+        looked: _Looked | None = None,
     ) -> CheckResult:
         """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
         (``counted``: what was tallied from them, where that is not one outcome a generation);
-        ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure."""
+        ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure;
+        ``looked``: the futility looks that stopped some groups early (their claim is the plan's)."""
         tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
-        claim = max(t.min_detectable_tv(share, ctx.power) for t in tests)
+        if looked is None:
+            claim = max(t.min_detectable_tv(share, ctx.power) for t in tests)
+        else:
+            claim = max(looked.plan.claim(None if g in looked.stopped else tests[g]) for g in range(len(groups)))
         expected = laws[worst] * counts[worst].sum()
         score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
         cell = int(np.argmax(score))
@@ -362,6 +407,8 @@ class LoopCheck(Check):
             "expected": (laws * counts.sum(axis=1, keepdims=True)).tolist(),
             "where": f"{groups[worst]}: largest deviation at {label(cell)}: observed {int(counts[worst][cell])}, expected {expected[cell]:.1f}",
         }
+        if looked is not None:
+            evidence["futility"] = looked.record(groups)
         samples = int(counts.sum())
         if pvalue <= ctx.alpha:
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
@@ -377,7 +424,30 @@ class LoopCheck(Check):
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
         made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
         message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
+        if looked is not None:
+            message += f"; {looked.text(len(groups))}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Looked:
+    """What a decision set's futility looks did: its plan, and the samples at which each decision
+    a look stopped had stopped."""
+
+    plan: FutilityPlan
+    stopped: dict[int, int]
+
+    def record(self, names: list[str]) -> FutilityRecord:
+        return {
+            "looks": list(self.plan.look_samples), "final": self.plan.final_samples,
+            "stopped": {names[d]: n for d, n in sorted(self.stopped.items())},
+        }
+
+    def text(self, decisions: int) -> str:
+        if not self.stopped:
+            return f"no futility look stopped a decision (each ran to {self.plan.final_samples:,})"
+        at = sorted(set(self.stopped.values()))
+        return f"{len(self.stopped)} of {decisions} stopped early by futility looks (at {', '.join(f'{n:,}' for n in at)} of {self.plan.final_samples:,})"
 
 
 def _forbidden(

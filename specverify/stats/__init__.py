@@ -11,6 +11,8 @@
 * :class:`SequentialTest`, :func:`mixture_log_e_value`: an anytime-valid test that stops failing
   runs early (the battery's confirmations of the law given the drafts run one beside their
   fixed-sample test).
+* :class:`FutilityPlan`: a fixed-sample decision with looks that stop passing runs early, its
+  level and power kept (the loop family's decisions at a ``--tv`` budget).
 * :func:`independence_test`, :func:`homogeneity_test`: outcomes that should not depend on each other.
 * :func:`tv_estimate`: how lossy a lossy sampler is, with an interval.
 * :func:`least_favourable`, :func:`chi_square_distance`: the planted deviation power is stated
@@ -22,6 +24,7 @@
 """
 
 from ._budget import AlphaBudget, TwoStagePlan, confirmation_alpha, plan_two_stage
+from ._futility import FutilityPlan
 from ._gof import GoodnessOfFit, gof_pvalues, gof_test
 from ._identity import IdentityTest, identity_min_tv, identity_plan, identity_test
 from ._independence import IndependenceTest, homogeneity_test, independence_test
@@ -33,6 +36,7 @@ from ._tv import TVEstimate, tv_distance, tv_estimate
 
 __all__ = [
     "AlphaBudget",
+    "FutilityPlan",
     "GoodnessOfFit",
     "IdentityTest",
     "IndependenceTest",

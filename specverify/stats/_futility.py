@@ -1,0 +1,108 @@
+"""Fixed-sample decisions that a passing sampler ends early: group-sequential futility stops.
+
+A chi-square decision sized for power ``1 - beta`` against a total-variation deviation ``tv``
+spends every one of its samples on a correct sampler, which is the common case.  Looking at the
+counts at fractions ``t_1 < ... < t_m`` of a final sample ``N`` and *accepting* where the statistic
+lies below ``b_j``, the ``beta_j`` quantile of its law under the least favourable deviation of size
+``tv`` at that look (noncentral chi-square, ``lambda = 4 tv**2 n_j``, as in
+:mod:`specverify.stats._power`), keeps the power: a deviation of at least ``tv`` is missed with
+probability at most ``beta_1 + ... + beta_m + beta_final`` (a union bound over the looks; the
+statistic grows stochastically with the deviation).  The level is untouched, since a futility stop
+only ever accepts and the final test is the fixed-sample one (non-binding futility, Jennison and
+Turnbull 2000, ch. 7).  ``N`` is sized for ``beta_final``, half of ``beta``: about 5% above the
+fixed design.  Under the null the statistic sits near its degrees of freedom, and most decisions
+stop at the first or second look: about half the fixed design's samples
+(docs/statistics.md, "Futility stops").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from scipy import stats
+
+from ._gof import GoodnessOfFit
+from ._power import samples_needed
+
+__all__ = ["FutilityPlan"]
+
+#: Looks, as fractions of the final sample.
+LOOKS = (0.25, 0.5, 0.75)
+#: Share of the miss probability ``1 - power`` left to the final test (the rest split over looks).
+FINAL_SHARE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class FutilityPlan:
+    """A level-``alpha`` decision that detects any deviation of ``tv`` with ``power``, looking at
+    :attr:`look_samples` and stopping where :meth:`futile` says so.
+
+    ``df`` sizes the sample (the law's support less one, as for :func:`samples_needed`); the
+    bounds use each look's own test.
+    """
+
+    tv: float
+    df: int
+    alpha: float
+    power: float
+    looks: tuple[float, ...] = LOOKS
+    final_share: float = FINAL_SHARE
+
+    def __post_init__(self) -> None:
+        if not (0 < self.tv <= 1 and 0 < self.alpha < 1 and 0 < self.power < 1):
+            raise ValueError(f"tv must lie in (0, 1], alpha and power in (0, 1); got {self.tv}, {self.alpha}, {self.power}")
+        if list(self.looks) != sorted(set(self.looks)) or not all(0 < t < 1 for t in self.looks):
+            raise ValueError(f"looks are increasing fractions in (0, 1), got {self.looks}")
+        if not 0 < self.final_share <= 1:
+            raise ValueError(f"final_share must lie in (0, 1], got {self.final_share}")
+
+    @property
+    def final_power(self) -> float:
+        """The power the final test is sized for: it may miss with ``final_share`` of ``1 - power``."""
+        return 1.0 - (1.0 - self.power) * self.final_share
+
+    @property
+    def look_miss(self) -> float:
+        """The probability each look may stop a deviation of ``tv``."""
+        return (1.0 - self.power) * (1.0 - self.final_share) / len(self.looks) if self.looks else 0.0
+
+    @property
+    def final_samples(self) -> int:
+        """``N``: the samples of a decision no look stops."""
+        return samples_needed(self.tv, max(self.df, 1), self.alpha, self.final_power)
+
+    @property
+    def look_samples(self) -> tuple[int, ...]:
+        """The samples at each look."""
+        return tuple(math.ceil(t * self.final_samples) for t in self.looks)
+
+    def bound(self, samples: int, df: int, forbidden: bool = False) -> float:
+        """The statistic below which a look on ``samples`` stops, for a test with ``df``.
+
+        Where the law forbids outcomes, a deviation that puts more than ``log(1 / look_miss) /
+        samples`` there shows as an impossible outcome at the look with probability at least
+        ``1 - look_miss``; the rest of the deviation, on the compared cells, is at least ``tv``
+        less that, and the bound is taken there.
+        """
+        tv = self.tv - (math.log(1.0 / self.look_miss) / samples if forbidden else 0.0)
+        if tv <= 0 or df < 1:
+            return 0.0
+        return float(stats.ncx2.ppf(self.look_miss, df, 4.0 * tv * tv * samples))
+
+    def futile(self, test: GoodnessOfFit) -> bool:
+        """Whether a look's test may stop its decision: an asymptotic test of every cell (nothing
+        pooled, no rare-cell tail, whose power the bound does not cover) that rejects nothing and
+        whose statistic lies below :meth:`bound`."""
+        if test.method not in ("g-test", "pearson") or test.merged_mass > 0 or test.rare_expected > 0:
+            return False
+        if test.pvalue <= self.alpha:
+            return False
+        return test.statistic < self.bound(test.samples, test.df, forbidden=test.forbidden_cells > 0)
+
+    def claim(self, test: GoodnessOfFit | None) -> float:
+        """The smallest TV the whole procedure detects with ``power``, for a decision that a look
+        stopped (``test`` ``None``: ``tv``) or that ran to its final ``test``."""
+        if test is None:
+            return self.tv
+        return max(self.tv, test.min_detectable_tv(self.alpha, self.final_power))

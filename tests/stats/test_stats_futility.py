@@ -1,0 +1,77 @@
+"""Futility looks: the power of the fixed-sample decision is kept, and a passing run stops early."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_needed
+
+
+def _run(plan: FutilityPlan, law: np.ndarray, truth: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
+    """One decision: counts drawn from ``truth`` up to each look, stopped where the plan says so."""
+    counts, done = np.zeros(law.size, dtype=np.int64), 0
+    for samples in (*plan.look_samples, plan.final_samples):
+        counts += rng.multinomial(samples - done, truth)
+        done = samples
+        test = gof_test(counts, law, alpha=plan.alpha)
+        if samples == plan.final_samples:
+            return test.pvalue <= plan.alpha, done
+        if plan.futile(test):
+            return False, done
+    raise AssertionError("unreachable")
+
+
+LAW = np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02])
+
+
+def test_a_deviation_of_the_planned_size_is_still_detected_with_the_planned_power():
+    plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
+    truth = least_favourable(LAW, plan.tv)  # the deviation of that size hardest to see
+    rng = np.random.default_rng(0)
+    runs = 4_000
+    misses = sum(not _run(plan, LAW, truth, rng)[0] for _ in range(runs))
+    # the plan misses at most 1 - power = 1%: allow the binomial's 1e-6 upper tail above it
+    assert misses <= stats.binom.isf(1e-6, runs, 1 - plan.power)
+    # the looks do stop some of these runs: the bound is not vacuous (each look may stop 1/600 of them)
+    assert misses > 0
+
+
+def test_a_conforming_sampler_stops_at_about_half_the_fixed_sample():
+    plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
+    fixed = samples_needed(plan.tv, plan.df, plan.alpha, plan.power)
+    rng = np.random.default_rng(1)
+    outcomes = [_run(plan, LAW, LAW, rng) for _ in range(2_000)]
+    assert not any(rejected for rejected, _ in outcomes)  # level 1e-3: no rejection expected in 2,000
+    mean = np.mean([samples for _, samples in outcomes])
+    assert plan.final_samples > fixed  # the final test is sized for half the miss probability
+    assert mean < 0.6 * fixed
+
+
+def test_a_look_never_stops_what_it_cannot_bound():
+    plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
+    near = gof_test(np.round(LAW * 5_000).astype(np.int64), LAW, alpha=plan.alpha)
+    assert near.method == "g-test" and plan.futile(near)
+    far = gof_test(np.round(least_favourable(LAW, 0.2) * 5_000).astype(np.int64), LAW, alpha=plan.alpha)
+    assert far.pvalue <= plan.alpha and not plan.futile(far)
+    small = gof_test(np.array([5, 3, 2]), np.array([0.5, 0.3, 0.2]), alpha=plan.alpha)
+    assert small.method == "exact" and not plan.futile(small)  # the bound is the asymptotic law's
+    pooled = gof_test(np.array([30, 3, 0, 1]), np.array([0.9, 0.08, 0.019, 0.001]), alpha=plan.alpha)
+    assert pooled.merged_mass > 0 or pooled.rare_expected > 0 or pooled.method not in ("g-test", "pearson")
+    assert not plan.futile(pooled)
+
+
+def test_a_stopped_decision_claims_the_planned_tv_and_a_finished_one_its_final_tests():
+    plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
+    assert plan.claim(None) == plan.tv
+    finished = gof_test(np.round(LAW * plan.final_samples).astype(np.int64), LAW, alpha=plan.alpha)
+    assert plan.claim(finished) == pytest.approx(plan.tv, rel=0.02)
+    assert plan.look_samples == tuple(int(np.ceil(t * plan.final_samples)) for t in plan.looks)
+
+
+@pytest.mark.parametrize("bad", [dict(tv=0.0), dict(alpha=1.0), dict(power=1.0), dict(looks=(0.5, 0.25)), dict(looks=(0.5, 1.0)), dict(final_share=0.0)])
+def test_a_plan_out_of_range_is_refused(bad):
+    settings = dict(tv=0.05, df=3, alpha=1e-3, power=0.99) | bad
+    with pytest.raises(ValueError):
+        FutilityPlan(**settings)
