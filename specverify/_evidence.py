@@ -251,11 +251,11 @@ class TreeCase(TypedDict, total=False):
 
 
 class FutilityRecord(TypedDict):
-    """A decision set's futility looks (:class:`~specverify.stats.FutilityPlan`)."""
+    """An experiment's futility looks (:class:`~specverify.stats.FutilityPlan`)."""
 
-    looks: list[int]  # samples a decision had at each look
+    looks: list[int]  # samples a decision has at each look
     final: int  # samples of a decision no look stopped
-    stopped: dict[str, int]  # decision -> samples at the look that stopped it
+    stopped_at: int | None  # samples a decision had where a look stopped every decision (None: none did)
 
 
 class Evidence(TypedDict, total=False):
@@ -317,7 +317,7 @@ class Evidence(TypedDict, total=False):
     shapes: list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
     group_pvalues: list[float]  # loop: each group's p-value
     groups: list[str]  # loop: what each group (row of ``observed``) is
-    futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, the decisions a look stopped
+    futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, where a look stopped the experiment
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated
     lumped: bool  # trees: the law's tail of inactive tokens is lumped into one cell

@@ -110,17 +110,18 @@ def test_the_family_name_selects_every_check_and_on_result_sees_skips_too():
 AT_TV = budget_for_tv(0.05)  # a --tv budget: its decisions are not capped, so they look for futility
 
 
-def test_at_a_tv_budget_passing_decisions_stop_at_futility_looks_and_still_claim_the_asked_tv():
-    result = check_loop(LoopReference(), budget=AT_TV, seed=2, select=["loop.law[separating]", "loop.positions"])
+def test_at_a_tv_budget_passing_checks_stop_at_futility_looks_and_still_claim_the_asked_tv():
+    result = check_loop(LoopReference(), budget=AT_TV, seed=2, select=["loop.law[separating]", "loop.law[mixed]", "loop.positions"])
+    stopped = []
     for check in result.checks:
         assert check.status == "pass", (check.id, check.message)
         futility = check.evidence["futility"]
-        assert futility["stopped"], check.message  # under the null most decisions stop at a look
-        assert check.min_detectable_tv == pytest.approx(0.05, rel=0.01)
-        decisions = len(check.evidence["groups"])
-        rows = check.samples // (len(range(1, 24)) if check.id == "loop.positions" else 1)
-        assert rows < decisions * futility["final"] if check.id != "loop.positions" else rows < futility["final"]
-        assert "stopped early by futility looks" in check.message
+        assert 0.05 <= check.min_detectable_tv <= 0.05 * 1.15  # the whole procedure's claim (pooled rare cells add a little)
+        generations = check.samples // (23 if check.id == "loop.positions" else 1)
+        per_decision = generations // (1 if check.id == "loop.positions" else len(check.evidence["groups"]))
+        assert per_decision == (futility["stopped_at"] or futility["final"])  # every decision drew the same
+        stopped.append(futility["stopped_at"] is not None)
+    assert any(stopped)  # under the null most checks stop at a look (each may miss its last: not all)
 
 
 @pytest.mark.parametrize("name", ["shared-draft-and-verifier-coins", "min-p-bonus-only", "raw-draft-reported-as-q"])
@@ -140,4 +141,4 @@ def test_futility_looks_give_the_same_result_for_any_worker_count():
         results.append(check.run(ctx).to_json())
     for result in results:
         result.pop("duration_s", None)
-    assert results[0]["evidence"]["futility"]["stopped"] and results[0] == results[1]
+    assert results[0]["evidence"]["futility"]["stopped_at"] and results[0] == results[1]

@@ -308,9 +308,10 @@ class LoopCheck(Check):
         share = ctx.alpha / len(groups)
         df = int(((laws > 0).sum(axis=1) - 1).max())
 
-        def draw(alive: list[int], per_group: int, seed: int) -> np.ndarray:
-            tally = LoopTally(vocab, pairs=False, law=laws[alive], groups=len(alive))
-            return ctx.tally(target, draft, prompt_row[None], per_group * len(alive), length, [groups[g] for g in alive], seed, tally)
+        tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
+
+        def draw(per_group: int, seed: int) -> np.ndarray:
+            return ctx.tally(target, draft, prompt_row[None], per_group * len(groups), length, groups, seed, tally)
 
         counts, looked = self._counts(ctx, laws, share, df, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
         return self._decide(
@@ -339,46 +340,41 @@ class LoopCheck(Check):
         df = int(((laws > 0).sum(axis=1) - 1).max())
         tally = LoopTally(vocab, pairs=True, law=laws)
 
-        def draw(alive: list[int], rows: int, seed: int) -> np.ndarray:
+        def draw(rows: int, seed: int) -> np.ndarray:
             return ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], seed, tally)
 
-        counts, looked = self._counts(ctx, laws, share, df, ctx.max_samples, draw, together=True)
+        counts, looked = self._counts(ctx, laws, share, df, ctx.max_samples, draw)
         return self._decide(
             ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
             generations=int(counts[0].sum()), counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of, looked=looked,
         )
 
     def _counts(
-        self, ctx: LoopContext, laws: np.ndarray, share: float, df: int, cap: int, draw: Callable[[list[int], int, int], np.ndarray], *, together: bool = False,
+        self, ctx: LoopContext, laws: np.ndarray, share: float, df: int, cap: int, draw: Callable[[int, int], np.ndarray],
     ) -> tuple[np.ndarray, _Looked | None]:
-        """Counts for the decisions ``laws [D, C]``: ``draw(alive, n, seed)`` adds ``n`` samples to
-        each decision in ``alive`` (``together``: one experiment feeds every decision, as the
-        positions of one generation do).
+        """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(n, seed)`` adds ``n``
+        samples to every decision (a law group's rows, or one generation's positions).
 
         At a ``--tv`` budget whose decisions are not capped, the experiment runs in phases with
-        futility looks between them (:class:`~specverify.stats.FutilityPlan`): a decision whose
-        look says so stops there (``together``: when every decision's does).  Phases are
-        separate experiments, so their units and counts are the same for any worker count.
+        futility looks between them (:class:`~specverify.stats.FutilityPlan`), and stops where
+        every decision's look says so.  Every phase is the same experiment (the same groups in
+        the same heterogeneous batch), so a deviation that depends on the batch is in every
+        phase; phases are seeded by (run seed, check, phase), so the counts are the same for any
+        worker count.
         """
         plan = FutilityPlan(ctx.tv, max(df, 1), share, ctx.power)
         if not ctx.cap_per_decision or plan.final_samples > cap:  # a fixed sample, as large as the cap allows
             n = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), cap)
-            return np.asarray(draw(list(range(len(laws))), n, ctx.seed_for(self.id, "loop")), dtype=np.int64), None
-        counts = np.zeros(laws.shape, dtype=np.int64)
-        alive, stopped, done = list(range(len(laws))), {}, 0
-        for phase, samples in enumerate((*plan.look_samples, plan.final_samples)):
-            counts[alive] += draw(alive, samples - done, ctx.seed_for(self.id, "loop", phase))
+            return np.asarray(draw(n, ctx.seed_for(self.id, "loop")), dtype=np.int64), None
+        counts, done = np.zeros(laws.shape, dtype=np.int64), 0
+        for phase, samples in enumerate(plan.look_samples):
+            counts += draw(samples - done, ctx.seed_for(self.id, "loop", phase))
             done = samples
-            if phase == len(plan.looks):
-                break
-            futile = [d for d in alive if plan.futile(gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)))]
-            if together and len(futile) < len(alive):
-                continue
-            stopped.update(dict.fromkeys(futile, done))
-            alive = [d for d in alive if d not in stopped]
-            if not alive:
-                break
-        return counts, _Looked(plan, stopped)
+            tests = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
+            if all(plan.futile(test) for test in tests):
+                return counts, _Looked(plan, done)
+        counts += draw(plan.final_samples - done, ctx.seed_for(self.id, "loop", len(plan.looks)))
+        return counts, _Looked(plan, None)
 
     def _decide(
         self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
@@ -388,14 +384,14 @@ class LoopCheck(Check):
         """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
         (``counted``: what was tallied from them, where that is not one outcome a generation);
         ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure;
-        ``looked``: the futility looks that stopped some groups early (their claim is the plan's)."""
+        ``looked``: the experiment's futility looks (the claim is then the whole procedure's)."""
         tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
         if looked is None:
             claim = max(t.min_detectable_tv(share, ctx.power) for t in tests)
         else:
-            claim = max(looked.plan.claim(None if g in looked.stopped else tests[g]) for g in range(len(groups)))
+            claim = max(looked.plan.claim(test) for test in tests)
         expected = laws[worst] * counts[worst].sum()
         score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
         cell = int(np.argmax(score))
@@ -408,7 +404,7 @@ class LoopCheck(Check):
             "where": f"{groups[worst]}: largest deviation at {label(cell)}: observed {int(counts[worst][cell])}, expected {expected[cell]:.1f}",
         }
         if looked is not None:
-            evidence["futility"] = looked.record(groups)
+            evidence["futility"] = looked.record()
         samples = int(counts.sum())
         if pvalue <= ctx.alpha:
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
@@ -425,29 +421,25 @@ class LoopCheck(Check):
         made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
         message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
         if looked is not None:
-            message += f"; {looked.text(len(groups))}"
+            message += f"; {looked.text()}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Looked:
-    """What a decision set's futility looks did: its plan, and the samples at which each decision
-    a look stopped had stopped."""
+    """What an experiment's futility looks did: its plan, and the samples a decision had where a
+    look stopped them all (``None``: they ran to the final sample)."""
 
     plan: FutilityPlan
-    stopped: dict[int, int]
+    stopped_at: int | None
 
-    def record(self, names: list[str]) -> FutilityRecord:
-        return {
-            "looks": list(self.plan.look_samples), "final": self.plan.final_samples,
-            "stopped": {names[d]: n for d, n in sorted(self.stopped.items())},
-        }
+    def record(self) -> FutilityRecord:
+        return {"looks": list(self.plan.look_samples), "final": self.plan.final_samples, "stopped_at": self.stopped_at}
 
-    def text(self, decisions: int) -> str:
-        if not self.stopped:
-            return f"no futility look stopped a decision (each ran to {self.plan.final_samples:,})"
-        at = sorted(set(self.stopped.values()))
-        return f"{len(self.stopped)} of {decisions} stopped early by futility looks (at {', '.join(f'{n:,}' for n in at)} of {self.plan.final_samples:,})"
+    def text(self) -> str:
+        if self.stopped_at is None:
+            return f"no futility look stopped it (each decision ran to {self.plan.final_samples:,})"
+        return f"stopped early by a futility look (at {self.stopped_at:,} of {self.plan.final_samples:,} a decision)"
 
 
 def _forbidden(

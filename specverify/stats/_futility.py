@@ -9,10 +9,11 @@ lies below ``b_j``, the ``beta_j`` quantile of its law under the least favourabl
 probability at most ``beta_1 + ... + beta_m + beta_final`` (a union bound over the looks; the
 statistic grows stochastically with the deviation).  The level is untouched, since a futility stop
 only ever accepts and the final test is the fixed-sample one (non-binding futility, Jennison and
-Turnbull 2000, ch. 7).  ``N`` is sized for ``beta_final``, half of ``beta``: about 5% above the
-fixed design.  Under the null the statistic sits near its degrees of freedom, and most decisions
-stop at the first or second look: about half the fixed design's samples
-(docs/statistics.md, "Futility stops").
+Turnbull 2000, ch. 7).  ``N`` is sized for ``beta_final``, half of ``beta``: 5-10% above the fixed
+design.  Under the null the statistic sits near its degrees of freedom, and most decisions stop by
+the second or third look: about half the fixed design's samples (docs/statistics.md, "Futility
+looks").  The statistic compared is Pearson's, whose noncentrality under a deviation of ``tv`` is at
+least ``4 tv**2 n`` by Cauchy-Schwarz.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ class FutilityPlan:
     """A level-``alpha`` decision that detects any deviation of ``tv`` with ``power``, looking at
     :attr:`look_samples` and stopping where :meth:`futile` says so.
 
-    ``df`` sizes the sample (the law's support less one, as for :func:`samples_needed`); the
-    bounds use each look's own test.
+    ``df`` (at least 1) sizes the sample (the law's support less one, as for
+    :func:`samples_needed`); the bounds use each look's own test's.
     """
 
     tv: float
@@ -50,12 +51,12 @@ class FutilityPlan:
     final_share: float = FINAL_SHARE
 
     def __post_init__(self) -> None:
-        if not (0 < self.tv <= 1 and 0 < self.alpha < 1 and 0 < self.power < 1):
-            raise ValueError(f"tv must lie in (0, 1], alpha and power in (0, 1); got {self.tv}, {self.alpha}, {self.power}")
-        if list(self.looks) != sorted(set(self.looks)) or not all(0 < t < 1 for t in self.looks):
-            raise ValueError(f"looks are increasing fractions in (0, 1), got {self.looks}")
-        if not 0 < self.final_share <= 1:
-            raise ValueError(f"final_share must lie in (0, 1], got {self.final_share}")
+        if not (0 < self.tv <= 1 and 0 < self.alpha < 1 and 0 < self.power < 1 and self.df >= 1):
+            raise ValueError(f"tv must lie in (0, 1], alpha and power in (0, 1), df >= 1; got {self.tv}, {self.alpha}, {self.power}, {self.df}")
+        if not self.looks or list(self.looks) != sorted(set(self.looks)) or not all(0 < t < 1 for t in self.looks):
+            raise ValueError(f"looks are one or more increasing fractions in (0, 1), got {self.looks}")
+        if not 0 < self.final_share < 1:
+            raise ValueError(f"final_share must lie in (0, 1), got {self.final_share}")
 
     @property
     def final_power(self) -> float:
@@ -65,12 +66,12 @@ class FutilityPlan:
     @property
     def look_miss(self) -> float:
         """The probability each look may stop a deviation of ``tv``."""
-        return (1.0 - self.power) * (1.0 - self.final_share) / len(self.looks) if self.looks else 0.0
+        return (1.0 - self.power) * (1.0 - self.final_share) / len(self.looks)
 
     @property
     def final_samples(self) -> int:
         """``N``: the samples of a decision no look stops."""
-        return samples_needed(self.tv, max(self.df, 1), self.alpha, self.final_power)
+        return samples_needed(self.tv, self.df, self.alpha, self.final_power)
 
     @property
     def look_samples(self) -> tuple[int, ...]:
@@ -93,16 +94,16 @@ class FutilityPlan:
     def futile(self, test: GoodnessOfFit) -> bool:
         """Whether a look's test may stop its decision: an asymptotic test of every cell (nothing
         pooled, no rare-cell tail, whose power the bound does not cover) that rejects nothing and
-        whose statistic lies below :meth:`bound`."""
+        whose Pearson statistic lies below :meth:`bound`."""
         if test.method not in ("g-test", "pearson") or test.merged_mass > 0 or test.rare_expected > 0:
             return False
         if test.pvalue <= self.alpha:
             return False
-        return test.statistic < self.bound(test.samples, test.df, forbidden=test.forbidden_cells > 0)
+        return test.pearson_statistic < self.bound(test.samples, test.df, forbidden=test.forbidden_cells > 0)
 
-    def claim(self, test: GoodnessOfFit | None) -> float:
-        """The smallest TV the whole procedure detects with ``power``, for a decision that a look
-        stopped (``test`` ``None``: ``tv``) or that ran to its final ``test``."""
-        if test is None:
-            return self.tv
-        return max(self.tv, test.min_detectable_tv(self.alpha, self.final_power))
+    def claim(self, test: GoodnessOfFit) -> float:
+        """The smallest TV the whole procedure detects with ``power``, whether a look stopped it or
+        ``test`` is its final one: the final test's own claim at ``N`` (what it adds for forbidden
+        or pooled cells included), and never below ``tv``."""
+        at_final = dataclasses.replace(test, samples=max(test.samples, self.final_samples))
+        return max(self.tv, at_final.min_detectable_tv(self.alpha, self.final_power))

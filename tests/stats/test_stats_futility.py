@@ -10,6 +10,7 @@ from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_n
 
 
 def _run(plan: FutilityPlan, law: np.ndarray, truth: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
+    """(rejected, samples drawn)."""
     """One decision: counts drawn from ``truth`` up to each look, stopped where the plan says so."""
     counts, done = np.zeros(law.size, dtype=np.int64), 0
     for samples in (*plan.look_samples, plan.final_samples):
@@ -31,11 +32,12 @@ def test_a_deviation_of_the_planned_size_is_still_detected_with_the_planned_powe
     truth = least_favourable(LAW, plan.tv)  # the deviation of that size hardest to see
     rng = np.random.default_rng(0)
     runs = 4_000
-    misses = sum(not _run(plan, LAW, truth, rng)[0] for _ in range(runs))
+    outcomes = [_run(plan, LAW, truth, rng) for _ in range(runs)]
+    misses = sum(not rejected for rejected, _ in outcomes)
     # the plan misses at most 1 - power = 1%: allow the binomial's 1e-6 upper tail above it
     assert misses <= stats.binom.isf(1e-6, runs, 1 - plan.power)
-    # the looks do stop some of these runs: the bound is not vacuous (each look may stop 1/600 of them)
-    assert misses > 0
+    # the looks stop some of these runs (each may stop 1/600 of them): the bound is not vacuous
+    assert any(samples < plan.final_samples for _, samples in outcomes)
 
 
 def test_a_conforming_sampler_stops_at_about_half_the_fixed_sample():
@@ -62,15 +64,31 @@ def test_a_look_never_stops_what_it_cannot_bound():
     assert not plan.futile(pooled)
 
 
-def test_a_stopped_decision_claims_the_planned_tv_and_a_finished_one_its_final_tests():
+def test_a_decision_claims_its_final_tests_reach_whether_a_look_stopped_it_or_not():
     plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
-    assert plan.claim(None) == plan.tv
+    fixed = samples_needed(plan.tv, plan.df, plan.alpha, plan.power)
+    assert fixed < plan.final_samples < 1.15 * fixed  # the final test is sized for half the miss probability
+    assert all(0 < a < b < plan.final_samples for a, b in zip(plan.look_samples, plan.look_samples[1:]))
     finished = gof_test(np.round(LAW * plan.final_samples).astype(np.int64), LAW, alpha=plan.alpha)
-    assert plan.claim(finished) == pytest.approx(plan.tv, rel=0.02)
-    assert plan.look_samples == tuple(int(np.ceil(t * plan.final_samples)) for t in plan.looks)
+    stopped = gof_test(np.round(LAW * plan.look_samples[0]).astype(np.int64), LAW, alpha=plan.alpha)
+    assert plan.claim(finished) == plan.claim(stopped) == pytest.approx(plan.tv, rel=1e-3)
+    forbidding = np.append(LAW, 0.0)  # a forbidden outcome adds what one sample there would need
+    tests = [gof_test(np.append(np.round(LAW * n).astype(np.int64), 0), forbidding, alpha=plan.alpha) for n in (plan.look_samples[0], plan.final_samples)]
+    assert plan.claim(tests[0]) == plan.claim(tests[1]) > plan.claim(finished)
 
 
-@pytest.mark.parametrize("bad", [dict(tv=0.0), dict(alpha=1.0), dict(power=1.0), dict(looks=(0.5, 0.25)), dict(looks=(0.5, 1.0)), dict(final_share=0.0)])
+def test_a_forbidden_outcome_lowers_the_bound_to_the_deviation_left_on_the_compared_cells():
+    plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
+    n = plan.look_samples[0]
+    left = plan.tv - np.log(1 / plan.look_miss) / n
+    assert plan.bound(n, plan.df, forbidden=True) == pytest.approx(stats.ncx2.ppf(plan.look_miss, plan.df, 4 * left**2 * n))
+    assert plan.bound(n, plan.df, forbidden=True) < plan.bound(n, plan.df)
+    assert plan.bound(10, plan.df, forbidden=True) == 0.0  # too few samples to bound anything: no stop
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(tv=0.0), dict(alpha=1.0), dict(power=1.0), dict(df=0), dict(looks=()), dict(looks=(0.5, 0.25)), dict(looks=(0.5, 1.0)), dict(final_share=0.0), dict(final_share=1.0)],
+)
 def test_a_plan_out_of_range_is_refused(bad):
     settings = dict(tv=0.05, df=3, alpha=1e-3, power=0.99) | bad
     with pytest.raises(ValueError):
