@@ -1,8 +1,8 @@
 """Calibration of futility looks (``specverify.stats.FutilityPlan``): power kept, samples saved.
 
-For each setting, many simulated decisions run the plan exactly as the loop family does (counts
-drawn as multinomials up to each look, :func:`~specverify.stats.gof_test` at each look, the final
-test at the end):
+For each setting, many simulated decisions run the plan exactly as the loop family does
+(:meth:`~specverify.stats.FutilityPlan.simulate`: counts drawn as multinomials up to each look,
+:func:`~specverify.stats.gof_test` at each look, the final test at the end):
 
 * under the **null** (counts from the law itself): how often it rejects (the level), how often it
   stops at a look, and its mean samples as a fraction of the fixed-sample design's;
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_needed
+from specverify.stats import FutilityPlan, least_favourable, samples_needed
 
 #: (name, law, tv, alpha): a small-V law, a 64-cell law like the loop's 3-token sequences, and a
 #: level like a --tv 0.001 loop law group's share (1e-4 over 8 checks and 5 groups).
@@ -29,20 +29,6 @@ SETTINGS = [
     ("16 cells", np.random.default_rng(16).dirichlet(np.full(16, 2.0)), 0.02, 2.5e-6),
     ("64 cells", np.random.default_rng(64).dirichlet(np.full(64, 2.0)), 0.02, 2.5e-6),
 ]
-
-
-def decide(plan: FutilityPlan, law: np.ndarray, truth: np.ndarray, rng: np.random.Generator) -> tuple[bool, int, bool]:
-    """One decision: (rejected, samples drawn, stopped at a look)."""
-    counts, done = np.zeros(law.size, dtype=np.int64), 0
-    for samples in (*plan.look_samples, plan.final_samples):
-        counts += rng.multinomial(samples - done, truth)
-        done = samples
-        test = gof_test(counts, law, alpha=plan.alpha)
-        if samples == plan.final_samples:
-            return test.pvalue <= plan.alpha, done, False
-        if plan.futile(test):
-            return False, done, True
-    raise AssertionError("unreachable")
 
 
 def main() -> None:
@@ -66,14 +52,14 @@ def main() -> None:
         plan = FutilityPlan(tv=tv, df=law.size - 1, alpha=alpha, power=args.power)
         fixed = samples_needed(tv, law.size - 1, alpha, args.power)
         rng = np.random.default_rng(index)
-        null = [decide(plan, law, law, rng) for _ in range(args.runs)]
+        null = [plan.simulate(law, law, rng) for _ in range(args.runs)]
         worst = least_favourable(law, tv)
-        missed = sum(not decide(plan, law, worst, rng)[0] for _ in range(args.runs))
+        missed = sum(not plan.simulate(law, worst, rng)[0] for _ in range(args.runs))
         upper = stats.beta.ppf(0.99, missed + 1, args.runs - missed)
-        mean = np.mean([n for _, n, _ in null]) / fixed
+        mean = np.mean([n for _, n in null]) / fixed
         lines.append(
             f"| {name} | {tv:g} | {alpha:g} | {fixed:,} | {plan.final_samples:,} | {mean:.3f} | "
-            f"{np.mean([s for _, _, s in null]):.3f} | {sum(r for r, _, _ in null)} of {args.runs} | "
+            f"{np.mean([n < plan.final_samples for _, n in null]):.3f} | {sum(r for r, _ in null)} of {args.runs} | "
             f"{missed} of {args.runs} ({missed / args.runs:.4f}; {1 - args.power:g}) | {upper:.4f} |"
         )
         print(lines[-1], flush=True)

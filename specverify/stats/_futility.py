@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 from scipy import stats
 
-from ._gof import GoodnessOfFit
+from ._gof import GoodnessOfFit, gof_test
 from ._power import samples_needed
 
 __all__ = ["FutilityPlan"]
@@ -107,3 +108,16 @@ class FutilityPlan:
         or pooled cells included), and never below ``tv``."""
         at_final = dataclasses.replace(test, samples=max(test.samples, self.final_samples))
         return max(self.tv, at_final.min_detectable_tv(self.alpha, self.final_power))
+
+    def simulate(self, law: np.ndarray, truth: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
+        """One decision on counts drawn from ``truth`` (multinomial, up to each look) and tested
+        against ``law``: ``(rejected, samples drawn)``.  How its level and power are calibrated
+        (``scripts/futility_calibration.py``)."""
+        counts, done = np.zeros(len(law), dtype=np.int64), 0
+        for samples in self.look_samples:
+            counts += rng.multinomial(samples - done, truth)
+            done = samples
+            if self.futile(gof_test(counts, law, alpha=self.alpha)):
+                return False, done
+        counts += rng.multinomial(self.final_samples - done, truth)
+        return gof_test(counts, law, alpha=self.alpha).pvalue <= self.alpha, self.final_samples

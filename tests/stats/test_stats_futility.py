@@ -9,21 +9,6 @@ from scipy import stats
 from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_needed
 
 
-def _run(plan: FutilityPlan, law: np.ndarray, truth: np.ndarray, rng: np.random.Generator) -> tuple[bool, int]:
-    """(rejected, samples drawn)."""
-    """One decision: counts drawn from ``truth`` up to each look, stopped where the plan says so."""
-    counts, done = np.zeros(law.size, dtype=np.int64), 0
-    for samples in (*plan.look_samples, plan.final_samples):
-        counts += rng.multinomial(samples - done, truth)
-        done = samples
-        test = gof_test(counts, law, alpha=plan.alpha)
-        if samples == plan.final_samples:
-            return test.pvalue <= plan.alpha, done
-        if plan.futile(test):
-            return False, done
-    raise AssertionError("unreachable")
-
-
 LAW = np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02])
 
 
@@ -32,7 +17,7 @@ def test_a_deviation_of_the_planned_size_is_still_detected_with_the_planned_powe
     truth = least_favourable(LAW, plan.tv)  # the deviation of that size hardest to see
     rng = np.random.default_rng(0)
     runs = 4_000
-    outcomes = [_run(plan, LAW, truth, rng) for _ in range(runs)]
+    outcomes = [plan.simulate(LAW, truth, rng) for _ in range(runs)]
     misses = sum(not rejected for rejected, _ in outcomes)
     # the plan misses at most 1 - power = 1%: allow the binomial's 1e-6 upper tail above it
     assert misses <= stats.binom.isf(1e-6, runs, 1 - plan.power)
@@ -44,7 +29,7 @@ def test_a_conforming_sampler_stops_at_about_half_the_fixed_sample():
     plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
     fixed = samples_needed(plan.tv, plan.df, plan.alpha, plan.power)
     rng = np.random.default_rng(1)
-    outcomes = [_run(plan, LAW, LAW, rng) for _ in range(2_000)]
+    outcomes = [plan.simulate(LAW, LAW, rng) for _ in range(2_000)]
     assert not any(rejected for rejected, _ in outcomes)  # level 1e-3: no rejection expected in 2,000
     mean = np.mean([samples for _, samples in outcomes])
     assert plan.final_samples > fixed  # the final test is sized for half the miss probability
