@@ -306,14 +306,13 @@ class LoopCheck(Check):
 
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(groups)
-        df = int(((laws > 0).sum(axis=1) - 1).max())
 
         tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
 
         def draw(per_group: int, seed: int) -> np.ndarray:
             return ctx.tally(target, draft, prompt_row[None], per_group * len(groups), length, groups, seed, tally)
 
-        counts, looked = self._counts(ctx, laws, share, df, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
+        counts, looked = self._counts(ctx, laws, share, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
         return self._decide(
             ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))),
             generations=int(counts.sum()), laws_of=laws_of, looked=looked,
@@ -337,20 +336,19 @@ class LoopCheck(Check):
 
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(laws)
-        df = int(((laws > 0).sum(axis=1) - 1).max())
         tally = LoopTally(vocab, pairs=True, law=laws)
 
         def draw(rows: int, seed: int) -> np.ndarray:
             return ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], seed, tally)
 
-        counts, looked = self._counts(ctx, laws, share, df, ctx.max_samples, draw)
+        counts, looked = self._counts(ctx, laws, share, ctx.max_samples, draw)
         return self._decide(
             ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
             generations=int(counts[0].sum()), counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of, looked=looked,
         )
 
     def _counts(
-        self, ctx: LoopContext, laws: np.ndarray, share: float, df: int, cap: int, draw: Callable[[int, int], np.ndarray],
+        self, ctx: LoopContext, laws: np.ndarray, share: float, cap: int, draw: Callable[[int, int], np.ndarray],
     ) -> tuple[np.ndarray, _Looked | None]:
         """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(n, seed)`` adds ``n``
         samples to every decision (a law group's rows, or one generation's positions).
@@ -362,9 +360,10 @@ class LoopCheck(Check):
         phase; phases are seeded by (run seed, check, phase), so the counts are the same for any
         worker count.
         """
-        plan = FutilityPlan(ctx.tv, max(df, 1), share, ctx.power)
+        df = max(1, int(((laws > 0).sum(axis=1) - 1).max()))  # the largest law's: every decision draws as many
+        plan = FutilityPlan(ctx.tv, df, share, ctx.power)
         if not ctx.cap_per_decision or plan.final_samples > cap:  # a fixed sample, as large as the cap allows
-            n = min(samples_needed(ctx.tv, max(df, 1), share, ctx.power), cap)
+            n = min(samples_needed(ctx.tv, df, share, ctx.power), cap)
             return np.asarray(draw(n, ctx.seed_for(self.id, "loop")), dtype=np.int64), None
         counts, done = np.zeros(laws.shape, dtype=np.int64), 0
         for phase, samples in enumerate(plan.look_samples):
