@@ -21,7 +21,7 @@ def test_a_deviation_of_the_planned_size_is_still_detected_with_the_planned_powe
     misses = sum(not rejected for rejected, _ in outcomes)
     # the plan misses at most 1 - power = 1%: allow the binomial's 1e-6 upper tail above it
     assert misses <= stats.binom.isf(1e-6, runs, 1 - plan.power)
-    # the looks stop some of these runs (each may stop 1/600 of them): the bound is not vacuous
+    # the looks stop some of these runs (each may stop 1/714 of them): the bound is not vacuous
     assert any(samples < plan.final_samples for _, samples in outcomes)
 
 
@@ -30,9 +30,10 @@ def test_a_conforming_sampler_stops_at_about_half_the_fixed_sample():
     fixed = samples_needed(plan.tv, plan.df, plan.alpha, plan.power)
     rng = np.random.default_rng(1)
     outcomes = [plan.simulate(LAW, LAW, rng) for _ in range(2_000)]
-    assert not any(rejected for rejected, _ in outcomes)  # level 1e-3: no rejection expected in 2,000
+    # level 1e-3 (a look only accepts): at most the binomial's 1e-6 upper tail of 2,000 such tests
+    assert sum(rejected for rejected, _ in outcomes) <= stats.binom.isf(1e-6, len(outcomes), plan.alpha)
     mean = np.mean([samples for _, samples in outcomes])
-    assert plan.final_samples > fixed  # the final test is sized for half the miss probability
+    assert plan.final_samples > fixed  # the final test is sized for 0.3 of the miss probability
     assert mean < 0.6 * fixed
 
 
@@ -52,7 +53,7 @@ def test_a_look_never_stops_what_it_cannot_bound():
 def test_a_decision_claims_its_final_tests_reach_whether_a_look_stopped_it_or_not():
     plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
     fixed = samples_needed(plan.tv, plan.df, plan.alpha, plan.power)
-    assert fixed < plan.final_samples < 1.15 * fixed  # the final test is sized for half the miss probability
+    assert fixed < plan.final_samples < 1.15 * fixed  # the final test is sized for 0.3 of the miss probability
     assert all(0 < a < b < plan.final_samples for a, b in zip(plan.look_samples, plan.look_samples[1:]))
     finished = gof_test(np.round(LAW * plan.final_samples).astype(np.int64), LAW, alpha=plan.alpha)
     stopped = gof_test(np.round(LAW * plan.look_samples[0]).astype(np.int64), LAW, alpha=plan.alpha)
