@@ -31,12 +31,17 @@ from scipy import stats
 
 from specverify.stats import FutilityPlan, least_favourable, samples_needed
 
-#: (name, law, tv, alpha): a small-V law, a 64-cell law like the loop's 3-token sequences, and a
-#: level like a --tv 0.001 loop law group's share (1e-4 over 8 checks and 5 groups).
+#: (name, law, tv, alpha): a small-V law, a 64-cell law like the loop's 3-token sequences at a
+#: level like a --tv 0.001 loop law group's share (1e-4 over 8 checks and 5 groups), and laws with
+#: rare or forbidden cells.
 SETTINGS = [
     ("7 cells", np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02]), 0.05, 1e-3),
     ("16 cells", np.random.default_rng(16).dirichlet(np.full(16, 2.0)), 0.02, 2.5e-6),
     ("64 cells", np.random.default_rng(64).dirichlet(np.full(64, 2.0)), 0.02, 2.5e-6),
+    # cells a look must account for: a rare-cell tail (a final sample expects ~3 there), and an
+    # exact test on two cells beside forbidden outcomes
+    ("7 cells and 3 rare", np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02, 2e-4, 2e-4, 2e-4]), 0.05, 1e-6),
+    ("2 cells and 2 forbidden", np.array([0.7, 0.3, 0.0, 0.0]), 0.05, 1e-6),
 ]
 
 #: (name, [(df, alpha)] of its decisions): experiments as the loop family runs them at --tv 0.001
@@ -100,8 +105,9 @@ def main() -> None:
     ]
     for index, (name, law, tv, alpha) in enumerate(SETTINGS):
         law = law / law.sum()
-        plan = FutilityPlan(tv=tv, df=law.size - 1, alpha=alpha, power=args.power)
-        fixed = samples_needed(tv, law.size - 1, alpha, args.power)
+        df = int((law > 0).sum()) - 1
+        plan = FutilityPlan(tv=tv, df=df, alpha=alpha, power=args.power)
+        fixed = samples_needed(tv, df, alpha, args.power)
         rng = np.random.default_rng(index)
         null = [plan.simulate(law, law, rng) for _ in range(args.runs)]
         worst = least_favourable(law, tv)

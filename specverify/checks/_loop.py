@@ -369,8 +369,8 @@ class LoopCheck(Check):
         for phase, samples in enumerate(plan.look_samples):
             counts += draw(samples - done, ctx.seed_for(self.id, "loop", phase))
             done = samples
-            tests = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
-            if all(plan.futile(test) for test in tests):
+            looks = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
+            if all(plan.futile(test, law) for test, law in zip(looks, laws)):
                 return counts, _Looked(plan, done)
         counts += draw(plan.final_samples - done, ctx.seed_for(self.id, "loop", len(plan.looks)))
         return counts, _Looked(plan, None)
@@ -390,7 +390,7 @@ class LoopCheck(Check):
         if looked is None:
             claim = max(t.min_detectable_tv(share, ctx.power) for t in tests)
         else:
-            claim = max(looked.plan.claim(test) for test in tests)
+            claim = max(looked.plan.claim(test, laws[g]) for g, test in enumerate(tests))
         expected = laws[worst] * counts[worst].sum()
         score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
         cell = int(np.argmax(score))

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from ._gof import GoodnessOfFit, gof_test
+from ._gof import MIN_EXPECTED, GoodnessOfFit, gof_test
 from ._power import samples_needed
 
 __all__ = ["FutilityPlan"]
@@ -36,6 +36,8 @@ __all__ = ["FutilityPlan"]
 LOOKS = (0.3, 0.4, 0.5, 0.6, 0.7)
 #: Share of the miss probability ``1 - power`` left to the final test (the rest split over looks).
 FINAL_SHARE = 0.3
+#: Mass moved into a rare-cell tail that a look bounds by the rare count (a share of ``tv``).
+RARE_SHIFT = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,33 +84,71 @@ class FutilityPlan:
         """The samples at each look."""
         return tuple(math.ceil(t * self.final_samples) for t in self.looks)
 
-    def bound(self, samples: int, df: int, forbidden: bool = False) -> float:
-        """The statistic below which a look on ``samples`` stops, for a test with ``df``.
-
-        Where the law forbids outcomes, a deviation that puts more than ``log(1 / look_miss) /
-        samples`` there shows as an impossible outcome at the look with probability at least
-        ``1 - look_miss``; the rest of the deviation, on the compared cells, is at least ``tv``
-        less that, and the bound is taken there.
-        """
-        tv = self.tv - (math.log(1.0 / self.look_miss) / samples if forbidden else 0.0)
-        if tv <= 0 or df < 1:
+    def bound(self, samples: int, df: int, hidden: float = 0.0) -> float:
+        """The statistic below which a look on ``samples`` of compared cells stops, for a test with
+        ``df``: the ``look_miss`` quantile at a deviation of ``tv`` less ``hidden``, the part of
+        it the compared cells may not see (:meth:`hidden`).  ``0`` (no stop) where nothing is left."""
+        tv = self.tv - hidden
+        if tv <= 0 or df < 1 or samples < 1:
             return 0.0
         return float(stats.ncx2.ppf(self.look_miss, df, 4.0 * tv * tv * samples))
 
-    def futile(self, test: GoodnessOfFit) -> bool:
-        """Whether a look's test may stop its decision: an asymptotic test of every cell (nothing
-        pooled, no rare-cell tail, whose power the bound does not cover) that rejects nothing and
-        whose Pearson statistic lies below :meth:`bound`."""
-        if test.method not in ("g-test", "pearson") or test.merged_mass > 0 or test.rare_expected > 0:
-            return False
-        if test.pvalue <= self.alpha:
-            return False
-        return test.pearson_statistic < self.bound(test.samples, test.df, forbidden=test.forbidden_cells > 0)
+    def hidden(self, test: GoodnessOfFit) -> float | None:
+        """How much of a deviation of ``tv`` a look's test may fail to show on its compared cells,
+        or ``None`` where its own counts already rule out such a bound.
 
-    def claim(self, test: GoodnessOfFit) -> float:
+        Each part is a case of the deviation, so the look still stops a deviation of ``tv`` with
+        probability at most ``look_miss``:
+
+        * pooled cells hide at most their null mass (``merged_mass``);
+        * mass moved onto forbidden outcomes, once over ``log(1 / look_miss) / n``, shows as an
+          impossible outcome (a rejection, never a stop) with probability ``1 - look_miss``;
+        * the rare-cell tail: mass moved out of it is at most its null mass, and mass moved into it
+          beyond ``RARE_SHIFT * tv`` would have given more than the rare count seen (``None``
+          where the count is too high for that, with probability ``1 - look_miss``).
+        """
+        n = test.samples
+        hidden = test.merged_mass
+        if test.forbidden_cells:
+            hidden += math.log(1.0 / self.look_miss) / n
+        if test.rare_expected > 0:
+            shift = RARE_SHIFT * self.tv
+            rate = min(1.0, test.rare_expected / n + shift)
+            if stats.binom.cdf(test.rare_observed, n, rate) > self.look_miss:
+                return None
+            hidden += test.rare_expected / n + shift
+        return hidden
+
+    def futile(self, test: GoodnessOfFit, law: np.ndarray | None = None) -> bool:
+        """Whether a look's test may stop its decision: it rejects nothing, and its Pearson
+        statistic on the compared cells lies below :meth:`bound` at what :meth:`hidden` leaves of
+        ``tv`` (with no compared cells, ``df = 0``, the hidden parts must hold all of ``tv``).
+
+        The bound is the noncentral chi-square's, so the test must be one whose compared cells all
+        expect ``MIN_EXPECTED``: an asymptotic one (its pools and rare tail are accounted for in
+        :meth:`hidden`), or an exact one on two or three cells given ``law`` to show they do; never
+        a Monte Carlo test (small cells its level needs resolved).
+        """
+        if test.pvalue <= self.alpha or test.method not in ("g-test", "pearson", "exact"):
+            return False
+        if test.method == "exact" and (law is None or test.samples * float(law[law > 0].min()) < MIN_EXPECTED):
+            return False
+        hidden = self.hidden(test)
+        if hidden is None or hidden >= self.tv:
+            return False
+        if test.df == 0:  # no compared cells: a deviation of tv is all in the forbidden or rare cells
+            return True
+        return test.pearson_statistic < self.bound(test.samples - test.rare_observed, test.df, hidden)
+
+    def claim(self, test: GoodnessOfFit, law: np.ndarray | None = None) -> float:
         """The smallest TV the whole procedure detects with ``power``, whether a look stopped it or
-        ``test`` is its final one: the final test's own claim at ``N`` (what it adds for forbidden
-        or pooled cells included), and never below ``tv``."""
+        ``test`` is its final one: the final test's own claim at ``N`` (what it adds for forbidden,
+        pooled or rare cells included), and never below ``tv``.  Given the decision's ``law``, the
+        final test's cells are those ``N`` samples would have (pooling follows expected counts
+        alone), not the look's, which pools more."""
+        if law is not None and test.samples < self.final_samples:
+            expected = np.round(law / law.sum() * self.final_samples).astype(np.int64)
+            test = gof_test(expected, law, alpha=self.alpha)
         at_final = dataclasses.replace(test, samples=max(test.samples, self.final_samples))
         return max(self.tv, at_final.min_detectable_tv(self.alpha, self.final_power))
 
@@ -120,7 +160,7 @@ class FutilityPlan:
         for samples in self.look_samples:
             counts += rng.multinomial(samples - done, truth)
             done = samples
-            if self.futile(gof_test(counts, law, alpha=self.alpha)):
+            if self.futile(gof_test(counts, law, alpha=self.alpha), law):
                 return False, done
         counts += rng.multinomial(self.final_samples - done, truth)
         return gof_test(counts, law, alpha=self.alpha).pvalue <= self.alpha, self.final_samples

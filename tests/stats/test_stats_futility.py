@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_needed
 
@@ -66,10 +66,13 @@ def test_a_decision_claims_its_final_tests_reach_whether_a_look_stopped_it_or_no
 def test_a_forbidden_outcome_lowers_the_bound_to_the_deviation_left_on_the_compared_cells():
     plan = FutilityPlan(tv=0.05, df=LAW.size - 1, alpha=1e-3, power=0.99)
     n = plan.look_samples[0]
-    left = plan.tv - np.log(1 / plan.look_miss) / n
-    assert plan.bound(n, plan.df, forbidden=True) == pytest.approx(stats.ncx2.ppf(plan.look_miss, plan.df, 4 * left**2 * n))
-    assert plan.bound(n, plan.df, forbidden=True) < plan.bound(n, plan.df)
-    assert plan.bound(10, plan.df, forbidden=True) == 0.0  # too few samples to bound anything: no stop
+    forbidding = gof_test(np.append(np.round(LAW * n).astype(np.int64), 0), np.append(LAW, 0.0), alpha=plan.alpha)
+    hidden = plan.hidden(forbidding)
+    assert hidden == pytest.approx(np.log(1 / plan.look_miss) / forbidding.samples)
+    left = plan.tv - hidden
+    assert plan.bound(n, plan.df, hidden) == pytest.approx(stats.ncx2.ppf(plan.look_miss, plan.df, 4 * left**2 * n))
+    assert plan.bound(n, plan.df, hidden) < plan.bound(n, plan.df)
+    assert plan.bound(n, plan.df, plan.tv) == 0.0  # nothing left to bound: no stop
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,70 @@ def test_a_plan_out_of_range_is_refused(bad):
     settings = dict(tv=0.05, df=3, alpha=1e-3, power=0.99) | bad
     with pytest.raises(ValueError):
         FutilityPlan(**settings)
+
+
+def _moved(law: np.ndarray, tv: float, into: np.ndarray, moved: float) -> np.ndarray:
+    """A law at TV ``tv`` from ``law``: ``moved`` put into the cells ``into`` (forbidden or rare
+    ones), the support scaled down to make room and deviated least favourably for the rest."""
+    support = law > 0
+
+    def truth(on_support: float) -> np.ndarray:
+        made = np.zeros_like(law)
+        made[support] = (least_favourable(law[support], on_support) if on_support > 0 else law[support]) * (1.0 - moved)
+        made[into] += moved / into.size
+        return made / made.sum()
+
+    def tv_of(on_support: float) -> float:
+        return 0.5 * float(np.abs(truth(on_support) - law).sum()) - tv
+
+    if moved == 0:
+        return truth(tv)
+    return truth(optimize.brentq(tv_of, 0.0, tv) if tv_of(0.0) < 0 else 0.0)
+
+
+RARE = np.append(LAW, [2e-4, 2e-4, 2e-4]) / (1 + 6e-4)  # three cells a final sample expects ~1 of each
+TWO = np.array([0.7, 0.3, 0.0, 0.0])  # an exact test on two cells, two forbidden outcomes
+ONE = np.array([0.0, 1.0, 0.0])  # one possible outcome: every deviation is onto forbidden ones
+
+
+@pytest.mark.parametrize(
+    "law, into, moved",
+    [
+        (RARE, np.arange(7, 10), 0.0),
+        (RARE, np.arange(7, 10), 0.002),  # just under what the rare count bounds (RARE_SHIFT * tv)
+        (RARE, np.arange(7, 10), 0.01),
+        (TWO, np.array([2, 3]), 0.0),
+        (TWO, np.array([2, 3]), 0.001),
+        (TWO, np.array([2, 3]), 0.05),
+        (ONE, np.array([0, 2]), 0.05),
+    ],
+)
+def test_laws_with_rare_pooled_or_forbidden_cells_stop_at_a_look_and_keep_the_power(law, into, moved):
+    plan = FutilityPlan(tv=0.05, df=max(1, int((law > 0).sum()) - 1), alpha=1e-6, power=0.99)  # no Monte Carlo test at this level
+    truth = _moved(law, plan.tv, into, moved)
+    assert 0.5 * np.abs(truth - law).sum() == pytest.approx(plan.tv)
+    rng = np.random.default_rng(7)
+    runs = 2_000
+    outcomes = [plan.simulate(law, truth, rng) for _ in range(runs)]
+    assert sum(not rejected for rejected, _ in outcomes) <= stats.binom.isf(1e-6, runs, 1 - plan.power)
+    null = [plan.simulate(law, law, rng) for _ in range(200)]
+    assert np.mean([samples for _, samples in null]) < 0.8 * plan.final_samples  # the looks do stop these laws
+
+
+def test_a_rare_count_above_what_the_shift_allows_stops_nothing():
+    plan = FutilityPlan(tv=0.05, df=6, alpha=1e-6, power=0.99)
+    n = plan.look_samples[-1]
+    quiet = gof_test(np.append(np.round(LAW * n).astype(np.int64), [0, 1, 0]), RARE, alpha=plan.alpha)
+    assert quiet.rare_expected > 0 and plan.hidden(quiet) is not None and plan.futile(quiet)
+    busy = gof_test(np.append(np.round(LAW * n).astype(np.int64), [5, 5, 5]), RARE, alpha=plan.alpha)
+    assert busy.pvalue > plan.alpha  # the tail alone does not reject 15 where ~3 are expected at this level...
+    assert plan.hidden(busy) is None and not plan.futile(busy)  # ...but mass moved into it could hide tv's share
+
+
+def test_a_stopped_decision_claims_what_its_final_test_would_have_pooled_not_what_its_look_pooled():
+    plan = FutilityPlan(tv=0.05, df=9, alpha=1e-6, power=0.99)
+    look = gof_test(np.round(RARE * plan.look_samples[0]).astype(np.int64), RARE, alpha=plan.alpha)
+    final = gof_test(np.round(RARE * plan.final_samples).astype(np.int64), RARE, alpha=plan.alpha)
+    assert look.merged_mass >= final.merged_mass and look.rare_expected < final.rare_expected  # a look pools more
+    assert plan.claim(look, RARE) == pytest.approx(plan.claim(final, RARE), rel=1e-3)
+    assert plan.claim(final, RARE) == plan.claim(final)  # at N the test is the final one already
