@@ -70,22 +70,41 @@ def canonical_emit(
     p, q = target_probs, draft_probs
     p_sum = p.sum(dim=-1, dtype=torch.float64)
     q_sum = q.sum(dim=-1, dtype=torch.float64)
-    tokens_index = draft_tokens.unsqueeze(-1)
-    p_draft = p[:, :k].gather(-1, tokens_index).squeeze(-1).to(torch.float64) / p_sum[:, :k]
-    q_draft = q.gather(-1, tokens_index).squeeze(-1).to(torch.float64) / q_sum
-    accepted = uniforms[:, :k] * q_draft < p_draft
+    accepted = accepts(uniforms[:, :k], draft_tokens, p[:, :k], p_sum[:, :k], q, q_sum)
     num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
 
     rows = torch.arange(batch, device=p.device)
-    p_row = p[rows, num_accepted].to(torch.float64)  # advanced indexing copies: safe to scale in place
-    p_row /= p_sum[rows, num_accepted].unsqueeze(-1)
     # The bonus is the residual against a zero draft row: one code path for both.
     at = num_accepted.clamp_max(k - 1)
-    q_row = q[rows, at].to(torch.float64)
-    q_row /= q_sum[rows, at].unsqueeze(-1)
-    q_row *= (num_accepted < k).unsqueeze(-1)
-    dist = residual_distribution(p_row, q_row)
+    dist = emitting_law(p[rows, num_accepted], p_sum[rows, num_accepted], q[rows, at], q_sum[rows, at], drafted=num_accepted < k)
     return assemble(draft_tokens, num_accepted, inverse_cdf(dist, uniforms[:, k]))
+
+
+def accepts(
+    uniforms: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor, q_sum: torch.Tensor,
+) -> torch.Tensor:
+    """Whether each drafted ``token`` is accepted: ``u * q(y) / sum(q) < p(y) / sum(p)`` in
+    float64 (``p``, ``q [..., V]`` as given, ``p_sum``, ``q_sum`` their float64 row sums).  The one
+    acceptance rule of :func:`canonical_emit` and of the reference loop's step."""
+    index = tokens.unsqueeze(-1)
+    p_drafted = p.gather(-1, index).squeeze(-1).to(torch.float64) / p_sum
+    q_drafted = q.gather(-1, index).squeeze(-1).to(torch.float64) / q_sum
+    return uniforms * q_drafted < p_drafted
+
+
+def emitting_law(
+    p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor | None = None, q_sum: torch.Tensor | None = None, drafted: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[B, V]``: the law the last token of each row is drawn from, ``[p - q]_+`` of its rows
+    normalised by their sums (:func:`residual_distribution`).  Without ``q``, or on rows where
+    ``drafted`` is false, the residual against a zero draft row: the bonus, from ``p``."""
+    p_row = p.to(torch.float64) / p_sum.unsqueeze(-1)
+    if q is None or q_sum is None:
+        return residual_distribution(p_row, torch.zeros_like(p_row))
+    q_row = q.to(torch.float64) / q_sum.unsqueeze(-1)
+    if drafted is not None:
+        q_row *= drafted.unsqueeze(-1)
+    return residual_distribution(p_row, q_row)
 
 
 def assemble(draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,7 @@ import torch
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._loop import left_padded
-from .._oracle import inverse_cdf, residual_distribution
+from .._oracle import accepts, emitting_law, inverse_cdf
 from .._seeded import seeded_uniforms
 from .._warps.rules import PARAMETERS, SamplingParams
 
@@ -106,18 +106,16 @@ class LoopReference:
             p = self.target_law(target(prefix), params, i)
             p_sum = p.sum(dim=-1, dtype=torch.float64)
             if i == k:  # every draft accepted: the bonus token, from p (the residual against no draft)
-                tokens[rows, k] = inverse_cdf(_residual(p, p_sum), coins[:, 2 * k])
+                tokens[rows, k] = inverse_cdf(emitting_law(p, p_sum), coins[:, 2 * k])
                 break
             sampled_from, q = self.draft_law(draft(prefix), params)
             drafted = inverse_cdf(sampled_from, coins[:, i])
             q_sum = q.sum(dim=-1, dtype=torch.float64)
-            p_drafted = p.gather(-1, drafted[:, None]).squeeze(-1).to(torch.float64) / p_sum
-            q_drafted = q.gather(-1, drafted[:, None]).squeeze(-1).to(torch.float64) / q_sum
-            keep = coins[:, k + i] * q_drafted < p_drafted
+            keep = accepts(coins[:, k + i], drafted, p, p_sum, q, q_sum)
             out = (~keep).nonzero().squeeze(-1)
             emitted = drafted.clone()
             if out.numel():  # these rows emit a token from the residual [p - q]_+ and stop
-                last = _residual(p[out], p_sum[out], q[out], q_sum[out])
+                last = emitting_law(p[out], p_sum[out], q[out], q_sum[out])
                 emitted[out] = inverse_cdf(last, coins[out, 2 * k])
                 accepted[rows[out]] = i
             tokens[rows, i] = emitted
@@ -146,14 +144,6 @@ class LoopReference:
         if params.seeds is not None:
             return seeded_uniforms(params.seeds, count, offset=iteration * count)
         return torch.rand((rows, count), generator=generator, dtype=torch.float64, device=device)
-
-
-def _residual(p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor | None = None, q_sum: torch.Tensor | None = None) -> torch.Tensor:
-    """``[p - q]_+`` of rows normalised by their sums, as the oracle's emitting row is (no ``q``:
-    the bonus, the residual against a zero draft row)."""
-    p_row = p.to(torch.float64) / p_sum[:, None]
-    q_row = torch.zeros_like(p_row) if q is None or q_sum is None else q.to(torch.float64) / q_sum[:, None]
-    return residual_distribution(p_row, q_row)
 
 
 loop_reference = LoopReference()

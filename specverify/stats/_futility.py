@@ -9,14 +9,16 @@ lies below ``b_j``, the ``beta_j`` quantile of its law under the least favourabl
 probability at most ``beta_1 + ... + beta_m + beta_final`` (a union bound over the looks; the
 statistic grows stochastically with the deviation).  The level is untouched, since a futility stop
 only ever accepts and the final test is the fixed-sample one (non-binding futility, Jennison and
-Turnbull 2000, ch. 7).  ``N`` is sized for ``beta_final``, 0.3 of ``beta``: 8-14% above the fixed
+Turnbull 2000, ch. 7).  ``N`` is sized for ``beta_final``, 0.3 of ``beta``: 7-14% above the fixed
 design.  Under the null the statistic sits near its degrees of freedom, and most decisions stop by
 the second or third look: about half the fixed design's samples.  The schedule (five looks from 0.3
-to 0.7 of ``N``, 0.3 of the miss left to the final test) drew the fewest samples under the null,
-over experiments of 1 to 23 decisions that must all agree to stop, among the schedules
-``scripts/futility_calibration.py`` compares whose ``N`` stays within 10% of the fixed design's
-(what a failing sampler draws) (docs/statistics.md, "Futility looks").  The statistic compared is Pearson's, whose noncentrality under a deviation of ``tv`` is at
-least ``4 tv**2 n`` by Cauchy-Schwarz.
+to 0.7 of ``N``) drew the fewest samples under the null, over experiments of 1 to 23 decisions that
+must all agree to stop, among the schedules ``scripts/futility_calibration.py`` compares whose
+``N`` stays within 10% of the fixed design's (what a failing sampler draws).  The statistic
+compared is Pearson's on the compared cells, whose noncentrality under a deviation of ``tv`` is at
+least ``4 tv**2 n`` by Cauchy-Schwarz; what a deviation may hide from those cells (pools, a rare
+tail, forbidden outcomes) is taken off ``tv`` first (:meth:`FutilityPlan.hidden`).  See
+docs/statistics.md, "Futility looks".
 """
 
 from __future__ import annotations
