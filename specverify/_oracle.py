@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["assemble", "canonical_emit", "inverse_cdf", "normalise", "residual_distribution"]
+__all__ = ["accepts", "assemble", "canonical_emit", "emitting_law", "inverse_cdf", "normalise", "residual_distribution"]
 
 
 def normalise(probs: torch.Tensor) -> torch.Tensor:
@@ -98,6 +98,8 @@ def emitting_law(
     """``[B, V]``: the law the last token of each row is drawn from, ``[p - q]_+`` of its rows
     normalised by their sums (:func:`residual_distribution`).  Without ``q``, or on rows where
     ``drafted`` is false, the residual against a zero draft row: the bonus, from ``p``."""
+    if (q is None) != (q_sum is None):
+        raise ValueError("emitting_law takes a draft row with its sum, or neither (the bonus)")
     p_row = p.to(torch.float64) / p_sum.unsqueeze(-1)
     if q is None or q_sum is None:
         return residual_distribution(p_row, torch.zeros_like(p_row))

@@ -122,7 +122,7 @@ class FutilityPlan:
         return hidden
 
     def futile(self, test: GoodnessOfFit, law: np.ndarray | None = None) -> bool:
-        """Whether a look's test may stop its decision: it rejects nothing, and its Pearson
+        """Whether a look's test of one law may stop its decision: it rejects nothing, and its Pearson
         statistic on the compared cells lies below :meth:`bound` at what :meth:`hidden` leaves of
         ``tv`` (with no compared cells, ``df = 0``, the hidden parts must hold all of ``tv``).
 
@@ -131,10 +131,14 @@ class FutilityPlan:
         :meth:`hidden`), or an exact one on two or three cells given ``law`` to show they do; never
         a Monte Carlo test (small cells its level needs resolved).
         """
-        if test.pvalue <= self.alpha or test.method not in ("g-test", "pearson", "exact"):
+        if test.samples == 0 or test.pvalue <= self.alpha or test.method not in ("g-test", "pearson", "exact"):
             return False
-        if test.method == "exact" and (law is None or test.samples * float(law[law > 0].min()) < MIN_EXPECTED):
-            return False
+        if test.method == "exact":
+            if law is None:
+                return False
+            probs = _one_law(law)
+            if test.samples * float(probs[probs > 0].min()) < MIN_EXPECTED:
+                return False
         hidden = self.hidden(test)
         if hidden is None or hidden >= self.tv:
             return False
@@ -149,8 +153,7 @@ class FutilityPlan:
         final test's cells are those ``N`` samples would have (pooling follows expected counts
         alone), not the look's, which pools more."""
         if law is not None and test.samples < self.final_samples:
-            expected = np.round(law / law.sum() * self.final_samples).astype(np.int64)
-            test = gof_test(expected, law, alpha=self.alpha)
+            test = gof_test(_expected_counts(_one_law(law), self.final_samples), law, alpha=self.alpha, random_state=0)
         at_final = dataclasses.replace(test, samples=max(test.samples, self.final_samples))
         return max(self.tv, at_final.min_detectable_tv(self.alpha, self.final_power))
 
@@ -166,3 +169,19 @@ class FutilityPlan:
                 return False, done
         counts += rng.multinomial(self.final_samples - done, truth)
         return gof_test(counts, law, alpha=self.alpha).pvalue <= self.alpha, self.final_samples
+
+
+def _one_law(law: np.ndarray) -> np.ndarray:
+    """``law`` normalised; a plan's decision tests one law (a ``[G, C]`` test's groups share no bound)."""
+    probs = np.asarray(law, dtype=np.float64)
+    if probs.ndim != 1:
+        raise ValueError(f"a futility look bounds a test of one law, got shape {probs.shape}")
+    return probs / probs.sum()
+
+
+def _expected_counts(probs: np.ndarray, total: int) -> np.ndarray:
+    """Counts summing to ``total`` exactly, each within one of ``total * probs`` (largest remainders)."""
+    exact = probs * total
+    counts = np.floor(exact).astype(np.int64)
+    counts[np.argsort(counts - exact, kind="stable")[: total - int(counts.sum())]] += 1
+    return counts

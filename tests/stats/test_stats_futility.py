@@ -45,6 +45,10 @@ def test_a_look_never_stops_what_it_cannot_bound():
     assert far.pvalue <= plan.alpha and not plan.futile(far)
     small = gof_test(np.array([5, 3, 2]), np.array([0.5, 0.3, 0.2]), alpha=plan.alpha)
     assert small.method == "exact" and not plan.futile(small)  # the bound is the asymptotic law's
+    assert not plan.futile(small, np.array([5.0, 3.0, 2.0]))  # ... and a cell expects 2 (the law normalised)
+    big = gof_test(np.array([500, 300, 200]), np.array([0.5, 0.3, 0.2]), alpha=plan.alpha)
+    assert big.method == "exact" and plan.futile(big, np.array([5.0, 3.0, 2.0]))  # each expects >= 10
+    assert not plan.futile(gof_test(np.zeros(4, dtype=np.int64), np.array([0.5, 0.5, 0.0, 0.0])))  # no samples, no stop
     pooled = gof_test(np.array([30, 3, 0, 1]), np.array([0.9, 0.08, 0.019, 0.001]), alpha=plan.alpha)
     assert pooled.merged_mass > 0 or pooled.rare_expected > 0 or pooled.method not in ("g-test", "pearson")
     assert not plan.futile(pooled)
@@ -146,6 +150,24 @@ def test_a_stopped_decision_claims_what_its_final_test_would_have_pooled_not_wha
     plan = FutilityPlan(tv=0.05, df=9, alpha=1e-6, power=0.99)
     look = gof_test(np.round(RARE * plan.look_samples[0]).astype(np.int64), RARE, alpha=plan.alpha)
     final = gof_test(np.round(RARE * plan.final_samples).astype(np.int64), RARE, alpha=plan.alpha)
-    assert look.merged_mass >= final.merged_mass and look.rare_expected < final.rare_expected  # a look pools more
+    # the rare tail's expected count, and so what the final test adds for it, is N's, not the look's
+    assert look.rare_expected < final.rare_expected
     assert plan.claim(look, RARE) == pytest.approx(plan.claim(final, RARE), rel=1e-3)
-    assert plan.claim(final, RARE) == plan.claim(final)  # at N the test is the final one already
+    assert plan.claim(look) != pytest.approx(plan.claim(final), rel=1e-3)  # without the law, the look's tail
+
+
+def test_what_a_look_takes_off_the_tv_is_each_part_a_deviation_may_hide():
+    plan = FutilityPlan(tv=0.05, df=9, alpha=1e-6, power=0.99)
+    n = plan.look_samples[-1]  # enough samples that one rare outcome rules out a shift of 0.05 tv into the tail
+    rare = gof_test(np.append(np.round(LAW * n).astype(np.int64), [0, 1, 0]), RARE, alpha=plan.alpha)
+    assert rare.rare_expected > 0 and rare.forbidden_cells == 0
+    assert plan.hidden(rare) == pytest.approx(rare.merged_mass + rare.rare_expected / rare.samples + 0.05 * plan.tv)
+    forbidding = np.append(RARE, 0.0)
+    both = gof_test(np.append(np.round(LAW * n).astype(np.int64), [0, 1, 0, 0]), forbidding, alpha=plan.alpha)
+    assert plan.hidden(both) == pytest.approx(plan.hidden(rare) + np.log(1 / plan.look_miss) / both.samples)
+    # pooled cells holding more than tv hide all of it: no stop, however quiet the counts
+    spread = np.append([0.5, 0.4], np.full(40, 0.1 / 40))
+    pooled = gof_test(np.round(spread * 2_000).astype(np.int64), spread, alpha=plan.alpha)
+    assert pooled.merged_mass >= plan.tv and plan.hidden(pooled) >= plan.tv and not plan.futile(pooled)
+    with pytest.raises(ValueError):
+        plan.claim(rare, np.stack([RARE, RARE]))
