@@ -158,6 +158,49 @@ def test_loop_tallies_are_the_counts_of_the_generations_for_any_worker_count():
     assert all(np.array_equal(a, b) for a, b in zip(counted[1], counted[2]))
 
 
+def test_a_loops_phases_are_one_stream_of_units_each_counted_as_it_would_be_alone():
+    from specverify._loop import MarkovLM
+    from specverify.checks._loop import LoopTally
+
+    gen = torch.Generator().manual_seed(6)
+    target, draft = (MarkovLM(torch.randn(4, 4, generator=gen), (0,)) for _ in range(2))
+    groups, tally = [{"temperature": 0.8}, {}], LoopTally(4, False, np.ones((2, 64)), groups=2)
+    phases = [(UNIT_ROWS + 301, 11), (0, 12), (2 * UNIT_ROWS, 13), (77, 14)]  # several units, none, a short one
+    prompt = torch.ones((1, 1), dtype=torch.int64)
+    for pool in (SerialPool(loop_reference), LocalPool([loop_reference, loop_reference])):
+        ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=1, seed=0, alpha=0.0, pool=pool)
+        streamed = list(ctx.tally_phases(target, draft, prompt, phases, 3, groups, tally))
+        alone = [ctx.tally(target, draft, prompt, rows, 3, groups, seed, tally) for rows, seed in phases]
+        assert [int(c.sum()) for c in streamed] == [rows for rows, _ in phases]
+        assert all(np.array_equal(a, b) for a, b in zip(streamed, alone))
+
+
+class _Counting:
+    """A pool member that counts the units it ran, each taking a little while."""
+
+    def __init__(self, ran: list[int]) -> None:
+        self.ran = ran
+
+    def unit(self, work, unit, there):
+        threading.Event().wait(0.02)
+        self.ran.append(unit)
+        return UnitDone(unit, None, {})
+
+    def close(self) -> None:
+        pass
+
+
+def test_leaving_a_map_early_drops_the_units_not_yet_started():
+    ran: list[int] = []
+    pool = LocalPool([_Counting(ran), _Counting(ran)])
+    landed = pool.map(None, range(100))
+    assert [next(landed).result for _ in range(3)] == [0, 1, 2]
+    landed.close()  # units 3 and 4 may be running (one a worker); the rest in flight are dropped unrun
+    assert {0, 1, 2} <= set(ran) and len(ran) <= 3 + pool.size and max(ran) < 3 + pool.depth
+    assert [d.result for d in pool.map(None, range(4))] == [0, 1, 2, 3]  # the pool goes on as before
+    pool.close()
+
+
 class _FailsOnUnit:
     """A sampler that raises in the unit seeded ``unit_seed(9, 2)``: a fault wherever it runs."""
 

@@ -28,7 +28,8 @@ import collections
 import concurrent.futures
 import dataclasses
 import queue
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections.abc import Callable, Generator, Iterable
 from typing import Any, Protocol, TypeVar
 
 from .._reach import Reach, ReachRecorder
@@ -90,10 +91,10 @@ class Pool(Protocol):
 
     size: int
 
-    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Iterator[UnitDone]:
+    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Generator[UnitDone, None, None]:
         """``work(sut, unit)`` for each unit (:func:`run_unit`), yielded in unit order; leaving the
-        loop early waits for the units in flight and drops them.  A :class:`SamplerFault` of a unit
-        is raised in its place (the units after it are dropped)."""
+        loop early drops the units in flight (a pool may wait for those already running).  A
+        :class:`SamplerFault` of a unit is raised in its place (the units after it are dropped)."""
         ...
 
     def usage(self) -> dict[str, float]:
@@ -113,7 +114,7 @@ class SerialPool:
     def __init__(self, sut: Any) -> None:
         self.primary = sut
 
-    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Iterator[UnitDone]:
+    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Generator[UnitDone, None, None]:
         streamed = getattr(work, "streamed", None)
         if streamed is not None and hasattr(self.primary, "reach"):  # what it gives the sampler is recorded in the sampler's own reach
             for result in streamed(self.primary, units):
@@ -158,9 +159,11 @@ class LocalPool:
         once instead of waiting for the oldest unit, whose result is taken first (in unit order)."""
         return IN_FLIGHT_PER_WORKER * self.size
 
-    def _on_free_member(self, work: Callable[[Any, U], Any], unit: U) -> UnitDone:
+    def _on_free_member(self, work: Callable[[Any, U], Any], unit: U, left: threading.Event) -> UnitDone | None:
         member = self._free.get()  # waits while every worker runs a unit
         try:
+            if left.is_set():  # the map was left before this unit started: dropped unrun
+                return None
             if hasattr(member, "unit"):  # tallied in the worker's process: the harness's work is spread too
                 done: UnitDone = member.unit(work, unit, there=True)
                 return done
@@ -171,15 +174,15 @@ class LocalPool:
         finally:
             self._free.put(member)
 
-    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Iterator[UnitDone]:
+    def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Generator[UnitDone, None, None]:
         if self.size == 1:
             yield from SerialPool(self.primary).map(work, units)
             return
-        flying: collections.deque[concurrent.futures.Future[UnitDone]] = collections.deque()
-        pending = iter(units)
+        flying: collections.deque[concurrent.futures.Future[UnitDone | None]] = collections.deque()
+        pending, left = iter(units), threading.Event()
         try:
             for unit in pending:
-                flying.append(self._threads.submit(self._on_free_member, work, unit))
+                flying.append(self._threads.submit(self._on_free_member, work, unit, left))
                 if len(flying) == self.depth:
                     yield self._landed(flying.popleft())
             while flying:
@@ -187,12 +190,15 @@ class LocalPool:
         except KeyboardInterrupt:
             self.kill()  # Ctrl-C waits for no unit: what was in flight ends with the processes
             raise
-        finally:
-            concurrent.futures.wait(flying)  # left early or a unit failed: the units behind it are dropped
+        finally:  # left early or a unit failed: the units behind it are dropped, those running waited for
+            left.set()
+            concurrent.futures.wait(flying)
 
-    def _landed(self, future: concurrent.futures.Future[UnitDone]) -> UnitDone:
+    def _landed(self, future: concurrent.futures.Future[UnitDone | None]) -> UnitDone:
         try:
-            return future.result()
+            done = future.result()
+            assert done is not None, "a unit is dropped only once its map is left"
+            return done
         except SamplerFault as fault:
             member = getattr(fault, "member", None)
             if member is not None and member is not self.primary:

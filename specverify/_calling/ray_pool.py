@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from .pool import COUNTERS, IN_FLIGHT_PER_WORKER, UnitDone, run_unit
@@ -115,7 +115,7 @@ class RayPool:
             raise SamplerSpecError(f"a Ray actor could not load the sampler: {cause}") from None
         return cls(subject, actors, started, ray)
 
-    def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
+    def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Generator[UnitDone, None, None]:
         free = collections.deque(self._actors * IN_FLIGHT_PER_WORKER)  # an actor queues its next unit behind the one it runs
         flying: collections.deque[tuple[Any, Any]] = collections.deque()  # (result ref, its actor), in unit order
         try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -213,7 +213,7 @@ class _ExactPool:
         self._oracle = oracle  # a loop's warp: its generations' law
         self._last: tuple[Any, Any] = (None, None)  # (an experiment's inputs, their law): one law an experiment
 
-    def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Iterator[UnitDone]:
+    def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Generator[UnitDone, None, None]:
         for unit in units:
             if isinstance(unit, StepUnit):
                 result: Any = self._adjacent(unit) if work is count_adjacent else self._steps(unit)

@@ -20,8 +20,10 @@ from the run seed alone (no search): chain models over a few tokens, heterogeneo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -164,14 +166,29 @@ class LoopContext:
         """``rows`` generations from one ``prompt`` row, row ``r`` sampled with ``groups[r % len(groups)]``,
         in units as :meth:`run`'s, each counted by ``tally`` where the loop runs; the counts summed
         (the same for any split over workers).  No tensor of all the rows is ever made."""
+        with contextlib.closing(self.tally_phases(target, draft, prompt, [(rows, seed)], num_tokens, groups, tally)) as phases:
+            return next(phases)
+
+    def tally_phases(
+        self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, phases: Sequence[tuple[int, int]], num_tokens: int,
+        groups: list[dict[str, float]], tally: LoopTally,
+    ) -> Generator[np.ndarray, None, None]:
+        """The counts of each phase ``(rows, seed)`` of one experiment in turn, each as :meth:`tally`
+        counts it alone, from one stream of units: the workers start the next phase's units while
+        this phase's last ones land and the caller looks at its counts, so a phase's end idles no
+        worker.  Closing the iterator early drops the units not yet started."""
         names = loop_parameters(self.loop)
+        spans = [unit_spans(rows) for rows, _ in phases]
 
         def units() -> Iterator[LoopUnit]:
-            for i, a, b in unit_spans(rows):
-                params = _params(groups, torch.arange(a, b) % len(groups), names)
-                yield LoopUnit(target, draft, prompt.expand(b - a, -1), num_tokens, params, unit_seed(seed, i), dataclasses.replace(tally, start=a))
+            for (_, seed), cut in zip(phases, spans):
+                for i, a, b in cut:
+                    params = _params(groups, torch.arange(a, b) % len(groups), names)
+                    yield LoopUnit(target, draft, prompt.expand(b - a, -1), num_tokens, params, unit_seed(seed, i), dataclasses.replace(tally, start=a))
 
-        return sum((done.result for done in self._pool.map(tally_generations, units())), np.zeros_like(tally.law, dtype=np.int64))
+        with contextlib.closing(self._pool.map(tally_generations, units())) as landed:
+            for cut in spans:
+                yield sum((done.result for done in itertools.islice(landed, len(cut))), np.zeros_like(tally.law, dtype=np.int64))
 
     @property
     def _pool(self) -> Pool:
@@ -309,8 +326,8 @@ class LoopCheck(Check):
 
         tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
 
-        def draw(per_group: int, seed: int) -> np.ndarray:
-            return ctx.tally(target, draft, prompt_row[None], per_group * len(groups), length, groups, seed, tally)
+        def draw(phases: list[tuple[int, int]]) -> Generator[np.ndarray, None, None]:
+            return ctx.tally_phases(target, draft, prompt_row[None], [(n * len(groups), seed) for n, seed in phases], length, groups, tally)
 
         counts, looked = self._counts(ctx, laws, share, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
         return self._decide(
@@ -338,8 +355,8 @@ class LoopCheck(Check):
         share = ctx.alpha / len(laws)
         tally = LoopTally(vocab, pairs=True, law=laws)
 
-        def draw(rows: int, seed: int) -> np.ndarray:
-            return ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, length, [group], seed, tally)
+        def draw(phases: list[tuple[int, int]]) -> Generator[np.ndarray, None, None]:
+            return ctx.tally_phases(target, draft, torch.ones((1, 1), dtype=torch.int64), phases, length, [group], tally)
 
         counts, looked = self._counts(ctx, laws, share, ctx.max_samples, draw)
         return self._decide(
@@ -348,31 +365,37 @@ class LoopCheck(Check):
         )
 
     def _counts(
-        self, ctx: LoopContext, laws: np.ndarray, share: float, cap: int, draw: Callable[[int, int], np.ndarray],
+        self, ctx: LoopContext, laws: np.ndarray, share: float, cap: int, draw: Callable[[list[tuple[int, int]]], Generator[np.ndarray, None, None]],
     ) -> tuple[np.ndarray, _Looked | None]:
-        """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(n, seed)`` adds ``n``
-        samples to every decision (a law group's rows, or one generation's positions).
+        """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(phases)`` yields, for
+        each phase ``(n, seed)`` in turn, the counts of ``n`` more samples of every decision (a law
+        group's rows, or one generation's positions).
 
         At a ``--tv`` budget whose decisions are not capped, the experiment runs in phases with
         futility looks between them (:class:`~specverify.stats.FutilityPlan`), and stops where
         every decision's look says so.  Every phase is the same experiment (the same groups in
         the same heterogeneous batch), so a deviation that depends on the batch is in every
         phase; phases are seeded by (run seed, check, phase), so the counts are the same for any
-        worker count.
+        worker count.  The phases are one stream of units (:meth:`LoopContext.tally_phases`): the
+        workers draw the next phase while a look is taken, and what a stopping look left unread
+        is dropped.
         """
         df = max(1, int(((laws > 0).sum(axis=1) - 1).max()))  # the largest law's: every decision draws as many
         plan = FutilityPlan(ctx.tv, df, share, ctx.power)
         if not ctx.cap_per_decision or plan.final_samples > cap:  # a fixed sample, as large as the cap allows
             n = min(samples_needed(ctx.tv, df, share, ctx.power), cap)
-            return np.asarray(draw(n, ctx.seed_for(self.id, "loop")), dtype=np.int64), None
-        counts, done = np.zeros(laws.shape, dtype=np.int64), 0
-        for phase, samples in enumerate(plan.look_samples):
-            counts += draw(samples - done, ctx.seed_for(self.id, "loop", phase))
-            done = samples
-            looks = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
-            if all(plan.futile(test, law) for test, law in zip(looks, laws)):
-                return counts, _Looked(plan, done)
-        counts += draw(plan.final_samples - done, ctx.seed_for(self.id, "loop", len(plan.looks)))
+            with contextlib.closing(draw([(n, ctx.seed_for(self.id, "loop"))])) as fixed:
+                return np.asarray(next(fixed), dtype=np.int64), None
+        ends = [*plan.look_samples, plan.final_samples]
+        phases = [(end - start, ctx.seed_for(self.id, "loop", phase)) for phase, (start, end) in enumerate(zip([0, *ends], ends))]
+        counts = np.zeros(laws.shape, dtype=np.int64)
+        with contextlib.closing(draw(phases)) as drawn:
+            for phase, (done, part) in enumerate(zip(plan.look_samples, drawn)):  # the looks first: zip leaves the final phase unread
+                counts += part
+                looks = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
+                if all(plan.futile(test, law) for test, law in zip(looks, laws)):
+                    return counts, _Looked(plan, done)
+            counts += next(drawn)
         return counts, _Looked(plan, None)
 
     def _decide(
