@@ -275,3 +275,32 @@ def test_a_bug_found_beyond_its_declared_reach_meets_and_is_no_false_alarm():
     text = render_markdown([beyond, within, row("lossy", truth=None)], "standard")
     assert "lossy (found beyond its declared reach)" in text and "**FALSE ALARM**" in text
     assert "false alarms: 1 in 1 runs of correct samplers" in text  # the two lossy members are not correct samplers
+
+
+def test_at_a_tv_budget_the_shape_fit_stops_passing_shapes_at_futility_looks_and_still_claims_the_tv():
+    """A shape's experiment spans several units at TV 0.006 (a look waits for the unit that passes
+    it): a conforming sampler's shapes stop early, the claim is still the asked TV's, and the same
+    result comes from two workers."""
+    tv, results = 0.006, []
+    for workers in (1, 2):
+        isolation = "in-process" if workers == 1 else "process"  # several workers run isolated
+        result = specverify.check(REFERENCE, tv=tv, select=["fit.every-shape*"], isolation=isolation, workers=workers, seed=3)
+        (check,) = result.checks
+        shapes = check.evidence["futility_by_shape"]
+        assert check.status == "pass" and tv <= check.min_detectable_tv <= tv * 1.15, check.message
+        assert len(shapes) == len(check.evidence["shapes"]) and all(s["stopped_at"] is None or s["stopped_at"] < s["final"] for s in shapes)
+        assert sum(s["stopped_at"] is not None for s in shapes) >= len(shapes) // 2  # under the null most stop at a look
+        assert check.samples == sum(s["stopped_at"] or s["final"] for s in shapes) < 0.8 * sum(s["final"] for s in shapes)
+        assert "futility looks stopped" in check.message
+        results.append({k: v for k, v in check.to_json().items() if k != "duration_s"})
+    assert results[0] == results[1]
+
+
+def test_at_a_tv_budget_a_shape_fit_failure_is_not_stopped_by_a_look():
+    from specverify.zoo import ZOO
+
+    result = specverify.check(ZOO["lossy-at-four-drafts"], tv=0.006, select=["fit.every-shape*"], isolation="in-process", seed=3)
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4"), check.message
+    failing = [s for s, (k, _) in zip(check.evidence["futility_by_shape"], check.evidence["shapes"]) if k == 4]
+    assert any(s["stopped_at"] is None for s in failing)  # the failing shape ran to its final sample

@@ -175,14 +175,16 @@ def test_a_loops_phases_are_one_stream_of_units_each_counted_as_it_would_be_alon
         assert all(np.array_equal(a, b) for a, b in zip(streamed, alone))
 
 
-class _Counting:
-    """A pool member that counts the units it ran, each taking a little while."""
+class _Gated:
+    """A pool member whose units from 3 on wait, once started, until the map is left."""
 
-    def __init__(self, ran: list[int]) -> None:
-        self.ran = ran
+    def __init__(self, ran: list[int], started: threading.Semaphore, gate: threading.Event) -> None:
+        self.ran, self.started, self.gate = ran, started, gate
 
     def unit(self, work, unit, there):
-        threading.Event().wait(0.02)
+        if unit >= 3:
+            self.started.release()
+            assert self.gate.wait(timeout=60)
         self.ran.append(unit)
         return UnitDone(unit, None, {})
 
@@ -190,14 +192,27 @@ class _Counting:
         pass
 
 
-def test_leaving_a_map_early_drops_the_units_not_yet_started():
-    ran: list[int] = []
-    pool = LocalPool([_Counting(ran), _Counting(ran)])
+def test_leaving_a_map_early_drops_the_units_not_yet_started(monkeypatch):
+    import types
+
+    from specverify._calling import pool as pool_module
+
+    ran, started, gate = [], threading.Semaphore(0), threading.Event()
+
+    class _Left(threading.Event):  # the map's "left" flag: its running units go on once it is set
+        def set(self) -> None:
+            super().set()
+            gate.set()
+
+    monkeypatch.setattr(pool_module, "threading", types.SimpleNamespace(Event=_Left))
+    pool = LocalPool([_Gated(ran, started, gate), _Gated(ran, started, gate)])
     landed = pool.map(None, range(100))
-    assert [next(landed).result for _ in range(3)] == [0, 1, 2]
-    landed.close()  # units 3 and 4 may be running (one a worker); the rest in flight are dropped unrun
-    assert {0, 1, 2} <= set(ran) and len(ran) <= 3 + pool.size and max(ran) < 3 + pool.depth
-    assert [d.result for d in pool.map(None, range(4))] == [0, 1, 2, 3]  # the pool goes on as before
+    assert [next(landed).result for _ in range(3)] == [0, 1, 2]  # units 3-5 in flight: two running, one waiting for a worker
+    assert started.acquire(timeout=60) and started.acquire(timeout=60)
+    landed.close()
+    assert sorted(ran)[:3] == [0, 1, 2] and len(ran) == 5  # the two running finished; the third never started
+    monkeypatch.undo()
+    assert [d.result for d in pool.map(None, range(3))] == [0, 1, 2]  # the pool goes on as before
     pool.close()
 
 

@@ -30,10 +30,11 @@ from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ..stats import gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
+from ..stats import FutilityPlan, gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
 from ._base import Check, Context, Decision, check_id, fault_result, law_verdict, step_cases_code
 from ._fixtures import random_step_batch, random_table_model
+from ._looks import FutilityLooks
 from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
@@ -267,6 +268,11 @@ def _decision_evidence(
     return entry
 
 
+def _positions(grid: np.ndarray) -> np.ndarray:
+    """``[K + 1, V]``: each position's marginal of a ``(V,) * (K + 1)`` grid of completed sequences."""
+    return np.stack([grid.sum(axis=tuple(a for a in range(grid.ndim) if a != i)) for i in range(grid.ndim)])
+
+
 def _decode(code: int, vocab: int, length: int) -> tuple[int, ...]:
     tokens = []
     for _ in range(length):
@@ -320,20 +326,26 @@ class EveryShapeCheck(Check):
         power = ctx.budget.power
         worst: dict[str, Any] | None = None
         claim, total = 0.0, 0
+        looked: list[FutilityLooks] = []
         try:
             for k, vocab in shapes:
                 model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
                 joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
-                laws = np.stack([joint.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])
-                df = int((laws > 0).sum(axis=1).max()) - 1
-                samples = max(1, min(samples_needed(ctx.budget.tv, max(df, 1), share, power), ctx.budget.decision_cap(len(shapes))))
-                tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab))
-                grid = tally.completed.reshape((vocab,) * (k + 1))
-                observed = np.stack([grid.sum(axis=tuple(a for a in range(k + 1) if a != i)) for i in range(k + 1)])
+                laws = _positions(joint)
+                df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
+                # a --tv budget's shape looks for futility after the units that pass each look (when its plan fits the cap)
+                plan, cap = FutilityPlan(ctx.budget.tv, df, share, power), ctx.budget.decision_cap(len(shapes))
+                looks = FutilityLooks(plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d)) if ctx.budget.cap_per_decision and plan.final_samples <= cap else None
+                samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, power), cap))
+                stop = None if looks is None else lambda tally: looks(_positions(tally.completed.reshape(joint.shape)))
+                tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab), stop=stop)
+                observed = _positions(tally.completed.reshape(joint.shape))
                 total += tally.samples
+                if looks is not None:
+                    looked.append(looks)
                 for i in range(k + 1):
                     gof = gof_test(observed[i], laws[i], alpha=share, random_state=ctx.seed_for(self.id, "mc", k, vocab, i))
-                    claim = max(claim, gof.min_detectable_tv(share, power))
+                    claim = max(claim, gof.min_detectable_tv(share, power) if looks is None else plan.claim(gof, laws[i]))
                     if worst is None or gof.pvalue < worst["gof"].pvalue:
                         worst = {
                             "gof": gof, "k": k, "vocab": vocab, "position": i, "observed": observed[i], "law": laws[i], "model": model,
@@ -359,6 +371,8 @@ class EveryShapeCheck(Check):
             "expected": np.atleast_2d(expected).tolist(),
             "outcome_labels": [str(t) for t in range(worst["vocab"])],
         }
+        if looked:
+            evidence["futility_by_shape"] = [looks.record() for looks in looked]
         common = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=total, min_detectable_tv=claim)
         if pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(worst["observed"], worst["law"], random_state=0))
@@ -380,6 +394,9 @@ class EveryShapeCheck(Check):
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
         message = f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} positions: each follows the target's law"
+        if looked:
+            stopped = sum(looks.stopped_at is not None for looks in looked)
+            message += f"; futility looks stopped {stopped} of {len(looked)} shapes early"
         return CheckResult(**common, status=status, message=message, evidence=evidence)
 
 

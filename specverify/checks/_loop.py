@@ -32,7 +32,7 @@ import torch
 from .._budgets import decision_cap
 from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
 from .._warps.declared import DeclaredWarp, declared_warp
-from .._evidence import Evidence, FutilityRecord, tv_record
+from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
@@ -44,6 +44,7 @@ from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
+from ._looks import FutilityLooks
 
 __all__ = ["REACH", "LoopCheck", "LoopContext", "LoopTally", "LoopUnit", "generate", "loop_battery", "loop_parameters", "tally_generations"]
 
@@ -366,7 +367,7 @@ class LoopCheck(Check):
 
     def _counts(
         self, ctx: LoopContext, laws: np.ndarray, share: float, cap: int, draw: Callable[[list[tuple[int, int]]], Generator[np.ndarray, None, None]],
-    ) -> tuple[np.ndarray, _Looked | None]:
+    ) -> tuple[np.ndarray, FutilityLooks | None]:
         """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(phases)`` yields, for
         each phase ``(n, seed)`` in turn, the counts of ``n`` more samples of every decision (a law
         group's rows, or one generation's positions).
@@ -389,19 +390,19 @@ class LoopCheck(Check):
         ends = [*plan.look_samples, plan.final_samples]
         phases = [(end - start, ctx.seed_for(self.id, "loop", phase)) for phase, (start, end) in enumerate(zip([0, *ends], ends))]
         counts = np.zeros(laws.shape, dtype=np.int64)
+        looks = FutilityLooks(plan, laws, lambda look, d: ctx.seed_for(self.id, "look", look, d))
         with contextlib.closing(draw(phases)) as drawn:
-            for phase, (done, part) in enumerate(zip(plan.look_samples, drawn)):  # the looks first: zip leaves the final phase unread
+            for _, part in zip(plan.look_samples, drawn):  # the looks first: zip leaves the final phase unread
                 counts += part
-                looks = (gof_test(counts[d], laws[d], alpha=share, random_state=ctx.seed_for(self.id, "look", phase, d)) for d in range(len(laws)))
-                if all(plan.futile(test, law) for test, law in zip(looks, laws)):
-                    return counts, _Looked(plan, done)
+                if looks(counts):
+                    return counts, looks
             counts += next(drawn)
-        return counts, _Looked(plan, None)
+        return counts, looks
 
     def _decide(
         self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
         *, generations: int, counted: str | None = None, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
-        looked: _Looked | None = None,
+        looked: FutilityLooks | None = None,
     ) -> CheckResult:
         """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
         (``counted``: what was tallied from them, where that is not one outcome a generation);
@@ -445,23 +446,6 @@ class LoopCheck(Check):
         if looked is not None:
             message += f"; {looked.text()}"
         return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Looked:
-    """What an experiment's futility looks did: its plan, and the samples a decision had where a
-    look stopped them all (``None``: they ran to the final sample)."""
-
-    plan: FutilityPlan
-    stopped_at: int | None
-
-    def record(self) -> FutilityRecord:
-        return {"looks": list(self.plan.look_samples), "final": self.plan.final_samples, "stopped_at": self.stopped_at}
-
-    def text(self) -> str:
-        if self.stopped_at is None:
-            return f"no futility look stopped it (each decision ran to {self.plan.final_samples:,})"
-        return f"stopped early by a futility look (at {self.stopped_at:,} of {self.plan.final_samples:,} a decision)"
 
 
 def _forbidden(

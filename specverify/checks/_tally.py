@@ -366,18 +366,23 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
 setattr(tally_model, "streamed", tally_models)  # noqa: B010 - the form a pool streams units of this work by (specverify._calling.pool)
 
 
-def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int) -> ModelTally:
+def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int, *, stop: Callable[[ModelTally], bool] | None = None) -> ModelTally:
     """Draw drafts from the case's draft model, run the sampler, complete with the target: in units
-    on the run's workers (each unit's three streams derive from its own seed)."""
+    on the run's workers (each unit's three streams derive from its own seed).
+
+    ``stop`` is asked after every unit, in unit order, with the tally so far, whether to stop early
+    (a futility look, :class:`~specverify.checks._looks.FutilityLooks`)."""
     dtype = ctx.dtype_for(case.precision)
     spans = unit_spans(samples)
     seeds = [unit_seed(seed, i) for i, _, _ in spans]
     # each stream from the unit's seed alone (not the run's): a repro given ``seed`` draws the same rows
-    units = (ModelUnit(case, stop - start, derive_seed(s, "harness"), derive_seed(s, "completion"), s, dtype) for s, (_, start, stop) in zip(seeds, spans))
+    units = (ModelUnit(case, end - start, derive_seed(s, "harness"), derive_seed(s, "completion"), s, dtype) for s, (_, start, end) in zip(seeds, spans))
     total = _no_tally(case)
-    for (_, start, stop), part in zip(spans, ctx.units(tally_model, units)):
+    for (_, start, end), part in zip(spans, ctx.units(tally_model, units)):
         total += part
-        ctx.advance(stop - start)
+        ctx.advance(end - start)
+        if stop is not None and stop(total):
+            break
     return total
 
 
