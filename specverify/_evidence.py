@@ -183,6 +183,7 @@ class DepthRecord(TypedDict):
     deep_examples: int  # cases tested again at the budget's TV
     deep_claim: float | None  # the TV the deep tests detect: the decision's claim
     deep_samples: int  # samples the deep tests drew
+    deep_stopped: int  # deep tests a futility look ended early (a passing case, at a --tv budget)
 
 
 class AdjacentRows(TypedDict):
@@ -317,7 +318,7 @@ class Evidence(TypedDict, total=False):
     shapes: list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
     group_pvalues: list[float]  # loop: each group's p-value
     groups: list[str]  # loop: what each group (row of ``observed``) is
-    futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, where a look stopped the experiment
+    futility: FutilityRecord  # loop, and fit.conditional's deep tests, at a --tv budget: the looks, the final sample, where a look stopped the experiment
     futility_by_shape: list[FutilityRecord]  # fit.every-shape at a --tv budget: each shape's experiment, in the order of ``shapes``
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated

@@ -304,3 +304,13 @@ def test_at_a_tv_budget_a_shape_fit_failure_is_not_stopped_by_a_look():
     assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4"), check.message
     failing = [s for s, (k, _) in zip(check.evidence["futility_by_shape"], check.evidence["shapes"]) if k == 4]
     assert any(s["stopped_at"] is None for s in failing)  # the failing shape ran to its final sample
+
+
+def test_at_a_tv_budget_the_depth_tiers_passing_tests_stop_at_futility_looks_and_still_claim_the_tv():
+    tv = 0.006
+    result = specverify.check(REFERENCE, tv=tv, select=["fit.conditional[[]random]"], isolation="in-process", seed=1)
+    (check,) = result.checks
+    depth = check.evidence["depth"]
+    assert check.status == "pass" and tv <= check.min_detectable_tv <= tv * 1.15, check.message
+    assert depth["deep_examples"] >= 2 and depth["deep_stopped"] >= 1, depth  # under the null most stop at a look
+    assert f"({depth['deep_stopped']} ended early by a futility look)" in check.message

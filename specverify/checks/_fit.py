@@ -29,6 +29,7 @@ from .._cases import ModelCase, StepCase
 from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record
 from .._result import CheckResult
+from .._seeds import derive_seed
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
@@ -82,22 +83,31 @@ class StepLawCheck(Check):
             share = fixed_alpha / len(cases)
             df = int(((laws > 0).sum(axis=1) - 1).max())
             rows = plan_samples(ctx, df, share, groups=len(cases))
+            power = ctx.budget.stage_power
+            # the depth tier's test at a --tv budget also ends a passing case early (futility looks,
+            # at the first unit boundary past each); its claim is then the whole procedure's
+            plan = FutilityPlan(ctx.budget.tv, max(df, 1), share, power)
+            looks = None
+            if stage == "deep" and ctx.budget.cap_per_decision and plan.final_samples <= ctx.budget.decision_cap(len(cases)):
+                looks, rows = FutilityLooks(plan, laws, lambda look, g: derive_seed(seed, "look", look, g)), plan.final_samples
             drawn[(fingerprint, seed)] = rows
             threshold = math.log(2.0 / alpha)
             log_e = [0.0]
 
             def stop(counts_so_far: np.ndarray) -> bool:
                 log_e[0] = float(mixture_log_e_value(counts_so_far, laws, ctx.budget.tv))
-                return log_e[0] >= threshold
+                return log_e[0] >= threshold or (looks is not None and looks(counts_so_far))
 
             counts = step_counts(ctx, cases, rows, seed, stop=stop if sequential else None)
-            power = ctx.budget.stage_power
             tests = [gof_test(counts[g], laws[g], alpha=share, random_state=seed + g) for g in range(len(cases))]
             worst = min(range(len(cases)), key=lambda g: tests[g].pvalue)
             pvalue = min(1.0, tests[worst].pvalue * len(cases))
             if sequential:  # Bonferroni over the fixed test and the e-value (1/e is a valid p-value)
                 pvalue = min(1.0, 2 * pvalue, 2 * math.exp(-min(log_e[0], 700.0)))
-            claim = max(t.min_detectable_tv(share, power) for t in tests)
+            if looks is None:
+                claim = max(t.min_detectable_tv(share, power) for t in tests)
+            else:
+                claim = max(plan.claim(t, laws[g]) for g, t in enumerate(tests))
             if stage != "confirm":
                 confirm_share = confirm_alpha / len(cases)
                 planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
@@ -119,7 +129,9 @@ class StepLawCheck(Check):
             if sequential:
                 evidence["tv"] = tv_record(tv_estimate(counts[worst], laws[worst], random_state=seed))
                 evidence["log_e_value"] = log_e[0]
-                evidence["stopped_early"] = bool(counts.sum() < rows * len(cases))
+                evidence["stopped_early"] = bool(counts.sum() < rows * len(cases)) and (looks is None or looks.stopped_at is None)  # by the e-value
+            if looks is not None:
+                evidence["futility"] = looks.record()
             return Outcome({self.id: pvalue}, int(counts.sum()), {self.id: claim}, {self.id: evidence})
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, _fingerprint_cases)

@@ -461,7 +461,13 @@ def _depth_record(depth: Depth, screens: list[Outcome], ids: list[str]) -> Depth
         "deep_examples": len(depth.outcomes),
         "deep_claim": worst(depth.outcomes),
         "deep_samples": sum(o.samples for o in depth.outcomes),
+        "deep_stopped": _stopped(depth.outcomes),
     }
+
+
+def _stopped(outcomes: list[Outcome]) -> int:
+    """How many of these tests a futility look ended early (evidence ``futility``)."""
+    return sum(any("futility" in e and e["futility"]["stopped_at"] is not None for e in o.evidence.values()) for o in outcomes)
 
 
 def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tuple[str, str]:
@@ -479,9 +485,10 @@ def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tu
     if claim > ctx.budget.ceiling_tv:
         return "inconclusive", f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
     if found.depth is not None:
+        stopped = _stopped(found.depth.outcomes)
         return "pass", (
             f"{found.examples} cases screened at TV {found.depth.coverage_tv:g}, the {len(found.depth.outcomes)} largest "
-            f"tested again at TV {ctx.budget.tv:g}; no deviation found"
+            f"tested again at TV {ctx.budget.tv:g}; no deviation found" + (f" ({stopped} ended early by a futility look)" if stopped else "")
         )
     return "pass", f"{found.examples} cases, no deviation found"
 
