@@ -196,8 +196,12 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: A run JSON's keys that differ between two runs of one seed by nature (when and how fast it ran,
-#: on what, with how many workers): everything else a rerun of the seed must reproduce.
-VOLATILE_KEYS = frozenset({"duration_s", "started", "finished_at", "timing", "sampler_seconds", "versions", "platform", "workers", "worker_starts"})
+#: on what, with how many workers; the sampler's own counters, since several workers run units
+#: ahead and a stop drops those not started but not those running): everything else, every
+#: check's samples and counts included, a rerun of the seed must reproduce.
+VOLATILE_KEYS = frozenset({
+    "duration_s", "started", "finished_at", "timing", "sampler_seconds", "sampler_rows", "sampler_calls", "versions", "platform", "workers", "worker_starts",
+})
 
 
 def reproducible(value: Any) -> Any:
