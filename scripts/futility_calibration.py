@@ -81,7 +81,7 @@ def limit_cost(
         final, fixed = final + plan.final_samples, fixed + samples_needed(tv, df, alpha, power)
         steps = rng.standard_normal((runs, t.size, df)) * np.sqrt(np.diff(t, prepend=0.0))[None, :, None]
         statistic = (np.cumsum(steps, axis=1) ** 2).sum(axis=-1) / t
-        futile &= statistic < np.array([plan.bound(round(f * plan.final_samples), df) for f in t])
+        futile &= statistic < np.array([plan.bound(samples, df) for samples in plan.look_samples])
     stopped = np.where(futile.any(axis=1), futile.argmax(axis=1), t.size)
     return float(final * np.append(t, 1.0)[stopped].mean() / fixed), final / fixed
 
