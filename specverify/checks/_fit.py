@@ -82,15 +82,11 @@ class StepLawCheck(Check):
             fixed_alpha = alpha / 2 if sequential else alpha
             share = fixed_alpha / len(cases)
             df = int(((laws > 0).sum(axis=1) - 1).max())
-            rows = plan_samples(ctx, df, share, groups=len(cases))
             power = ctx.budget.stage_power
-            # the depth tier's test at a --tv budget also ends a passing case early (futility looks,
-            # at the first unit boundary past each); its claim is then the whole procedure's
+            # the depth tier's test also ends a passing case early (futility looks; the claim is then the whole procedure's)
             plan = FutilityPlan(ctx.budget.tv, max(df, 1), share, power)
-            looks = None
-            if stage == "deep" and ctx.budget.cap_per_decision and plan.final_samples <= ctx.budget.decision_cap(len(cases)):
-                looks, rows = FutilityLooks(plan, laws, lambda look, g: derive_seed(seed, "look", look, g)), plan.final_samples
-            drawn[(fingerprint, seed)] = rows
+            looks = FutilityLooks.at_budget(ctx.budget, plan, laws, lambda look, g: derive_seed(seed, "look", look, g)) if stage == "deep" else None
+            rows = drawn[(fingerprint, seed)] = plan_samples(ctx, df, share, groups=len(cases)) if looks is None else plan.final_samples
             threshold = math.log(2.0 / alpha)
             log_e = [0.0]
 
@@ -104,10 +100,7 @@ class StepLawCheck(Check):
             pvalue = min(1.0, tests[worst].pvalue * len(cases))
             if sequential:  # Bonferroni over the fixed test and the e-value (1/e is a valid p-value)
                 pvalue = min(1.0, 2 * pvalue, 2 * math.exp(-min(log_e[0], 700.0)))
-            if looks is None:
-                claim = max(t.min_detectable_tv(share, power) for t in tests)
-            else:
-                claim = max(plan.claim(t, laws[g]) for g, t in enumerate(tests))
+            claim = max(t.min_detectable_tv(share, power) if looks is None else plan.claim(t, laws[g]) for g, t in enumerate(tests))
             if stage != "confirm":
                 confirm_share = confirm_alpha / len(cases)
                 planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
@@ -345,10 +338,10 @@ class EveryShapeCheck(Check):
                 joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
                 laws = _positions(joint)
                 df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
-                # a --tv budget's shape looks for futility after the units that pass each look (when its plan fits the cap)
-                plan, cap = FutilityPlan(ctx.budget.tv, df, share, power), ctx.budget.decision_cap(len(shapes))
-                looks = FutilityLooks(plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d)) if ctx.budget.cap_per_decision and plan.final_samples <= cap else None
-                samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, power), cap))
+                # a --tv budget's shape looks for futility after the units that pass each look
+                plan = FutilityPlan(ctx.budget.tv, df, share, power)
+                looks = FutilityLooks.at_budget(ctx.budget, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
+                samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, power), ctx.budget.decision_cap(len(shapes))))
                 stop = None if looks is None else lambda tally: looks(_positions(tally.completed.reshape(joint.shape)))
                 tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab), stop=stop)
                 observed = _positions(tally.completed.reshape(joint.shape))

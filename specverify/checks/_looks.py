@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._budgets import Budget
 from .._evidence import FutilityRecord
 from ..stats import FutilityPlan, gof_test
 
@@ -47,6 +48,14 @@ class FutilityLooks:
             self.stopped_at = samples
             return True
         return False
+
+    @classmethod
+    def at_budget(cls, budget: Budget, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int]) -> FutilityLooks | None:
+        """The looks of an experiment sized by ``plan``, at a ``--tv`` budget (whose decisions are
+        not capped) where the plan's final sample fits the cap; ``None`` otherwise (the fixed design)."""
+        if not budget.cap_per_decision or plan.final_samples > budget.decision_cap():
+            return None
+        return cls(plan, laws, seed)
 
     def record(self) -> FutilityRecord:
         return {"looks": list(self.plan.look_samples), "final": self.plan.final_samples, "stopped_at": self.stopped_at}
