@@ -4,13 +4,16 @@ and a run stopped before it starts when its estimate is over ``--max-time``."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 import specverify
+from specverify._calling.pool import UNIT_ROWS
 from specverify._budgets import BUDGETS, MAX_SAMPLES_CAP, budget_for_tv, resolve_budget
 from specverify._cli import main
 from specverify.errors import UsageError
+from specverify.report import reproducible
 
 REFERENCE = "specverify.samplers:reference"
 ONE_FIT = "fit.conditional[random]"
@@ -287,8 +290,10 @@ def test_at_a_tv_budget_the_shape_fit_stops_passing_shapes_at_futility_looks_and
         result = specverify.check(REFERENCE, tv=tv, select=["fit.every-shape*"], isolation=isolation, workers=workers, seed=3)
         (check,) = result.checks
         shapes = check.evidence["futility_by_shape"]
-        assert check.status == "pass" and tv <= check.min_detectable_tv <= tv * 1.15, check.message
-        assert len(shapes) == len(check.evidence["shapes"]) and all(s["stopped_at"] is None or s["stopped_at"] < s["final"] for s in shapes)
+        assert check.status == "pass" and check.min_detectable_tv <= tv * 1.15, check.message
+        assert len(shapes) == len(check.evidence["shapes"]) and all(s is not None for s in shapes)
+        for s in shapes:  # a look waits for the unit that passes it: a stop is at a unit's end, at or past the first look
+            assert s["stopped_at"] is None or (s["stopped_at"] % UNIT_ROWS == 0 and s["stopped_at"] >= s["looks"][0]), s
         assert sum(s["stopped_at"] is not None for s in shapes) >= len(shapes) // 2  # under the null most stop at a look
         assert check.samples == sum(s["stopped_at"] or s["final"] for s in shapes) < 0.8 * sum(s["final"] for s in shapes)
         assert "futility looks stopped" in check.message
@@ -302,15 +307,21 @@ def test_at_a_tv_budget_a_shape_fit_failure_is_not_stopped_by_a_look():
     result = specverify.check(ZOO["lossy-at-four-drafts"], tv=0.006, select=["fit.every-shape*"], isolation="in-process", seed=3)
     (check,) = result.checks
     assert check.status == "fail" and check.finding == "loss" and check.evidence["where"].startswith("K=4"), check.message
-    failing = [s for s, (k, _) in zip(check.evidence["futility_by_shape"], check.evidence["shapes"]) if k == 4]
-    assert any(s["stopped_at"] is None for s in failing)  # the failing shape ran to its final sample
+    vocab = int(re.match(r"K=4, V=(\d+),", check.evidence["where"]).group(1))
+    (failing,) = [s for s, shape in zip(check.evidence["futility_by_shape"], check.evidence["shapes"]) if shape == [4, vocab]]
+    assert failing["stopped_at"] is None  # the failing shape ran to its final sample, which its repro draws
+    assert f"samples={failing['final']}," in check.evidence["repro"]
 
 
 def test_at_a_tv_budget_the_depth_tiers_passing_tests_stop_at_futility_looks_and_still_claim_the_tv():
-    tv = 0.006
-    result = specverify.check(REFERENCE, tv=tv, select=["fit.conditional[[]random]"], isolation="in-process", seed=1)
-    (check,) = result.checks
-    depth = check.evidence["depth"]
-    assert check.status == "pass" and tv <= check.min_detectable_tv <= tv * 1.15, check.message
-    assert depth["deep_examples"] >= 2 and depth["deep_stopped"] >= 1, depth  # under the null most stop at a look
-    assert f"({depth['deep_stopped']} ended early by a futility look)" in check.message
+    tv, results = 0.006, []
+    for workers in (1, 2):
+        isolation = "in-process" if workers == 1 else "process"
+        result = specverify.check(REFERENCE, tv=tv, select=["fit.conditional[[]random]"], isolation=isolation, workers=workers, seed=1)
+        (check,) = result.checks
+        depth = check.evidence["depth"]
+        assert check.status == "pass" and check.min_detectable_tv <= tv * 1.15, check.message
+        assert depth["deep_examples"] >= 2 and depth["deep_stopped"] >= 1, depth  # under the null most stop at a look
+        assert f"({depth['deep_stopped']} ended early by a futility look)" in check.message
+        results.append(reproducible(check.to_json()))
+    assert results[0] == results[1]

@@ -160,17 +160,27 @@ def test_loop_tallies_are_the_counts_of_the_generations_for_any_worker_count():
 
 def test_a_loops_phases_are_one_stream_of_units_each_counted_as_it_would_be_alone():
     from specverify._loop import MarkovLM
-    from specverify.checks._loop import LoopTally
+    from specverify.checks._loop import LoopTally, _params, loop_parameters
 
     gen = torch.Generator().manual_seed(6)
     target, draft = (MarkovLM(torch.randn(4, 4, generator=gen), (0,)) for _ in range(2))
     groups, tally = [{"temperature": 0.8}, {}], LoopTally(4, False, np.ones((2, 64)), groups=2)
     phases = [(UNIT_ROWS + 301, 11), (0, 12), (2 * UNIT_ROWS, 13), (77, 14)]  # several units, none, a short one
     prompt = torch.ones((1, 1), dtype=torch.int64)
+    names = loop_parameters(loop_reference)
+    alone = []  # each phase generated on its own, untallied, and its tokens counted here
+    ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=1, seed=0, alpha=0.0, pool=SerialPool(loop_reference))
+    for rows, seed in phases:
+        if rows == 0:
+            alone.append(np.zeros((2, 64), dtype=np.int64))
+            continue
+        which = torch.arange(rows) % 2
+        out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=seed)
+        code = (out * torch.tensor([16, 4, 1])).sum(-1)
+        alone.append(np.stack([np.bincount(code[which == g].numpy(), minlength=64) for g in range(2)]))
     for pool in (SerialPool(loop_reference), LocalPool([loop_reference, loop_reference])):
         ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=1, seed=0, alpha=0.0, pool=pool)
         streamed = list(ctx.tally_phases(target, draft, prompt, phases, 3, groups, tally))
-        alone = [ctx.tally(target, draft, prompt, rows, 3, groups, seed, tally) for rows, seed in phases]
         assert [int(c.sum()) for c in streamed] == [rows for rows, _ in phases]
         assert all(np.array_equal(a, b) for a, b in zip(streamed, alone))
 

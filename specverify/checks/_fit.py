@@ -106,7 +106,7 @@ class StepLawCheck(Check):
                 planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
                 claim = max(claim, min_detectable_tv(planned, max(df, 1), confirm_share, power))
             vocab_size = cases[0].vocab_size
-            expected = laws * rows
+            expected = laws * counts.sum(axis=1, keepdims=True)  # a sequential or futility stop drew fewer than rows
             evidence: Evidence = {
                 "test": tests[worst].method,
                 "df": tests[worst].df,
@@ -331,7 +331,7 @@ class EveryShapeCheck(Check):
         power = ctx.budget.power
         worst: dict[str, Any] | None = None
         claim, total = 0.0, 0
-        looked: list[FutilityLooks] = []
+        looked: list[FutilityLooks | None] = []  # each shape's looks (None: its plan exceeds the cap)
         try:
             for k, vocab in shapes:
                 model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
@@ -346,8 +346,7 @@ class EveryShapeCheck(Check):
                 tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab), stop=stop)
                 observed = _positions(tally.completed.reshape(joint.shape))
                 total += tally.samples
-                if looks is not None:
-                    looked.append(looks)
+                looked.append(looks)
                 for i in range(k + 1):
                     gof = gof_test(observed[i], laws[i], alpha=share, random_state=ctx.seed_for(self.id, "mc", k, vocab, i))
                     claim = max(claim, gof.min_detectable_tv(share, power) if looks is None else plan.claim(gof, laws[i]))
@@ -376,8 +375,8 @@ class EveryShapeCheck(Check):
             "expected": np.atleast_2d(expected).tolist(),
             "outcome_labels": [str(t) for t in range(worst["vocab"])],
         }
-        if looked:
-            evidence["futility_by_shape"] = [looks.record() for looks in looked]
+        if any(looked):
+            evidence["futility_by_shape"] = [None if looks is None else looks.record() for looks in looked]
         common = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=total, min_detectable_tv=claim)
         if pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(worst["observed"], worst["law"], random_state=0))
@@ -399,8 +398,8 @@ class EveryShapeCheck(Check):
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
         message = f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} positions: each follows the target's law"
-        if looked:
-            stopped = sum(looks.stopped_at is not None for looks in looked)
+        if any(looked):
+            stopped = sum(looks is not None and looks.stopped_at is not None for looks in looked)
             message += f"; futility looks stopped {stopped} of {len(looked)} shapes early"
         return CheckResult(**common, status=status, message=message, evidence=evidence)
 
