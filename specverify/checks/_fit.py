@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,11 @@ from ._search import Outcome, confirm_level, decisions_from_search, p_text, sear
 from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
 __all__ = ["EveryShapeCheck", "ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
+
+
+def _looks(ctx: Context, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int]) -> FutilityLooks | None:
+    """An experiment's futility looks at this budget (``None``: the fixed design)."""
+    return FutilityLooks.where_uncapped(plan, laws, seed, per_decision=ctx.budget.cap_per_decision, cap=ctx.budget.decision_cap())
 
 
 def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int]:
@@ -85,7 +91,7 @@ class StepLawCheck(Check):
             power = ctx.budget.stage_power
             # the depth tier's test also ends a passing case early (futility looks; the claim is then the whole procedure's)
             plan = FutilityPlan(ctx.budget.tv, max(df, 1), share, power)
-            looks = FutilityLooks.at_budget(ctx.budget, plan, laws, lambda look, g: derive_seed(seed, "look", look, g)) if stage == "deep" else None
+            looks = _looks(ctx, plan, laws, lambda look, g: derive_seed(seed, "look", look, g)) if stage == "deep" else None
             rows = drawn[(fingerprint, seed)] = plan_samples(ctx, df, share, groups=len(cases)) if looks is None else plan.final_samples
             threshold = math.log(2.0 / alpha)
             log_e = [0.0]
@@ -340,7 +346,7 @@ class EveryShapeCheck(Check):
                 df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
                 # a --tv budget's shape looks for futility after the units that pass each look
                 plan = FutilityPlan(ctx.budget.tv, df, share, power)
-                looks = FutilityLooks.at_budget(ctx.budget, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
+                looks = _looks(ctx, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
                 samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, power), ctx.budget.decision_cap(len(shapes))))
                 stop = None if looks is None else lambda tally: looks(_positions(tally.completed.reshape(joint.shape)))
                 tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab), stop=stop)

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._budgets import Budget
 from .._evidence import FutilityRecord
 from ..stats import FutilityPlan, gof_test
 
@@ -50,10 +49,13 @@ class FutilityLooks:
         return False
 
     @classmethod
-    def at_budget(cls, budget: Budget, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int]) -> FutilityLooks | None:
-        """The looks of an experiment sized by ``plan``, at a ``--tv`` budget (whose decisions are
-        not capped) where the plan's final sample fits the cap; ``None`` otherwise (the fixed design)."""
-        if not budget.cap_per_decision or plan.final_samples > budget.decision_cap():
+    def where_uncapped(
+        cls, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int], *, per_decision: bool, cap: int,
+    ) -> FutilityLooks | None:
+        """The looks of an experiment sized by ``plan``, where each decision may draw up to its own
+        ``cap`` (``per_decision``: a ``--tv`` budget) and the plan's final sample fits it; ``None``
+        otherwise: the fixed design, as large as the cap allows."""
+        if not per_decision or plan.final_samples > cap:
             return None
         return cls(plan, laws, seed)
 

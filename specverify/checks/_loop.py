@@ -383,14 +383,14 @@ class LoopCheck(Check):
         """
         df = max(1, int(((laws > 0).sum(axis=1) - 1).max()))  # the largest law's: every decision draws as many
         plan = FutilityPlan(ctx.tv, df, share, ctx.power)
-        if not ctx.cap_per_decision or plan.final_samples > cap:  # a fixed sample, as large as the cap allows
+        looks = FutilityLooks.where_uncapped(plan, laws, lambda look, d: ctx.seed_for(self.id, "look", look, d), per_decision=ctx.cap_per_decision, cap=cap)
+        if looks is None:  # a fixed sample, as large as the cap allows
             n = min(samples_needed(ctx.tv, df, share, ctx.power), cap)
             with contextlib.closing(draw([(n, ctx.seed_for(self.id, "loop"))])) as fixed:
                 return np.asarray(next(fixed), dtype=np.int64), None
         ends = [*plan.look_samples, plan.final_samples]
         phases = [(end - start, ctx.seed_for(self.id, "loop", phase)) for phase, (start, end) in enumerate(zip([0, *ends], ends))]
         counts = np.zeros(laws.shape, dtype=np.int64)
-        looks = FutilityLooks(plan, laws, lambda look, d: ctx.seed_for(self.id, "look", look, d))
         with contextlib.closing(draw(phases)) as drawn:
             for _, part in zip(plan.look_samples, drawn):  # the looks first: zip leaves the final phase unread
                 counts += part
