@@ -145,9 +145,12 @@ def test_the_call_limit_scales_with_speed_and_shortens_after_a_hang():
         ("--timeout", "0", "--timeout must be"),
     ],
 )
-def test_unusable_options_fail_before_anything_runs(flag, value, fragment, capsys):
-    code = main(["check", "isolation_samplers:hangs", flag, value, "--no-progress"])
-    assert code == 2 and fragment in capsys.readouterr().err
+def test_unusable_options_fail_before_anything_runs(flag, value, fragment, tmp_path, capsys):
+    path = tmp_path / "out.json"
+    code = main(["check", "isolation_samplers:hangs", flag, value, "--no-progress", "--json", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not path.exists()  # nothing ran
 
 
 def test_json_naming_a_directory_fails_at_once_and_leaves_nothing(tmp_path, capsys):

@@ -296,15 +296,32 @@ def test_cli_json_is_identical_for_any_worker_count(tmp_path):
     [
         (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
         (["--devices", "cuda:7"], "cuda:7"),
+        (["--device", "cuda:7"], "cuda:7"),
         (["--address", "127.0.0.1:1"], "--executor ray"),
         (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
     ],
 )
 def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
+    _refused(["check", "specverify.samplers:reference", "--no-progress", *options], message, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
+        (["--address", "127.0.0.1:1"], "--executor ray"),
+        (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
+    ],
+)
+def test_a_loops_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
+    _refused(["loop", "specverify.samplers:loop_reference", *options], message, tmp_path, capsys)
+
+
+def _refused(command: list[str], message: str, tmp_path, capsys) -> None:
     from specverify._cli import main
 
     path = tmp_path / "out.json"
-    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--json", str(path), "--no-progress", *options])
+    code = main([*command, "--budget", "quick", "--json", str(path)])
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1

@@ -72,6 +72,27 @@ def ray_usable(address: str | None, seconds: float = 5.0) -> None:
         raise UsageError(f"no Ray cluster could be joined at {address!r}: nothing answers there ({exc.strerror or exc})") from None
 
 
+def _joined_as_asked(ray: Any, address: str | None) -> None:
+    """Ray is already initialised in this process: its cluster is the run's, so a ``host:port``
+    address naming another one is refused rather than silently ignored (a ``ray://`` client
+    address names a proxy, not the cluster's own address, so it cannot be compared).
+
+    Raises:
+        UsageError: ``address`` is not the cluster this process is joined to.
+    """
+    if not address or address == "auto" or "://" in address:
+        return
+    try:
+        current = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - whatever this Ray version does not know
+        current = None
+    if current != address:
+        raise UsageError(
+            f"Ray is already initialised in this process (cluster {current or 'unknown'}), so --address {address!r} "
+            "cannot be joined: leave --address out to run there, or ray.shutdown() first"
+        )
+
+
 class RayPool:
     """``N`` Ray actors, one a GPU where the cluster has GPUs, fed units in order."""
 
@@ -95,7 +116,9 @@ class RayPool:
             import ray
         except ImportError:
             raise UsageError("--executor ray needs Ray: pip install 'specverify[ray]'") from None
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            _joined_as_asked(ray, placement.address)
+        else:
             try:
                 ray.init(address=placement.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - whatever Ray says of an address that does not answer
