@@ -291,28 +291,20 @@ def test_cli_json_is_identical_for_any_worker_count(tmp_path):
     assert reproducible(one) == reproducible(two)
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
-        (["--devices", "cuda:7"], "cuda:7"),
-        (["--device", "cuda:7"], "cuda:7"),
-        (["--address", "127.0.0.1:1"], "--executor ray"),
-        (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
-    ],
-)
+#: Bad worker options a check and a loop refuse alike (a check also takes --device and --devices).
+BAD_WORKER_OPTIONS = [
+    (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
+    (["--address", "127.0.0.1:1"], "--executor ray"),
+    (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), [*BAD_WORKER_OPTIONS, (["--devices", "cuda:7"], "cuda:7"), (["--device", "cuda:7"], "cuda:7")])
 def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
     _refused(["check", "specverify.samplers:reference", "--no-progress", *options], message, tmp_path, capsys)
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (["--workers", "0"], "workers (--workers) must be a whole number of at least 1"),
-        (["--address", "127.0.0.1:1"], "--executor ray"),
-        (["--workers", "2", "--in-process"], "need a sampler that runs isolated"),
-    ],
-)
+@pytest.mark.parametrize(("options", "message"), BAD_WORKER_OPTIONS)
 def test_a_loops_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
     _refused(["loop", "specverify.samplers:loop_reference", *options], message, tmp_path, capsys)
 
