@@ -30,6 +30,30 @@ def test_runs_recorded_by_an_earlier_campaign_are_reused_and_written(script, tmp
     assert script.main(["pkg.mod:sampler", "--budget", "quick", "--seeds", "2", "--runs", str(runs), "--output", str(out)]) == 0
     table = (out / f"{script.slug('pkg.mod:sampler')}-quick.md").read_text()
     assert "2 of 2 runs conformant" in table and "| 1 | conformant | 0 | 3 of 3 | 0.5 | 1.0 | abc1234 |" in table
+    assert "under way" not in table.lower() and json.loads((out / f"{script.slug('pkg.mod:sampler')}-quick.json").read_text())["complete"] is True
+
+
+def test_an_interrupted_campaign_leaves_its_table_as_its_runs_stood_titled_under_way(script, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    real = subprocess.run
+    name = f"{script.slug('pkg.mod:sampler')}-quick"
+
+    def fake_cli(command, *args, **kwargs):
+        if "specverify" not in command:
+            return real(command, *args, **kwargs)  # git, for the commit
+        seed = int(command[command.index("--seed") + 1])
+        if seed == 2:  # the third run is interrupted: the table stands as the first two left it
+            raise KeyboardInterrupt
+        with open(command[command.index("--json") + 1], "w") as f:
+            json.dump({"verdict": "conformant", "checks": [{"id": "fit.x", "status": "pass", "p_value": 0.3}]}, f)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(script.subprocess, "run", fake_cli)
+    assert script.main(["pkg.mod:sampler", "--budget", "quick", "--seeds", "3", "--jobs", "1", "--output", str(out)]) == 130
+    final = (out / f"{name}.md").read_text()
+    assert "over 2 of 3 run seeds (under way)" in final and "1 of 3 seeds not yet run" in final and "| 1 | conformant |" in final
+    record = json.loads((out / f"{name}.json").read_text())
+    assert record["complete"] is False and record["seeds"] == 3 and [r["seed"] for r in record["runs"]] == [0, 1]
 
 
 def test_a_false_alarm_is_listed_and_the_exit_status_says_so(script, tmp_path):
