@@ -19,6 +19,7 @@ def pytest_addoption(parser):
     group.addoption("--specverify-seed", type=int, help="run seed (default 0)")
     group.addoption("--specverify-tv", type=float, metavar="EPS", help="a custom budget sized to detect TV EPS in (0, 1) (the nearest preset's settings, samples scaled by the power analysis)")
     group.addoption("--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
+    group.addoption("--specverify-power", type=float, metavar="P", help="probability that each statistical check detects the budget's TV, in (0, 1) (default 0.99)")
     group.addoption("--specverify-only", action="append", metavar="PATTERN", help="run only checks whose id or family matches (repeatable)")
     group.addoption("--specverify-xfail", metavar="FILE", help="expected failures: one check id (or glob) per line, '# reason' after it")
     group.addoption("--specverify-json", metavar="PATH", help="write the aggregated run result as JSON")

@@ -70,6 +70,8 @@ class Budget:
     coverage_tv: float | None = None
     #: How the budget was derived (a custom ``--tv`` one: from which preset, what was capped); empty for a preset.
     derivation: str = ""
+    #: The preset a custom ``--tv`` budget's settings come from (what repeats it: ``--budget BASE --tv EPS``); empty for a preset.
+    base: str = ""
 
     @property
     def ceiling_tv(self) -> float:
@@ -176,7 +178,7 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
     return preset.with_(
         name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, cap_per_decision=True, shape_tv=shape_tv, shape_volume=volume,
         shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,
-        depth_examples=depth, coverage_tv=coverage,
+        depth_examples=depth, coverage_tv=coverage, base=preset.name,
     )
 
 
@@ -194,13 +196,24 @@ def depth_for(tv: float, examples: int) -> tuple[int, float | None]:
     return max(1, int(examples * (tv / COVERAGE_TV) ** 2)), COVERAGE_TV
 
 
-def resolve_budget(budget: Budget | str = "standard", *, tv: float | None = None, alpha: float | None = None) -> Budget:
+def resolve_budget(budget: Budget | str = "standard", *, tv: float | None = None, alpha: float | None = None, power: float | None = None) -> Budget:
     """The budget a run uses: a preset by name (or a :class:`Budget`), or with ``tv`` one sized for
     it from that preset's settings when a preset other than the default is named, else from the
-    nearest preset; ``alpha`` overrides the family-wise level."""
+    nearest preset; ``alpha`` overrides the family-wise level, ``power`` the probability that each
+    statistical check detects the budget's TV (every sample size follows from it: a lower power
+    draws fewer samples, and every claim states the power it was made at).
+
+    Raises:
+        UsageError: ``tv``, ``alpha`` or ``power`` outside (0, 1).
+    """
+    for flag, value in (("--alpha", alpha), ("--power", power)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1):
+            raise UsageError(f"{flag} must lie in (0, 1), got {value!r}")
     chosen = get_budget(budget) if isinstance(budget, str) else budget
     if tv is not None:
         chosen = budget_for_tv(tv, None if isinstance(budget, str) and budget == "standard" else chosen)
     if alpha is not None:
         chosen = chosen.with_(alpha=alpha)
+    if power is not None:
+        chosen = chosen.with_(power=float(power))
     return chosen

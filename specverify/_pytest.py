@@ -193,7 +193,9 @@ class SpecverifyPlugin:
         self.config = config
         self.spec = spec
         try:
-            self.budget = resolve_budget(budget, tv=config.getoption("specverify_tv"), alpha=config.getoption("specverify_alpha"))
+            self.budget = resolve_budget(
+                budget, tv=config.getoption("specverify_tv"), alpha=config.getoption("specverify_alpha"), power=config.getoption("specverify_power")
+            )
         except ValueError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
         self.seed = config.getoption("specverify_seed") or 0
@@ -293,6 +295,7 @@ def battery(
     only: list[str] | None = None,
     expected_failures: dict[str, str] | None = None,
     tv: float | None = None,
+    power: float | None = None,
 ) -> Callable[[str], None]:
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
@@ -304,7 +307,7 @@ def battery(
     or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
-    chosen = resolve_budget(budget, tv=tv)  # ``tv``: a custom budget sized for it (specverify._budgets.budget_for_tv)
+    chosen = resolve_budget(budget, tv=tv, power=power)  # ``tv``: a custom budget sized for it (specverify._budgets.budget_for_tv)
     # A spec runs in a supervised process of its own; a callable is called in this process.
     sut = load_sut(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
     run = Run(sut, chosen, seed, select=only, spec=spec)

@@ -84,6 +84,7 @@ def check(
     devices: Sequence[str] | None = None,
     executor: str = "local",
     address: str | None = None,
+    power: float | None = None,
 ) -> RunResult:
     """Put a sampler (or a generation loop) through its battery and return the :class:`~specverify.RunResult`.
 
@@ -108,8 +109,7 @@ def check(
             sampler is a spec or a callable importable by name, else in-process with its calls in a
             helper thread under the time limit (a hung call is abandoned, not killed), with the
             reason in ``run["isolation"]``.
-        timeout: seconds one call may take (default: derived from the budget's ``timeout`` and the
-            sampler's measured speed).
+        timeout: seconds one call may take (default: from the budget's ``timeout`` and the sampler's speed).
         on_plan: called with the planned checks before the first runs.
         on_wait: called with ``(seconds, limit)`` while a call is slow (isolated samplers only).
         kind: ``"loop"`` for a generation loop given by its spec (an object says so itself);
@@ -124,6 +124,7 @@ def check(
         executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'specverify[ray]'``)
             on the cluster at ``address``, or on a local one started for the run when it is ``None``.
         address: the Ray cluster's address (``executor="ray"`` only).
+        power: the probability each statistical check detects the budget's TV with (default 0.99).
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, or the device is absent.
@@ -132,7 +133,7 @@ def check(
             unknown ``executor`` or a Ray cluster that cannot be reached.
         Interrupted: Ctrl-C; the JSON holds what finished and the sampler's process is ended.
     """
-    budget = resolve_budget(budget, tv=tv, alpha=alpha)
+    budget = resolve_budget(budget, tv=tv, alpha=alpha, power=power)
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     placement = Placement.of(workers, devices, executor, address, device)  # bad options fail before anything loads
@@ -232,6 +233,7 @@ def check_loop(
     workers: int | None = None,
     executor: str = "local",
     address: str | None = None,
+    power: float | None = None,
 ) -> RunResult:
     """Put a generation loop through the loop family: :func:`check` with ``kind="loop"``.
 
@@ -248,7 +250,7 @@ def check_loop(
     return check(
         loop, budget=budget, seed=seed, alpha=alpha, select=select, isolation=isolation, timeout=timeout,
         on_result=on_result, json_path=json_path, spec=spec, kind="loop", tv=tv, on_cost=on_cost,
-        workers=workers, executor=executor, address=address,
+        workers=workers, executor=executor, address=address, power=power,
     )
 
 

@@ -70,7 +70,7 @@ def test_a_tv_outside_the_unit_interval_is_a_usage_error(tv):
 
 
 @pytest.mark.parametrize("command", ["check", "loop"])
-@pytest.mark.parametrize("flags", [["--tv", "1.5"], ["--tv", "0"], ["--max-time", "0"], ["--max-time", "-3"]])
+@pytest.mark.parametrize("flags", [["--tv", "1.5"], ["--tv", "0"], ["--max-time", "0"], ["--max-time", "-3"], ["--power", "1"], ["--power", "0"]])
 def test_bad_reach_options_are_one_line_and_exit_2(command, flags, capsys, tmp_path):
     json_path = tmp_path / "run.json"
     assert main([command, REFERENCE, *flags, "--json", str(json_path)]) == 2
@@ -78,6 +78,53 @@ def test_bad_reach_options_are_one_line_and_exit_2(command, flags, capsys, tmp_p
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "specverify: error:" in captured.err and flags[0] in captured.err
     assert not json_path.exists()  # nothing ran
+
+
+@pytest.mark.parametrize("power", [0.0, 1.0, 1.5, float("nan"), True])
+def test_a_power_outside_the_unit_interval_is_a_usage_error(power):
+    with pytest.raises(UsageError, match="--power must lie in"):
+        resolve_budget("quick", power=power)
+
+
+def test_power_sizes_every_decision_and_the_plan_and_the_claims_state_it(capsys):
+    """A lower power draws fewer samples for the same TV, and says so: in the plan and in the run's
+    record (whose guarantee line prints the power it was made at)."""
+    assert resolve_budget(tv=0.002, power=0.9).power == 0.9 and resolve_budget(tv=0.002).power == 0.99
+
+    def planned_rows(*power: str) -> tuple[int, str]:
+        assert main(["check", REFERENCE, "--plan", "--tv", "0.002", "--only", ONE_FIT, *power]) == 0
+        out = capsys.readouterr().out
+        return int(next(l for l in out.splitlines() if l.startswith(ONE_FIT)).split()[2].replace(",", "")), out
+
+    strong, out = planned_rows()
+    weak, weak_out = planned_rows("--power", "0.9")
+    assert 0 < weak < strong
+    assert "with probability 0.99" in out and "with probability 0.9," in weak_out and "detect TV 0.002" in weak_out
+    runs = {power: specverify.check(REFERENCE, budget="quick", power=power, select=[ONE_FIT], isolation="in-process") for power in (None, 0.9)}
+    assert runs[0.9].run["power"] == 0.9 and runs[None].run["power"] == 0.99
+    drew = {power: r.checks[0].samples for power, r in runs.items()}
+    assert 0 < drew[0.9] < drew[None]
+    assert all(r.checks[0].status == "pass" and r.checks[0].min_detectable_tv < BUDGETS["quick"].ceiling_tv for r in runs.values())
+
+
+def test_the_reports_rerun_command_repeats_a_tv_budget_its_base_and_its_power():
+    """The report's "Repeat this run" line is a command the CLI takes, and it gives the budget the
+    run recorded (a custom budget is no --budget name: it was once printed as one, and refused)."""
+    import dataclasses
+    import shlex
+
+    from specverify._cli.parser import parser
+    from specverify.report._rerun import rerun as _rerun
+
+    for budget, tv, power in (("standard", 0.001, None), ("quick", 0.004, 0.9), ("thorough", None, 0.95), ("quick", None, None)):
+        recorded = resolve_budget(budget, tv=tv, power=power)
+        command = _rerun({"spec": REFERENCE, "budget": dataclasses.asdict(recorded), "seed": 3, "family_wise_alpha": recorded.alpha})
+        words = shlex.split(command)
+        assert words[:3] == ["specverify", "check", REFERENCE] and ("--power" in words) == (power is not None), command
+        args = parser().parse_args(words[1:])
+        assert resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power) == recorded, command
+        assert args.seed == 3
+    assert _rerun({"spec": REFERENCE, "budget": {"name": "mine", "tv": 0.01}, "seed": 0}) is None  # a budget no option gives
 
 
 def test_plan_rehearses_each_check_and_prints_its_rows_and_an_estimate_and_runs_nothing(capsys, tmp_path):

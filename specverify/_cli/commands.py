@@ -169,6 +169,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
                 devices=_devices(args),
                 executor=args.executor,
                 address=args.address,
+                power=args.power,
             )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)
@@ -179,7 +180,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
     except SamplerSpecError as exc:  # the sampler could not be imported or built
         from .._budgets import resolve_budget
 
-        failure = load_failure(args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha), args.seed)
+        failure = load_failure(args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power), args.seed)
         if args.json:
             from .._runner import write_json
 
@@ -218,6 +219,8 @@ def _validate(args: argparse.Namespace) -> str | None:
 
     if args.alpha is not None and not 0 < args.alpha < 1:
         return "--alpha must lie in (0, 1)"
+    if args.power is not None and not 0 < args.power < 1:
+        return f"--power must lie in (0, 1), got {args.power:g}"
     if args.timeout is not None and not args.timeout > 0:
         return "--timeout must be a positive number of seconds"
     if args.tv is not None and not 0 < args.tv < 1:
@@ -314,7 +317,7 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
             args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
             isolation="in-process" if args.in_process else "process", timeout=args.timeout,
             on_result=None if args.quiet else result_printer(out), json_path=args.json, spec=args.spec,
-            tv=args.tv, on_cost=_cost_gate(args, out), workers=args.workers, executor=args.executor, address=args.address,
+            tv=args.tv, on_cost=_cost_gate(args, out), workers=args.workers, executor=args.executor, address=args.address, power=args.power,
         )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)

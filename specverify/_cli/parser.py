@@ -230,6 +230,13 @@ def _add_run_options(
     )
     parser.add_argument("--alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
     parser.add_argument(
+        "--power",
+        type=float,
+        metavar="P",
+        help="probability that each statistical check detects the budget's TV, in (0, 1) (default 0.99): "
+        "every sample size follows from it, so a lower power is a shorter run with a weaker promise",
+    )
+    parser.add_argument(
         "--tv",
         type=float,
         metavar="EPS",

@@ -24,7 +24,7 @@ from .._kinds import ChainKind, LoopKind
 from ._plan import PlannedCheck
 from ._rehearsal import rehearse, time_groups
 
-__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost", "rehearsed_cost"]
+__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost", "rehearsed_cost", "sized_for"]
 
 #: The shape calibration calls run at: rows of a K=3 chain over V=64 (the battery's small-V cases).
 CALIBRATION_SHAPE = (4_096, 3, 64)
@@ -62,6 +62,7 @@ class RunCost:
     checks: list[CheckCost]
     calibration: Calibration
     workers: int = 1  # the samples are spread over this many sampler processes
+    sized_for: str = ""  # what every decision is sized to detect, in words (:func:`sized_for`)
 
     @property
     def total_samples(self) -> int:
@@ -87,6 +88,7 @@ class RunCost:
             "estimated_seconds": self.estimated_seconds,
             "workers": self.workers,
             "calibration": dataclasses.asdict(self.calibration),
+            "sized_for": self.sized_for,
         }
 
     def lines(self) -> list[str]:
@@ -107,7 +109,15 @@ class RunCost:
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
         spread = f", units over {self.workers} workers" if self.workers > 1 else ""
         out.append(f"estimated time: {timing} (an estimate, not a bound{spread}); {self.calibration.how}")
+        if self.sized_for:
+            out.append(f"sized for: {self.sized_for}")
         return out
+
+
+def sized_for(budget: Budget) -> str:
+    """What a budget sizes each statistical decision for, in words: the TV, the power, the alpha."""
+    return (f"budget {budget.name}: statistical decisions sized to detect TV {budget.tv:g} (the shapes family's, TV {budget.shape_tv:g}) "
+            f"with probability {budget.power:g}, each where its cap allows; false-alarm probability of the run <= {budget.alpha:g}")
 
 
 #: The calibration of a run that asked for no estimate (no --plan, no --max-time): no sampler call spent on it.
@@ -117,7 +127,7 @@ NOT_CALIBRATED = Calibration(None, "not calibrated (ask with --plan or --max-tim
 def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration, *, workers: int = 1) -> RunCost:
     """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of
     one test), at ``calibration``'s speed spread over ``workers`` sampler processes."""
-    return RunCost([_at_cap(p, budget, calibration, workers) for p in planned], calibration, workers)
+    return RunCost([_at_cap(p, budget, calibration, workers) for p in planned], calibration, workers, sized_for(budget))
 
 
 def _at_cap(p: PlannedCheck, budget: Budget, calibration: Calibration, workers: int, counted: str = AT_CAP) -> CheckCost:
@@ -149,7 +159,7 @@ def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget
         else:
             fallback = fallback or calibrate(subject)
             checks.append(_at_cap(p, budget, fallback, workers, f"{AT_CAP}; {r.why_not}"))
-    return RunCost(checks, Calibration(None, how), workers)
+    return RunCost(checks, Calibration(None, how), workers, sized_for(budget))
 
 
 def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CALIBRATION_SHAPE) -> Calibration:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shlex
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -26,6 +25,7 @@ from .._warps.findings import WarpFinding, warp_finding
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, detects, number, timestamp
 from ._plots import comparison, comparison_svg
+from ._rerun import rerun
 from ._tree_rows import TreeRows, tree_rows
 from ._tree_svg import tree_case_svg
 
@@ -220,7 +220,7 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
         matrix=_matrix(views),
         environment=_environment(run),
         run_line=_run_line(run),
-        rerun=_rerun(run),
+        rerun=rerun(run),
         selection=[str(p) for p in run["select"]] if isinstance(run.get("select"), list) and run["select"] else None,
         not_posed=[str(p) for p in run["not_posed"]] if isinstance(run.get("not_posed"), list) else [],
     )
@@ -557,25 +557,3 @@ def _run_line(run: Mapping[str, Any]) -> list[str]:
     ]
     return [p for p in parts if p]
 
-
-def _rerun(run: Mapping[str, Any]) -> str | None:
-    """The command that repeats this run exactly (same spec, budget, seed and α)."""
-    spec = run.get("spec")
-    if not spec:
-        return None
-    words = ["specverify", "loop" if run.get("contract") == "loop" else "check", shlex.quote(str(spec))]
-    budget = run.get("budget")
-    if isinstance(budget, Mapping) and budget.get("name"):
-        words += ["--budget", shlex.quote(str(budget["name"]))]
-    if "seed" in run:
-        words += ["--seed", shlex.quote(str(run["seed"]))]
-    alpha = run.get("family_wise_alpha")
-    if alpha is not None:  # the budget records the alpha used, not its default: always state it
-        words += ["--alpha", shlex.quote(str(alpha))]
-    device = run.get("device")
-    if device and device != "cpu":
-        words += ["--device", shlex.quote(str(device))]
-    if isinstance(run.get("select"), list):
-        for pattern in run["select"]:
-            words += ["--only", shlex.quote(str(pattern))]
-    return " ".join(words)
