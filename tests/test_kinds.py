@@ -85,8 +85,8 @@ def test_the_loop_layout_audits_codes_and_has_the_generation_law() -> None:
 
 
 #: Where a kind's string may be compared: the seam, the declaration's own validation as it is made
-#: (``Capabilities(inputs=...)``), and the report, which reads a serialised run record.
-ALLOWED = {"_contract.py", "report/_view.py"}
+#: (``Capabilities(inputs=...)``), and the report's rerun command, which reads a serialised run record.
+ALLOWED = {"_contract.py", "report/_rerun.py"}
 KIND_NAMES = {"logits", "tree", "loop"}
 DECLARATIONS = {"contract", "inputs"}
 
