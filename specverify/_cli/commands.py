@@ -217,14 +217,15 @@ def _validate(args: argparse.Namespace) -> str | None:
     import tempfile
     from pathlib import Path
 
-    if args.alpha is not None and not 0 < args.alpha < 1:
-        return "--alpha must lie in (0, 1)"
-    if args.power is not None and not 0 < args.power < 1:
-        return f"--power must lie in (0, 1), got {args.power:g}"
+    from .._budgets import resolve_budget
+    from ..errors import UsageError
+
+    try:  # --tv, --alpha and --power, by the rule the API applies to them
+        resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power)
+    except UsageError as exc:
+        return str(exc)
     if args.timeout is not None and not args.timeout > 0:
         return "--timeout must be a positive number of seconds"
-    if args.tv is not None and not 0 < args.tv < 1:
-        return f"--tv must lie in (0, 1), got {args.tv:g}"
     if args.max_time is not None and not args.max_time > 0:
         return "--max-time must be a positive number of seconds"
     problem = _placement_problem(args)

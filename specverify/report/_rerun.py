@@ -41,9 +41,10 @@ def rerun(run: Mapping[str, Any]) -> str | None:
 
 
 def _budget_words(budget: Any) -> list[str] | None:
-    """The options that give a run its recorded budget: a preset by name; a custom one as ``--tv``
-    (after ``--budget BASE`` where its base is not the preset ``--tv`` alone takes, the nearest);
-    ``--power`` where it is not the default; ``None`` for a budget no option names."""
+    """The options that give a run its recorded budget: a preset by name; a custom one as ``--tv``,
+    after ``--budget BASE`` unless its base is standard (``--budget standard --tv`` takes the nearest
+    preset, and a standard base is one only when standard is the nearest); ``--power`` where it is
+    not the default; ``None`` for a budget no option names."""
     if not isinstance(budget, Mapping) or not budget.get("name"):
         return []
     name, tv = str(budget["name"]), budget.get("tv")
