@@ -6,17 +6,20 @@ alternating, and reports the median wall time, the sampler rows the run drew (th
 units are seeded from their index, never their worker), rows a second and the ratio to one worker.
 It also says whether the runs' JSON agree apart from timings and the workers' own record (they
 must). Two selections: the whole battery, and the checks whose experiments span many units (where
-spreading can pay: a check of one unit runs on one worker whatever N is).
+spreading can pay: a check of one unit runs on one worker whatever N is); ``--check PATTERN``
+makes the checks ``--only PATTERN`` selects a selection of their own.
 
 With ``--loop`` it runs ``specverify loop specverify.samplers:loop_reference`` instead, the whole
 loop battery; its rows are the samples its checks report (generations, and pairs of adjacent
 tokens for ``loop.positions``), the same for every N.  A loop tallies its generations where it runs,
 so one worker keeps one core busy and the harness's process waits: there a second worker is a second core.
 
+Before the runs it measures the machine's own ceiling (:func:`ceiling`): the sampler's calls alone,
+in one process and in N at once, so a speedup can be read against what the cores gave that hour.
 ``--spec`` runs another sampler instead (a zoo member, your own): where the spreading pays depends
 on how the sampler's cost compares with the harness's (docs/statistics.md, "Workers").
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--loop] [--spec SPEC] [--selection NAME] [--out benchmarks/results]
+    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--loop] [--spec SPEC] [--selection NAME | --check PATTERN] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -42,6 +46,41 @@ SELECTIONS = [
 ]
 
 CHECK_SPEC, LOOP_SPEC = "specverify.samplers:reference", "specverify.samplers:loop_reference"
+
+
+#: The ceiling's workload: ``calls`` calls of the sampler on one batch (16,384 rows, K = 4, V = 8,
+#: float64), timed in one process; run alone and as N processes at once.
+_CEILING = """
+import importlib, sys, time, torch
+torch.set_num_threads(1)
+module, _, name = sys.argv[1].partition(":")
+sampler, calls = getattr(importlib.import_module(module), name), int(sys.argv[2])
+g = torch.Generator().manual_seed(0)
+t = torch.rand(16384, 5, 8, generator=g, dtype=torch.float64); t /= t.sum(-1, keepdim=True)
+d = torch.rand(16384, 4, 8, generator=g, dtype=torch.float64); d /= d.sum(-1, keepdim=True)
+y = torch.multinomial(d.reshape(-1, 8), 1, generator=g).reshape(16384, 4)
+sampler(t, d, y, g)
+start = time.perf_counter()
+for _ in range(calls):
+    sampler(t, d, y, g)
+print(time.perf_counter() - start)
+"""
+
+
+def ceiling(spec: str, n: int, seconds: float = 20.0) -> dict:
+    """What this machine gives ``n`` processes at once: the sampler's own calls (no harness) run in
+    one process, then in ``n`` at once, each the same calls; their rate as a ratio to one process's
+    (``n`` on an ideal machine).  The workers' speedup is bounded by it, measured in the same run."""
+
+    def run(copies: int, calls: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", _CEILING, spec, str(calls)], stdout=subprocess.PIPE, text=True) for _ in range(copies)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    one = run(1, 1)[0]
+    calls = max(1, round(seconds / one))
+    alone = run(1, calls)[0]
+    together = max(run(n, calls))
+    return {"processes": n, "calls": calls, "alone_s": round(alone, 2), "together_s": round(together, 2), "ratio": round(n * alone / together, 3)}
 
 
 def _stable(record: dict) -> dict:
@@ -82,10 +121,18 @@ def main() -> None:
     parser.add_argument("--loop", action="store_true", help="the loop reference's battery (specverify loop) instead of the check's")
     parser.add_argument("--spec", default=None, help=f"the sampler to run (default {CHECK_SPEC}, or {LOOP_SPEC} with --loop)")
     parser.add_argument("--selection", choices=[name for name, _ in SELECTIONS], action="append", help="run only this selection (repeatable; default: each)")
+    parser.add_argument("--check", action="append", metavar="PATTERN", help="a selection of its own: the checks --only PATTERN runs (repeatable; instead of --selection)")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     rows = []
-    selections = [(name, only) for name, only in SELECTIONS if args.selection is None or name in args.selection]
+    top = max(args.workers)
+    limit = None if args.loop or top == 1 else ceiling(args.spec or CHECK_SPEC, top)
+    if limit is not None:
+        print({"ceiling": limit}, flush=True)
+    if args.check:
+        selections = [(pattern, [pattern]) for pattern in args.check]
+    else:
+        selections = [(name, only) for name, only in SELECTIONS if args.selection is None or name in args.selection]
     for name, only in [("whole loop battery", [])] if args.loop else selections:
         runs: dict[int, list[tuple[float, float, dict]]] = {n: [] for n in args.workers}
         for _ in range(args.repeats):
@@ -106,7 +153,7 @@ def main() -> None:
     host = machine()
     setting = f"tv{args.tv:g}" if args.tv is not None else args.budget
     spec = args.spec or (LOOP_SPEC if args.loop else CHECK_SPEC)
-    flag = (" --loop" if args.loop else "") + ("" if args.spec is None else f" --spec {args.spec}") + "".join(f" --selection '{name}'" for name in args.selection or [])
+    flag = (" --loop" if args.loop else "") + ("" if args.spec is None else f" --spec {args.spec}") + "".join(f" --selection '{name}'" for name in args.selection or []) + "".join(f" --check '{p}'" for p in args.check or [])
     command = f"specverify {'loop' if args.loop else 'check'} {spec}"
     lines = [
         f"# Workers: rows a second against one worker, budget {setting}, {spec}",
@@ -116,11 +163,19 @@ def main() -> None:
         f"alternating runs, each a fresh `{command} --workers N` command.",
         "",
     ]
+    if limit is not None:
+        lines += [
+            f"The machine's ceiling, measured first: the sampler's own calls (a batch of 16,384 rows, K = 4, V = 8) took {limit['alone_s']} s "
+            f"in one process and {limit['together_s']} s in each of {limit['processes']} at once: {limit['ratio']:.2f}x one process's rate "
+            f"({limit['processes']}x on an ideal machine), no harness in it.",
+            "",
+        ]
     header = ["selection", "workers", "median wall (s)", "median CPU (s)", "sampler rows", "rows/s", "speedup vs 1", "verdict", "JSON identical to 1 worker"]
     cells = [[r["selection"], r["workers"], r["median_wall_s"], r["median_cpu_s"], f"{r['sampler_rows']:,}", f"{r['rows_per_s']:,}",
               f"{r['speedup']:.2f}x", r["verdict"], "yes" if r["json_identical"] else "NO"] for r in rows]
-    name = f"workers-{setting}" + ("-loop" if args.loop else "") + ("" if args.spec is None else "-" + args.spec.rsplit(":", 1)[-1].replace("_", "-"))
-    write(args.out, name, {"machine": host, "budget": setting, "spec": spec, "rows": rows}, lines + table(header, cells))
+    chosen = "".join("-" + re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") for name in args.check or args.selection or [])
+    name = f"workers-{setting}" + ("-loop" if args.loop else "") + chosen + ("" if args.spec is None else "-" + args.spec.rsplit(":", 1)[-1].replace("_", "-"))
+    write(args.out, name, {"machine": host, "budget": setting, "spec": spec, "ceiling": limit, "rows": rows}, lines + table(header, cells))
 
 if __name__ == "__main__":
     main()
