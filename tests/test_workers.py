@@ -28,7 +28,7 @@ from specverify.checks import _shape_base as shape_base
 from specverify.checks._loop import LoopContext
 from specverify.checks._shape_base import count_lumped, lumped_units, run_together, shape_spans
 from specverify.checks._shape_target import tally_completed
-from specverify.checks._tally import adjacent_counts, model_tally, step_counts
+from specverify.checks._tally import adjacent_counts, model_tallies, model_tally, step_counts
 from specverify.errors import SamplerFault
 from specverify.samplers import loop_reference, reference
 from specverify.strategies._internal.shapes import active_tokens, cell_map, structured_case
@@ -325,6 +325,27 @@ def test_the_api_refuses_bad_worker_options():
         specverify.check(reference, workers=0)
     with pytest.raises(specverify.errors.UsageError, match="executor"):
         specverify.check(reference, executor="threads")
+
+
+def test_experiments_in_one_stream_tally_what_each_tallies_alone_for_any_worker_count():
+    gen = torch.Generator().manual_seed(6)
+    cases = []
+    for vocab, k in ((3, 1), (4, 2), (2, 3)):
+        tables = [torch.softmax(torch.randn(vocab, vocab, generator=gen, dtype=torch.float64), -1) for _ in range(2)]
+        cases.append(ModelCase(ChainModel(tables[0], tables[1], (0,)), k=k))
+    # one and two units each, and a short one: a worker ends one experiment while the other starts the next
+    experiments = [(cases[0], UNIT_ROWS + 5, 11), (cases[1], 300, 12), (cases[2], 2 * UNIT_ROWS, 13)]
+    alone = [model_tally(_context(SerialPool(_sut())), *experiment) for experiment in experiments]
+    for n, pool in _pools((1, 2)).items():
+        ctx = _context(pool)
+        rows = []
+        ctx.advance = rows.append
+        together = model_tallies(ctx, experiments)
+        assert sum(rows) == sum(samples for _, samples, _ in experiments), n
+        for mine, theirs in zip(together, alone):
+            for field in ("emitted", "completed", "accepted"):
+                assert np.array_equal(getattr(mine, field), getattr(theirs, field)), (n, field)
+        pool.close()
 
 
 # --- units run and tallied in isolated workers' processes (LocalPool of processes) ----------------

@@ -38,7 +38,7 @@ from ._base import Check, Context, Decision, check_id, fault_result, law_verdict
 from ._fixtures import random_step_batch, random_table_model
 from ._looks import FutilityLooks
 from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
-from ._tally import largest_deviation, model_tally, plan_samples, step_counts
+from ._tally import ModelTally, largest_deviation, model_tallies, model_tally, plan_samples, step_counts
 
 __all__ = ["EveryShapeCheck", "ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
 
@@ -330,6 +330,18 @@ class EveryShapeCheck(Check):
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return None if self.shapes(sut) else "no shape with K <= 4 and V <= 8 fits the sampler's declared limits"
 
+    def _shape(self, ctx: Context, k: int, vocab: int, share: float, shapes: int) -> _ShapePlan:
+        """A shape's fixed random model, its positions' laws and its experiment's plan."""
+        model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
+        joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
+        laws = _positions(joint)
+        df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
+        # a --tv budget's shape looks for futility after the units that pass each look
+        plan = FutilityPlan(ctx.budget.tv, df, share, ctx.budget.power)
+        looks = _looks(ctx, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
+        samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, ctx.budget.power), ctx.budget.decision_cap(shapes)))
+        return _ShapePlan(k, vocab, model, joint, laws, plan, looks, samples)
+
     def run(self, ctx: Context) -> CheckResult:
         shapes = self.shapes(ctx.sut)
         tests = sum(k + 1 for k, _ in shapes)
@@ -339,18 +351,17 @@ class EveryShapeCheck(Check):
         claim, total = 0.0, 0
         looked: list[FutilityLooks | None] = []  # each shape's looks (None: its plan exceeds the cap)
         try:
-            for k, vocab in shapes:
-                model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
-                joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
-                laws = _positions(joint)
-                df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
-                # a --tv budget's shape looks for futility after the units that pass each look
-                plan = FutilityPlan(ctx.budget.tv, df, share, power)
-                looks = _looks(ctx, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
-                samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, power), ctx.budget.decision_cap(len(shapes))))
-                stop = None if looks is None else lambda tally: looks(_positions(tally.completed.reshape(joint.shape)))
-                tally = model_tally(ctx, model, samples, ctx.seed_for(self.id, "tally", k, vocab), stop=stop)
-                observed = _positions(tally.completed.reshape(joint.shape))
+            planned = [self._shape(ctx, k, vocab, share, len(shapes)) for k, vocab in shapes]
+            experiments = [(shape.model, shape.samples, ctx.seed_for(self.id, "tally", shape.k, shape.vocab)) for shape in planned]
+            if all(shape.looks is None for shape in planned):  # the fixed design: every shape's units in one stream
+                tallies: list[ModelTally | None] = list(model_tallies(ctx, experiments))
+            else:  # a shape's looks decide, after each unit, whether its experiment goes on
+                tallies = [None] * len(planned)
+            for shape, experiment, tally in zip(planned, experiments, tallies):
+                k, vocab, model, laws, plan, looks, samples = shape.k, shape.vocab, shape.model, shape.laws, shape.plan, shape.looks, shape.samples
+                if tally is None:
+                    tally = model_tally(ctx, *experiment, stop=None if looks is None else shape.futile)
+                observed = _positions(tally.completed.reshape(shape.joint.shape))
                 total += tally.samples
                 looked.append(looks)
                 for i in range(k + 1):
@@ -408,6 +419,25 @@ class EveryShapeCheck(Check):
             stopped = sum(looks is not None and looks.stopped_at is not None for looks in looked)
             message += f"; futility looks stopped {stopped} of {len(looked)} shapes early"
         return CheckResult(**common, status=status, message=message, evidence=evidence)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShapePlan:
+    """One shape of :class:`EveryShapeCheck`: its model, its positions' laws, its experiment's plan."""
+
+    k: int
+    vocab: int
+    model: ModelCase
+    joint: np.ndarray
+    laws: np.ndarray
+    plan: FutilityPlan
+    looks: FutilityLooks | None
+    samples: int
+
+    def futile(self, so_far: ModelTally) -> bool:
+        """Whether the shape's looks stop its experiment at the tally so far."""
+        assert self.looks is not None
+        return self.looks(_positions(so_far.completed.reshape(self.joint.shape)))
 
 
 @dataclasses.dataclass

@@ -39,8 +39,8 @@ from ._base import Context
 from ._step_table import step_table
 
 __all__ = [
-    "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tally", "plan_samples", "stack_cases",
-    "step_counts", "tally", "tally_model", "tally_models",
+    "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tallies", "model_tally", "plan_samples",
+    "stack_cases", "step_counts", "tally", "tally_model", "tally_models",
 ]
 
 CHUNK = 16_384  # rows tallied at a time, as the harness calls a sampler
@@ -372,18 +372,38 @@ def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int, *, stop:
 
     ``stop`` is asked after every unit, in unit order, with the tally so far, whether to stop early
     (a futility look, :class:`~specverify.checks._looks.FutilityLooks`)."""
-    dtype = ctx.dtype_for(case.precision)
-    spans = unit_spans(samples)
-    seeds = [unit_seed(seed, i) for i, _, _ in spans]
-    # each stream from the unit's seed alone (not the run's): a repro given ``seed`` draws the same rows
-    units = (ModelUnit(case, end - start, derive_seed(s, "harness"), derive_seed(s, "completion"), s, dtype) for s, (_, start, end) in zip(seeds, spans))
     total = _no_tally(case)
-    for (_, start, end), part in zip(spans, ctx.units(tally_model, units)):
+    for part in ctx.units(tally_model, _model_units(ctx, case, samples, seed)):
         total += part
-        ctx.advance(end - start)
+        ctx.advance(part.samples)
         if stop is not None and stop(total):
             break
     return total
+
+
+def model_tallies(ctx: Context, experiments: list[tuple[ModelCase, int, int]]) -> list[ModelTally]:
+    """:func:`model_tally` of each ``(case, samples, seed)`` (no stop), the experiments' units in
+    one stream on the run's workers: a worker that runs the last unit of one experiment does not
+    leave the others idle, as experiments of one or two units run one after another would.  The
+    same units and seeds, summed in the same order: the tallies each experiment gives alone."""
+    if len({ctx.dtype_for(case.precision) for case, _, _ in experiments}) > 1:  # a stream is of one dtype
+        return [model_tally(ctx, case, samples, seed) for case, samples, seed in experiments]
+    owner = [index for index, (_, samples, _) in enumerate(experiments) for _ in unit_spans(samples)]
+    units = itertools.chain.from_iterable(_model_units(ctx, *experiment) for experiment in experiments)
+    totals = [_no_tally(case) for case, _, _ in experiments]
+    for index, part in zip(owner, ctx.units(tally_model, units)):
+        totals[index] += part
+        ctx.advance(part.samples)
+    return totals
+
+
+def _model_units(ctx: Context, case: ModelCase, samples: int, seed: int) -> Iterator[ModelUnit]:
+    """A model experiment's units, each with streams from its own seed (not the run's): a repro
+    given ``seed`` draws the same rows."""
+    dtype = ctx.dtype_for(case.precision)
+    for i, start, end in unit_spans(samples):
+        s = unit_seed(seed, i)
+        yield ModelUnit(case, end - start, derive_seed(s, "harness"), derive_seed(s, "completion"), s, dtype)
 
 
 def _no_tally(case: ModelCase) -> ModelTally:
