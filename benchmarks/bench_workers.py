@@ -74,7 +74,10 @@ def ceiling(spec: str, n: int, seconds: float = 20.0) -> dict:
 
     def run(copies: int, calls: int) -> list[float]:
         procs = [subprocess.Popen([sys.executable, "-c", _CEILING, spec, str(calls)], stdout=subprocess.PIPE, text=True) for _ in range(copies)]
-        return [float(p.communicate()[0]) for p in procs]
+        outputs = [p.communicate()[0] for p in procs]
+        if any(p.returncode for p in procs):
+            raise SystemExit(f"the ceiling could not call {spec} as a chain sampler (target, draft, drafts, generator): see its error above")
+        return [float(out) for out in outputs]
 
     one = run(1, 1)[0]
     calls = max(1, round(seconds / one))
@@ -93,12 +96,11 @@ def _rows(record: dict, loop: bool) -> int:
     return sum(c.get("samples") or 0 for c in record["checks"]) if loop else record["run"]["sampler_rows"]
 
 
-def timed(budget: str, workers: int, only: list[str], loop: bool = False, tv: float | None = None, spec: str | None = None) -> tuple[float, float, dict]:
+def timed(spec: str, budget: str, workers: int, only: list[str], loop: bool = False, tv: float | None = None) -> tuple[float, float, dict]:
     """One ``specverify check`` (``loop``) command: its wall seconds, its CPU seconds (children included), its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         verb, quiet = ("loop", ["--quiet"]) if loop else ("check", ["--quiet", "--no-progress"])
-        spec = spec or (LOOP_SPEC if loop else CHECK_SPEC)
         command = [sys.executable, "-m", "specverify", verb, spec, "--budget", budget, "--seed", "0",
                    "--workers", str(workers), "--json", str(out), *quiet, *([] if tv is None else ["--tv", f"{tv:g}"])]
         for pattern in only:
@@ -125,8 +127,9 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     rows = []
+    spec = args.spec or (LOOP_SPEC if args.loop else CHECK_SPEC)
     top = max(args.workers)
-    limit = None if args.loop or top == 1 else ceiling(args.spec or CHECK_SPEC, top)
+    limit = None if args.loop or top == 1 else ceiling(spec, top)
     if limit is not None:
         print({"ceiling": limit}, flush=True)
     if args.check:
@@ -137,7 +140,7 @@ def main() -> None:
         runs: dict[int, list[tuple[float, float, dict]]] = {n: [] for n in args.workers}
         for _ in range(args.repeats):
             for n in args.workers:
-                runs[n].append(timed(args.budget, n, only, args.loop, args.tv, args.spec))
+                runs[n].append(timed(spec, args.budget, n, only, args.loop, args.tv))
         base = statistics.median(r[0] for r in runs[args.workers[0]])
         reference = _stable(runs[args.workers[0]][0][2])
         for n in args.workers:
@@ -152,7 +155,6 @@ def main() -> None:
             print(rows[-1], flush=True)
     host = machine()
     setting = f"tv{args.tv:g}" if args.tv is not None else args.budget
-    spec = args.spec or (LOOP_SPEC if args.loop else CHECK_SPEC)
     flag = (" --loop" if args.loop else "") + ("" if args.spec is None else f" --spec {args.spec}") + "".join(f" --selection '{name}'" for name in args.selection or []) + "".join(f" --check '{p}'" for p in args.check or [])
     command = f"specverify {'loop' if args.loop else 'check'} {spec}"
     lines = [
