@@ -14,14 +14,43 @@ BUDGETS = ("quick", "standard", "thorough")
 
 def pytest_addoption(parser):
     group = parser.getgroup("specverify", "speculative-sampling conformance (specverify)")
-    group.addoption("--specverify-sampler", metavar="SPEC", help="run the conformance battery on the sampler 'package.module:attribute', a module in the current directory or the rootdir included (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)")
-    group.addoption("--specverify-budget", choices=BUDGETS, help="quick (TV 0.05), standard (TV 0.01, default) or thorough (TV 0.003)")
+    group.addoption(
+        "--specverify-sampler",
+        metavar="SPEC",
+        help="run the conformance battery on the sampler 'package.module:attribute', a module in the current directory or the rootdir included (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)",
+    )
+    group.addoption(
+        "--specverify-budget",
+        choices=BUDGETS,
+        help="quick (TV 0.05), standard (TV 0.01, default) or thorough (TV 0.003)",
+    )
     group.addoption("--specverify-seed", type=int, help="run seed (default 0)")
-    group.addoption("--specverify-tv", type=float, metavar="EPS", help="a custom budget sized to detect TV EPS in (0, 1) (the nearest preset's settings, samples scaled by the power analysis)")
-    group.addoption("--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)")
-    group.addoption("--specverify-power", type=float, metavar="P", help="probability that each statistical check detects the budget's TV, in (0, 1) (default 0.99)")
-    group.addoption("--specverify-only", action="append", metavar="PATTERN", help="run only checks whose id or family matches (repeatable)")
-    group.addoption("--specverify-xfail", metavar="FILE", help="expected failures: one check id (or glob) per line, '# reason' after it")
+    group.addoption(
+        "--specverify-tv",
+        type=float,
+        metavar="EPS",
+        help="a custom budget sized to detect TV EPS in (0, 1) (the nearest preset's settings, samples scaled by the power analysis)",
+    )
+    group.addoption(
+        "--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)"
+    )
+    group.addoption(
+        "--specverify-power",
+        type=float,
+        metavar="P",
+        help="probability that each statistical check detects the budget's TV, in (0, 1) (default 0.99)",
+    )
+    group.addoption(
+        "--specverify-only",
+        action="append",
+        metavar="PATTERN",
+        help="run only checks whose id or family matches (repeatable)",
+    )
+    group.addoption(
+        "--specverify-xfail",
+        metavar="FILE",
+        help="expected failures: one check id (or glob) per line, '# reason' after it",
+    )
     group.addoption("--specverify-json", metavar="PATH", help="write the aggregated run result as JSON")
     group.addoption("--specverify-html", metavar="PATH", help="write the aggregated run result as an HTML report")
     parser.addini("specverify_sampler", "sampler spec the battery runs on", default="")

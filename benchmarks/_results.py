@@ -13,7 +13,12 @@ from typing import Any
 
 def machine() -> dict[str, Any]:
     """The machine as a benchmark records it, with the load at the moment it is asked."""
-    return {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version()}
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+    }
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:

@@ -36,13 +36,7 @@ import scipy
 from scipy import optimize, stats
 
 from specverify._seeds import derive_seed
-from specverify.stats import (
-    gof_pvalues,
-    least_favourable,
-    mixture_log_e_value,
-    plan_two_stage,
-    samples_needed,
-)
+from specverify.stats import gof_pvalues, least_favourable, mixture_log_e_value, plan_two_stage, samples_needed
 from specverify.stats._gof import _bartlett
 from specverify.stats._gof_resampling import g_statistic
 
@@ -85,7 +79,9 @@ def samples_to_power(law: np.ndarray, tv: float, alpha: float, power: float, che
     }
 
 
-def sequential_stopping(law: np.ndarray, tv: float, alpha: float, power: float, runs: int, looks: int = 400) -> dict[str, Any]:
+def sequential_stopping(
+    law: np.ndarray, tv: float, alpha: float, power: float, runs: int, looks: int = 400
+) -> dict[str, Any]:
     """Where failing runs stop: the e-value checked ``looks`` times up to twice the bound."""
     bound = samples_needed(tv, law.size - 1, alpha, power)
     schedule = np.unique(np.linspace(2 * bound / looks, 2 * bound, looks).astype(int))
@@ -147,7 +143,13 @@ def two_stage_costs() -> list[dict[str, Any]]:
     for alpha, screens, confirmations, shrink in [(1e-6, 1, 1, 0), (4.5e-6, 20, 2, 0), (4.5e-6, 20, 2, 290)]:
         for screen_alpha in (1e-2, 1e-3, 1e-4):
             plan = plan_two_stage(
-                0.01, 15, alpha, screens=screens, screen_alpha=screen_alpha, confirmations=confirmations, shrink_screens=shrink
+                0.01,
+                15,
+                alpha,
+                screens=screens,
+                screen_alpha=screen_alpha,
+                confirmations=confirmations,
+                shrink_screens=shrink,
             )
             out.append(
                 {
@@ -217,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     detection = measure_detection(checks=checks, runs=runs)
     result = {
         "machine": machine(),
-        "settings": {"checks_per_sample_size": checks, "sequential_runs": runs, "tail_draws": draws, "quick": args.quick},
+        "settings": {
+            "checks_per_sample_size": checks,
+            "sequential_runs": runs,
+            "tail_draws": draws,
+            "quick": args.quick,
+        },
         "detection": detection,
         "two_stage": two_stage_costs(),
         "g_tail_calibration": g_tail_calibration(draws),
@@ -227,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     print(f"samples to detect a least-favourable deviation, 16 outcomes, alpha 1e-6, power 0.99 ({checks} checks/size)")
-    print(f"{'TV':>7} {'bound':>10} {'needed':>10} {'bound/needed':>13} {'power@bound':>12} {'seq median':>11} {'seq p90':>8} {'seq p99':>8}")
+    print(
+        f"{'TV':>7} {'bound':>10} {'needed':>10} {'bound/needed':>13} {'power@bound':>12} {'seq median':>11} {'seq p90':>8} {'seq p99':>8}"
+    )
     for row in detection:
         fixed, seq = row["fixed"], row["sequential"]
         print(

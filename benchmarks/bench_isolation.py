@@ -34,7 +34,20 @@ def timed(budget: str, isolation: str) -> tuple[float, dict]:
     """One ``specverify check`` command, timed from its start to its exit; its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", budget, "--seed", "0", "--json", str(out), "--quiet"]
+        command = [
+            sys.executable,
+            "-m",
+            "specverify",
+            "check",
+            "specverify.samplers:reference",
+            "--budget",
+            budget,
+            "--seed",
+            "0",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
         if isolation == "in-process":
             command.append("--in-process")
         start = time.perf_counter()
@@ -57,7 +70,13 @@ def per_call(rows: int, k: int, vocab: int, calls: int, isolation: str) -> float
     for _ in range(calls + 1):
         target = torch.rand(rows, k + 1, vocab, dtype=torch.float64, generator=g)
         draft = torch.rand(rows, k, vocab, dtype=torch.float64, generator=g)
-        inputs.append((target / target.sum(-1, keepdim=True), draft / draft.sum(-1, keepdim=True), torch.randint(0, vocab, (rows, k), generator=g)))
+        inputs.append(
+            (
+                target / target.sum(-1, keepdim=True),
+                draft / draft.sum(-1, keepdim=True),
+                torch.randint(0, vocab, (rows, k), generator=g),
+            )
+        )
     generator = sut.generator(1)
     times = []
     try:
@@ -77,7 +96,12 @@ def numbers(result: dict) -> list[tuple]:
 
 def write(rows: list[dict], out: Path, calls: list[dict] | None = None) -> None:
     """Results so far, as JSON and as the markdown table the README quotes."""
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "isolation.json").write_text(json.dumps({"machine": machine, "rows": rows, "calls": calls or []}, indent=2))
     lines = [
@@ -103,7 +127,10 @@ def write(rows: list[dict], out: Path, calls: list[dict] | None = None) -> None:
             "| rows | K | V | in-process ms | isolated ms | ratio |",
             "|---|---|---|---|---|---|",
         ]
-        lines += [f"| {c['rows']:,} | {c['k']} | {c['vocab']:,} | {c['in_process_ms']} | {c['isolated_ms']} | {c['ratio']:.2f} |" for c in calls]
+        lines += [
+            f"| {c['rows']:,} | {c['k']} | {c['vocab']:,} | {c['in_process_ms']} | {c['isolated_ms']} | {c['ratio']:.2f} |"
+            for c in calls
+        ]
     (out / "isolation.md").write_text("\n".join(lines) + "\n")
 
 
@@ -117,8 +144,20 @@ def main() -> None:
     calls = []
     for rows_, k, vocab, n in [] if args.no_calls else CALL_SHAPES:
         here, isolated = per_call(rows_, k, vocab, n, "in-process"), per_call(rows_, k, vocab, n, "process")
-        calls.append({"rows": rows_, "k": k, "vocab": vocab, "calls": n, "in_process_ms": round(1e3 * here, 3), "isolated_ms": round(1e3 * isolated, 3), "ratio": round(isolated / here, 3)})
-        print(f"one call, {rows_:,} rows, K={k}, V={vocab:,}: in-process {1e3 * here:.2f} ms, isolated {1e3 * isolated:.2f} ms ({isolated / here:.2f}x)")
+        calls.append(
+            {
+                "rows": rows_,
+                "k": k,
+                "vocab": vocab,
+                "calls": n,
+                "in_process_ms": round(1e3 * here, 3),
+                "isolated_ms": round(1e3 * isolated, 3),
+                "ratio": round(isolated / here, 3),
+            }
+        )
+        print(
+            f"one call, {rows_:,} rows, K={k}, V={vocab:,}: in-process {1e3 * here:.2f} ms, isolated {1e3 * isolated:.2f} ms ({isolated / here:.2f}x)"
+        )
     rows: list[dict] = []
     write(rows, Path(args.out), calls)
     for budget in args.budgets:

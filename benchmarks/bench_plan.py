@@ -30,30 +30,58 @@ def _flags(setting: str) -> list[str]:
 
 
 def _command(setting: str, workers: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "specverify", "check", REFERENCE, *_flags(setting), "--seed", "0", "--workers", str(workers), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        REFERENCE,
+        *_flags(setting),
+        "--seed",
+        "0",
+        "--workers",
+        str(workers),
+        *extra,
+    ]
 
 
 def measure(setting: str, workers: int) -> dict:
     """One plan and one run of ``setting``: the estimate, the real time and rows, per check."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        printed = subprocess.run(_command(setting, workers, "--plan"), check=True, capture_output=True, text=True).stdout
+        printed = subprocess.run(
+            _command(setting, workers, "--plan"), check=True, capture_output=True, text=True
+        ).stdout
         plan_seconds = time.perf_counter() - start
         estimate = float(re.search(r"about ([\d,]+) s", printed).group(1).replace(",", ""))
-        plan_rows = {line.split()[0]: int(line.split()[2].replace(",", "")) for line in printed.splitlines()
-                     if len(line.split()) >= 4 and line.split()[2].replace(",", "").isdigit()}
+        plan_rows = {
+            line.split()[0]: int(line.split()[2].replace(",", ""))
+            for line in printed.splitlines()
+            if len(line.split()) >= 4 and line.split()[2].replace(",", "").isdigit()
+        }
         real = Path(tmp) / "run.json"
         start = time.perf_counter()
-        subprocess.run(_command(setting, workers, "--json", str(real), "--quiet", "--no-progress"), check=False, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            _command(setting, workers, "--json", str(real), "--quiet", "--no-progress"),
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - start
         record = json.loads(real.read_text())
-    drew = {result["id"]: int(result.get("samples") or 0) for result in record["checks"]}  # planned checks of one result each
+    drew = {
+        result["id"]: int(result.get("samples") or 0) for result in record["checks"]
+    }  # planned checks of one result each
     ratios = sorted(((plan_rows[c] / drew[c], c) for c in plan_rows if drew.get(c)), reverse=True)
     return {
-        "setting": setting, "workers": workers, "verdict": record["verdict"],
-        "plan_seconds": round(plan_seconds, 1), "estimated_s": estimate, "real_s": round(wall, 1),
+        "setting": setting,
+        "workers": workers,
+        "verdict": record["verdict"],
+        "plan_seconds": round(plan_seconds, 1),
+        "estimated_s": estimate,
+        "real_s": round(wall, 1),
         "estimate_over_real": round(estimate / wall, 3),
-        "plan_rows": sum(plan_rows.values()), "run_rows": record["run"]["sampler_rows"],
+        "plan_rows": sum(plan_rows.values()),
+        "run_rows": record["run"]["sampler_rows"],
         "worst_row_ratios": [{"check": c, "plan_over_run": round(r, 3)} for r, c in ratios[:3] + ratios[-3:]],
     }
 
@@ -77,11 +105,38 @@ def main() -> None:
         "`--plan` command, then the same command run.",
         "",
     ]
-    header = ["setting", "workers", "verdict", "plan took (s)", "estimated (s)", "real (s)", "estimate / real", "plan rows", "run rows"]
-    cells = [[r["setting"], r["workers"], r["verdict"], r["plan_seconds"], f"{r['estimated_s']:,.0f}", f"{r['real_s']:,.0f}",
-              f"{r['estimate_over_real']:.2f}", f"{r['plan_rows']:,}", f"{r['run_rows']:,}"] for r in rows]
-    name = "plan-" + "-".join(s.replace("=", "") for s in args.settings) + ("" if args.workers == 1 else f"-workers{args.workers}")
+    header = [
+        "setting",
+        "workers",
+        "verdict",
+        "plan took (s)",
+        "estimated (s)",
+        "real (s)",
+        "estimate / real",
+        "plan rows",
+        "run rows",
+    ]
+    cells = [
+        [
+            r["setting"],
+            r["workers"],
+            r["verdict"],
+            r["plan_seconds"],
+            f"{r['estimated_s']:,.0f}",
+            f"{r['real_s']:,.0f}",
+            f"{r['estimate_over_real']:.2f}",
+            f"{r['plan_rows']:,}",
+            f"{r['run_rows']:,}",
+        ]
+        for r in rows
+    ]
+    name = (
+        "plan-"
+        + "-".join(s.replace("=", "") for s in args.settings)
+        + ("" if args.workers == 1 else f"-workers{args.workers}")
+    )
     write(args.out, name, {"machine": host, "rows": rows}, lines + table(header, cells))
+
 
 if __name__ == "__main__":
     main()

@@ -24,13 +24,28 @@ from pathlib import Path
 REFERENCE = {"check": "specverify.samplers:reference", "loop": "specverify.samplers:loop_reference"}
 
 
-def measure(command: str, tv: float, workers: int, only: list[str], extra: list[str], keep: Path | None = None) -> dict[str, object]:
+def measure(
+    command: str, tv: float, workers: int, only: list[str], extra: list[str], keep: Path | None = None
+) -> dict[str, object]:
     """One CLI run: its verdict, guarantee, timing and the resources it used."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
-        argv = [sys.executable, "-m", "specverify", command, REFERENCE[command], "--tv", str(tv), "--workers", str(workers),
-                "--json", str(out), *(["--no-progress"] if command == "check" else []),  # a loop shows no progress bar
-                *[a for p in only for a in ("--only", p)], *extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "specverify",
+            command,
+            REFERENCE[command],
+            "--tv",
+            str(tv),
+            "--workers",
+            str(workers),
+            "--json",
+            str(out),
+            *(["--no-progress"] if command == "check" else []),  # a loop shows no progress bar
+            *[a for p in only for a in ("--only", p)],
+            *extra,
+        ]
         load_before = os.getloadavg()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -46,7 +61,10 @@ def measure(command: str, tv: float, workers: int, only: list[str], extra: list[
         "command": " ".join(["specverify", *argv[3:]]).replace(str(out), "RUN.json"),
         "exit": done.returncode,
         "verdict": data.get("verdict"),
-        "guarantee": next((line.strip() for line in done.stdout.splitlines() if line.strip().startswith("every statistical check")), None),
+        "guarantee": next(
+            (line.strip() for line in done.stdout.splitlines() if line.strip().startswith("every statistical check")),
+            None,
+        ),
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
         "load_before": [round(x, 2) for x in load_before],
@@ -54,8 +72,18 @@ def measure(command: str, tv: float, workers: int, only: list[str], extra: list[
         "timing": run.get("timing"),
         "sampler_rows": run.get("sampler_rows"),
         "statuses": {s: sum(c["status"] == s for c in checks) for s in sorted({c["status"] for c in checks})},
-        "slowest": sorted(({"id": c["id"], "seconds": round(c.get("duration_s") or 0, 1), "samples": c.get("samples"), "tv": c.get("min_detectable_tv")}
-                           for c in checks), key=lambda c: -c["seconds"])[:8],
+        "slowest": sorted(
+            (
+                {
+                    "id": c["id"],
+                    "seconds": round(c.get("duration_s") or 0, 1),
+                    "samples": c.get("samples"),
+                    "tv": c.get("min_detectable_tv"),
+                }
+                for c in checks
+            ),
+            key=lambda c: -c["seconds"],
+        )[:8],
     }
 
 

@@ -64,7 +64,9 @@ def by_vocab(args: argparse.Namespace) -> dict[str, object]:
     rows = []
     for vocab in args.vocabs:
         k = 2 if vocab <= 32_768 else 1
-        row = run_checks(sampler, [ShapeConditionalCheck(shapes=(Shape(vocab, k),))], budget, Shape(vocab, k).row_elements())
+        row = run_checks(
+            sampler, [ShapeConditionalCheck(shapes=(Shape(vocab, k),))], budget, Shape(vocab, k).row_elements()
+        )
         row.update(V=vocab, K=k)
         rows.append(row)
         print(
@@ -92,8 +94,13 @@ def gpu(args: argparse.Namespace) -> dict[str, object]:
     if peak is None and torch.cuda.is_available():
         name = torch.cuda.get_device_name()
         peak = next((v for k, v in PEAK_GBPS.items() if k in name), None)
-    row.update(V=args.vocab, device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (Triton interpreter)",
-               achieved_gbps=gbps, peak_gbps=peak, bandwidth_fraction=gbps / peak if peak else None)
+    row.update(
+        V=args.vocab,
+        device=torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu (Triton interpreter)",
+        achieved_gbps=gbps,
+        peak_gbps=peak,
+        bandwidth_fraction=gbps / peak if peak else None,
+    )
     print(
         f"Triton sampler, {args.budget} budget, V={args.vocab:,}: {row['seconds']:.2f} s to verdict "
         f"({', '.join(f'{k} {v}' for k, v in row['statuses'].items())}); sampler {row['sampler_seconds']:.2f} s, "

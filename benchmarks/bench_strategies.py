@@ -17,9 +17,13 @@ CASES = {
     "step_batches() defaults": lambda: sv.step_batches(),
     "step_batches(fit.conditional: V<=8, K<=4, 3 cases)": lambda: sv.step_batches(max_vocab=8, max_k=4, max_cases=3),
     "model_cases() defaults": lambda: sv.model_cases(),
-    "model_cases(fit.model[random]: V<=4, K<=3, 256 cells)": lambda: sv.model_cases(max_vocab=4, max_k=3, max_cells=256),
+    "model_cases(fit.model[random]: V<=4, K<=3, 256 cells)": lambda: sv.model_cases(
+        max_vocab=4, max_k=3, max_cells=256
+    ),
     "model_cases(fit.model[chain])": lambda: sv.model_cases(max_vocab=4, max_k=3, max_cells=256, kind="chain"),
-    "model_cases(fit.model[low-precision])": lambda: sv.model_cases(max_vocab=4, max_k=3, max_cells=256, kind="low-precision"),
+    "model_cases(fit.model[low-precision])": lambda: sv.model_cases(
+        max_vocab=4, max_k=3, max_cells=256, kind="low-precision"
+    ),
     "model_cases(V<=8, K<=4, 4096 cells)": lambda: sv.model_cases(max_vocab=8, max_k=4, max_cells=4096),
 }
 

@@ -76,7 +76,11 @@ def run(repeats: int) -> list[dict[str, float]]:
         reference = timed(lambda: specverify.reference(target, draft, tokens, g), repeats)
         floor = timed(lambda: torch.multinomial(flat, 1, generator=g), repeats)
         loop_rows = min(batch, 64)
-        loop = timed(lambda: seed_loop(target[:loop_rows], draft[:loop_rows], tokens[:loop_rows], g), repeats) * batch / loop_rows
+        loop = (
+            timed(lambda: seed_loop(target[:loop_rows], draft[:loop_rows], tokens[:loop_rows], g), repeats)
+            * batch
+            / loop_rows
+        )
         rows.append(
             {
                 "B": batch,

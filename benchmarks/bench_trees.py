@@ -112,7 +112,9 @@ def planned_counts(budget_name: str, seed: int = 0, sampler: Any = tree_referenc
 def measured_counts(budget_name: str, seed: int = 0, sampler: Any = tree_reference) -> dict[str, int]:
     """Trees per result id, drawn: the whole battery on the sampler, in this process."""
     result = specverify.check(sampler, budget=budget_name, seed=seed, isolation="in-process")
-    return {c.id: SHARED if c.evidence.get("tallied_with") else c.samples or 0 for c in result.checks if c.status != "skip"}
+    return {
+        c.id: SHARED if c.evidence.get("tallied_with") else c.samples or 0 for c in result.checks if c.status != "skip"
+    }
 
 
 def counts_main(args: argparse.Namespace) -> None:
@@ -123,7 +125,11 @@ def counts_main(args: argparse.Namespace) -> None:
         table[name] = planned_counts(name, sampler=sampler)
         if args.measured:
             drawn = measured_counts(name, sampler=sampler)
-            assert drawn == table[name], {k: (drawn.get(k), table[name].get(k)) for k in set(drawn) | set(table[name]) if drawn.get(k) != table[name].get(k)}
+            assert drawn == table[name], {
+                k: (drawn.get(k), table[name].get(k))
+                for k in set(drawn) | set(table[name])
+                if drawn.get(k) != table[name].get(k)
+            }
         print(f"{name}: {_total(table[name]):,} trees ({time.perf_counter() - start:.1f} s to count)")
     ids = list(dict.fromkeys(i for b in sorted(args.budgets, key=lambda b: -len(table[b])) for i in table[b]))
     lines = ["| check | " + " | ".join(args.budgets) + " |", "|---|" + "---|" * len(args.budgets)]
@@ -132,17 +138,33 @@ def counts_main(args: argparse.Namespace) -> None:
     totals = {b: _total(table[b]) for b in args.budgets}
     lines.append("| **total** | " + " | ".join(f"**{totals[b]:,}**" for b in args.budgets) + " |")
     for ms in (1, 10):
-        lines.append(f"| time at {ms} ms a tree | " + " | ".join(_duration(totals[b] * ms / 1000) for b in args.budgets) + " |")
+        lines.append(
+            f"| time at {ms} ms a tree | " + " | ".join(_duration(totals[b] * ms / 1000) for b in args.budgets) + " |"
+        )
     print("\n".join(lines))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"trees-counts-{args.sampler}"
-    (out / f"{stem}.json").write_text(json.dumps({"machine": platform.platform(), "sampler": args.sampler, "shared": SHARED, "counts": table, "totals": totals}, indent=1) + "\n")
+    (out / f"{stem}.json").write_text(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "sampler": args.sampler,
+                "shared": SHARED,
+                "counts": table,
+                "totals": totals,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     command = "python benchmarks/bench_trees.py counts " + " ".join(sys.argv[2:])
     (out / f"{stem}.md").write_text(
         f"# Trees per check and budget ({args.sampler} reference, seed 0)\n\n`{command}`\n\n"
         "A passing sampler's trees (a failing one's law checks stop earlier); \"shared\": tallied on the trees of the result above it; "
-        "\"skip\": not run (the check skips, saying why: above the budget's shape_max_vocab, or not for this algorithm).\n\n" + "\n".join(lines) + "\n"
+        '"skip": not run (the check skips, saying why: above the budget\'s shape_max_vocab, or not for this algorithm).\n\n'
+        + "\n".join(lines)
+        + "\n"
     )
 
 
@@ -155,7 +177,13 @@ def _cell(n: int | None) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else f"{seconds / 60:.1f} min"
+        if seconds < 7200
+        else f"{seconds / 3600:.1f} h"
+    )
 
 
 # --- time ------------------------------------------------------------------------------------
@@ -168,13 +196,35 @@ def _export(ref: str, into: Path) -> Path:
 
 
 def _commit(ref: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", ref], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def timed_check(tree: Path, budget: str, ms: float, json_path: Path) -> dict[str, Any]:
     """``specverify check bench_trees:slow_reference`` with ``tree``'s specverify: wall and CPU seconds."""
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "SPECVERIFY_BENCH_TREE_MS": str(ms), "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-    command = [sys.executable, "-m", "specverify", "check", "bench_trees:slow_reference", "--budget", budget, "--seed", "0", "--json", str(json_path), "--no-progress", "-q"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tree}{os.pathsep}{HERE}",
+        "SPECVERIFY_BENCH_TREE_MS": str(ms),
+        "OMP_NUM_THREADS": "1",
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        "bench_trees:slow_reference",
+        "--budget",
+        budget,
+        "--seed",
+        "0",
+        "--json",
+        str(json_path),
+        "--no-progress",
+        "-q",
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()
     start = time.perf_counter()
@@ -184,9 +234,13 @@ def timed_check(tree: Path, budget: str, ms: float, json_path: Path) -> dict[str
     data = json.loads(json_path.read_text())
     trees = sum(c.get("samples") or 0 for c in data["checks"] if not (c.get("evidence") or {}).get("tallied_with"))
     return {
-        "verdict": data.get("verdict"), "exit": done.returncode, "wall_s": wall,
+        "verdict": data.get("verdict"),
+        "exit": done.returncode,
+        "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        "trees": trees, "load_before": load, "load_after": os.getloadavg(),
+        "trees": trees,
+        "load_before": load,
+        "load_after": os.getloadavg(),
     }
 
 
@@ -201,22 +255,41 @@ def time_main(args: argparse.Namespace) -> None:
                 record = timed_check(tree, args.budget, args.ms, Path(tmp) / f"{label}-{round_}.json")
                 record.update(label=label, round=round_)
                 runs.append(record)
-                print(f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  CPU {record['cpu_s']:7.1f} s  "
-                      f"load {record['load_before'][0]:.2f} -> {record['load_after'][0]:.2f}", flush=True)
+                print(
+                    f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  CPU {record['cpu_s']:7.1f} s  "
+                    f"load {record['load_before'][0]:.2f} -> {record['load_after'][0]:.2f}",
+                    flush=True,
+                )
     command = "python benchmarks/bench_trees.py time " + " ".join(sys.argv[2:])
-    dirty = " with uncommitted changes" if subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "specverify"], capture_output=True, text=True).stdout else ""
+    dirty = (
+        " with uncommitted changes"
+        if subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "specverify"], capture_output=True, text=True
+        ).stdout
+        else ""
+    )
     lines = [
         f"# A {args.budget} run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and after\n",
         f"`{command}` (before: `{args.before}` = {before}, exported with `git archive`; after: this tree, {after}{dirty} to specverify/; "
         "alternating, the same machine, one after the other)\n",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, shared with other work (load average: 1-minute figure before and after each run).\n",
-        "| run | verdict | trees | wall s | CPU s | load before | load after |", "|---|---|---|---|---|---|---|",
+        "| run | verdict | trees | wall s | CPU s | load before | load after |",
+        "|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r['label']} ({r['round'] + 1}) | {r['verdict']} | {r['trees']:,} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_before'][0]:.2f} | {r['load_after'][0]:.2f} |" for r in runs]
+    lines += [
+        f"| {r['label']} ({r['round'] + 1}) | {r['verdict']} | {r['trees']:,} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_before'][0]:.2f} | {r['load_after'][0]:.2f} |"
+        for r in runs
+    ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"trees-time-{args.budget}-{args.ms:g}ms"
-    (out / f"{stem}.json").write_text(json.dumps({"machine": platform.platform(), "before": [args.before, before], "after": after + dirty, "runs": runs}, indent=1) + "\n")
+    (out / f"{stem}.json").write_text(
+        json.dumps(
+            {"machine": platform.platform(), "before": [args.before, before], "after": after + dirty, "runs": runs},
+            indent=1,
+        )
+        + "\n"
+    )
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -226,7 +299,9 @@ def main() -> None:
     counts = sub.add_parser("counts", help="trees per check and budget")
     counts.add_argument("--budgets", nargs="*", default=["quick", "standard", "thorough"])
     counts.add_argument("--sampler", default="specinfer", choices=list(TREE_REFERENCES), help="which tree reference")
-    counts.add_argument("--measured", action="store_true", help="also run each budget for real and check the counts agree")
+    counts.add_argument(
+        "--measured", action="store_true", help="also run each budget for real and check the counts agree"
+    )
     counts.add_argument("--out", default=str(HERE / "results"))
     timing = sub.add_parser("time", help="a quick run through the unbatched slow wrapper, before and after")
     timing.add_argument("--before", default="main", help="git ref of the 'before' run")

@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import triton  # noqa: E402,I001
 
 # Import the sampler first: without a CUDA device it must set TRITON_INTERPRET before triton loads.
 from specverify.samplers._reference import reference
 from specverify.samplers._triton import triton_sampler
-
-import triton  # noqa: E402,I001
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -218,8 +217,14 @@ def engine_samplers() -> dict[str, Callable[..., Callable[[], Any]]]:
             y = drafts.int().reshape(-1).contiguous()
             cu = torch.arange(1, batch + 1, device=t.device, dtype=torch.int32) * k
             bonus = torch.multinomial(target[:, k].float(), 1).int().contiguous()
-            meta = SimpleNamespace(all_greedy=False, all_random=True, temperature=torch.ones(batch, device=t.device),
-                                   generators={}, top_k=None, top_p=None)
+            meta = SimpleNamespace(
+                all_greedy=False,
+                all_random=True,
+                temperature=torch.ones(batch, device=t.device),
+                generators={},
+                top_k=None,
+                top_p=None,
+            )
             return lambda: rejection_sample(y, [k] * batch, k, cu, d, t, bonus, meta)
 
         found["vllm"] = vllm
@@ -265,9 +270,9 @@ def describe_machine(device: torch.device) -> dict[str, Any]:
 
 def _measured_read_bandwidth(device: torch.device) -> float:
     """What a plain reduction reads per second here: the practical roofline."""
-    x = torch.ones(2**30 // 2, dtype=torch.bfloat16, device=device)  # 1 GiB
-    ms = gpu_time(lambda: x.sum(dtype=torch.float32))
-    del x
+    ones = torch.ones(2**30 // 2, dtype=torch.bfloat16, device=device)  # 1 GiB
+    ms = gpu_time(lambda: ones.sum(dtype=torch.float32))
+    ones = None  # give the GiB back before the next measurement
     torch.cuda.empty_cache()
     return 2**30 / (ms / 1e3)
 
@@ -302,7 +307,9 @@ def to_markdown(result: dict[str, Any]) -> str:
     if m.get("triton_interpreter"):
         lines += ["Through Triton's interpreter on CPU: these times measure the interpreter, not a GPU kernel.", ""]
     names = sorted({name for row in result["rows"] for name in row["ms"]}, key=lambda n: (n != "triton", n))
-    header = ["B", "K", "V", "accepted"] + [f"{n} ms" for n in names] + [f"{n} / triton" for n in names if n != "triton"]
+    header = (
+        ["B", "K", "V", "accepted"] + [f"{n} ms" for n in names] + [f"{n} / triton" for n in names if n != "triton"]
+    )
     gpu = not m.get("triton_interpreter")
     if gpu:
         header += ["GB/s (read)", "of peak", "of measured read"]

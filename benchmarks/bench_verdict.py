@@ -65,12 +65,22 @@ def main() -> None:
         run["declared"] = member.verdict
         rows.append(run)
         first = run["first_failure_seconds"]
-        ratio = f"{first / baseline['seconds']:.2f}x of the reference's verdict time" if first is not None else "no failure"
-        print(f"{name:34s} {run['verdict']:20s} first failure {first if first is None else round(first, 1)} s ({ratio})")
+        ratio = (
+            f"{first / baseline['seconds']:.2f}x of the reference's verdict time" if first is not None else "no failure"
+        )
+        print(
+            f"{name:34s} {run['verdict']:20s} first failure {first if first is None else round(first, 1)} s ({ratio})"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(), "torch": torch.__version__}
-    (out / f"verdict-{args.budget}.json").write_text(json.dumps({"machine": machine, "budget": args.budget, "reference": baseline, "members": rows}, indent=2))
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+    }
+    (out / f"verdict-{args.budget}.json").write_text(
+        json.dumps({"machine": machine, "budget": args.budget, "reference": baseline, "members": rows}, indent=2)
+    )
     lines = [
         f"# Time to verdict, {args.budget} budget",
         "",

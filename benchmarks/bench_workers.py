@@ -42,7 +42,10 @@ from specverify.report import reproducible
 #: (name, --only patterns): the whole battery, and the checks of many units each.
 SELECTIONS = [
     ("whole battery", []),
-    ("many-unit checks", ["fit.conditional[[]zero-residual[]]", "fit.every-shape*", "fit.conditional[[]draft-narrower[]]"]),
+    (
+        "many-unit checks",
+        ["fit.conditional[[]zero-residual[]]", "fit.every-shape*", "fit.conditional[[]draft-narrower[]]"],
+    ),
 ]
 
 CHECK_SPEC, LOOP_SPEC = "specverify.samplers:reference", "specverify.samplers:loop_reference"
@@ -73,17 +76,28 @@ def ceiling(spec: str, n: int, seconds: float = 20.0) -> dict:
     (``n`` on an ideal machine).  The workers' speedup is bounded by it, measured in the same run."""
 
     def run(copies: int, calls: int) -> list[float]:
-        procs = [subprocess.Popen([sys.executable, "-c", _CEILING, spec, str(calls)], stdout=subprocess.PIPE, text=True) for _ in range(copies)]
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _CEILING, spec, str(calls)], stdout=subprocess.PIPE, text=True)
+            for _ in range(copies)
+        ]
         outputs = [p.communicate()[0] for p in procs]
         if any(p.returncode for p in procs):
-            raise SystemExit(f"the ceiling could not call {spec} as a chain sampler (target, draft, drafts, generator): see its error above")
+            raise SystemExit(
+                f"the ceiling could not call {spec} as a chain sampler (target, draft, drafts, generator): see its error above"
+            )
         return [float(out) for out in outputs]
 
     one = run(1, 1)[0]
     calls = max(1, round(seconds / one))
     alone = run(1, calls)[0]
     together = max(run(n, calls))
-    return {"processes": n, "calls": calls, "alone_s": round(alone, 2), "together_s": round(together, 2), "ratio": round(n * alone / together, 3)}
+    return {
+        "processes": n,
+        "calls": calls,
+        "alone_s": round(alone, 2),
+        "together_s": round(together, 2),
+        "ratio": round(n * alone / together, 3),
+    }
 
 
 def _stable(record: dict) -> dict:
@@ -96,13 +110,30 @@ def _rows(record: dict, loop: bool) -> int:
     return sum(c.get("samples") or 0 for c in record["checks"]) if loop else record["run"]["sampler_rows"]
 
 
-def timed(spec: str, budget: str, workers: int, only: list[str], loop: bool = False, tv: float | None = None) -> tuple[float, float, dict]:
+def timed(
+    spec: str, budget: str, workers: int, only: list[str], loop: bool = False, tv: float | None = None
+) -> tuple[float, float, dict]:
     """One ``specverify check`` (``loop``) command: its wall seconds, its CPU seconds (children included), its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.json"
         verb, quiet = ("loop", ["--quiet"]) if loop else ("check", ["--quiet", "--no-progress"])
-        command = [sys.executable, "-m", "specverify", verb, spec, "--budget", budget, "--seed", "0",
-                   "--workers", str(workers), "--json", str(out), *quiet, *([] if tv is None else ["--tv", f"{tv:g}"])]
+        command = [
+            sys.executable,
+            "-m",
+            "specverify",
+            verb,
+            spec,
+            "--budget",
+            budget,
+            "--seed",
+            "0",
+            "--workers",
+            str(workers),
+            "--json",
+            str(out),
+            *quiet,
+            *([] if tv is None else ["--tv", f"{tv:g}"]),
+        ]
         for pattern in only:
             command += ["--only", pattern]
         before = os.times()
@@ -119,11 +150,31 @@ def main() -> None:
     parser.add_argument("--budget", default="standard")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tv", type=float, default=None, metavar="EPS", help="a budget sized for TV EPS (the CLI's --tv; --budget its base)")
-    parser.add_argument("--loop", action="store_true", help="the loop reference's battery (specverify loop) instead of the check's")
-    parser.add_argument("--spec", default=None, help=f"the sampler to run (default {CHECK_SPEC}, or {LOOP_SPEC} with --loop)")
-    parser.add_argument("--selection", choices=[name for name, _ in SELECTIONS], action="append", help="run only this selection (repeatable; default: each)")
-    parser.add_argument("--check", action="append", metavar="PATTERN", help="a selection of its own: the checks --only PATTERN runs (repeatable; instead of --selection)")
+    parser.add_argument(
+        "--tv",
+        type=float,
+        default=None,
+        metavar="EPS",
+        help="a budget sized for TV EPS (the CLI's --tv; --budget its base)",
+    )
+    parser.add_argument(
+        "--loop", action="store_true", help="the loop reference's battery (specverify loop) instead of the check's"
+    )
+    parser.add_argument(
+        "--spec", default=None, help=f"the sampler to run (default {CHECK_SPEC}, or {LOOP_SPEC} with --loop)"
+    )
+    parser.add_argument(
+        "--selection",
+        choices=[name for name, _ in SELECTIONS],
+        action="append",
+        help="run only this selection (repeatable; default: each)",
+    )
+    parser.add_argument(
+        "--check",
+        action="append",
+        metavar="PATTERN",
+        help="a selection of its own: the checks --only PATTERN runs (repeatable; instead of --selection)",
+    )
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
     rows = []
@@ -146,16 +197,28 @@ def main() -> None:
         for n in args.workers:
             wall = statistics.median(r[0] for r in runs[n])
             drawn = _rows(runs[n][0][2], args.loop)
-            rows.append({
-                "selection": name, "workers": n, "median_wall_s": round(wall, 2),
-                "median_cpu_s": round(statistics.median(r[1] for r in runs[n]), 2),
-                "sampler_rows": drawn, "rows_per_s": round(drawn / wall), "speedup": round(base / wall, 3),
-                "verdict": runs[n][0][2]["verdict"], "json_identical": all(_stable(r[2]) == reference for r in runs[n]),
-            })
+            rows.append(
+                {
+                    "selection": name,
+                    "workers": n,
+                    "median_wall_s": round(wall, 2),
+                    "median_cpu_s": round(statistics.median(r[1] for r in runs[n]), 2),
+                    "sampler_rows": drawn,
+                    "rows_per_s": round(drawn / wall),
+                    "speedup": round(base / wall, 3),
+                    "verdict": runs[n][0][2]["verdict"],
+                    "json_identical": all(_stable(r[2]) == reference for r in runs[n]),
+                }
+            )
             print(rows[-1], flush=True)
     host = machine()
     setting = f"tv{args.tv:g}" if args.tv is not None else args.budget
-    flag = (" --loop" if args.loop else "") + ("" if args.spec is None else f" --spec {args.spec}") + "".join(f" --selection '{name}'" for name in args.selection or []) + "".join(f" --check '{p}'" for p in args.check or [])
+    flag = (
+        (" --loop" if args.loop else "")
+        + ("" if args.spec is None else f" --spec {args.spec}")
+        + "".join(f" --selection '{name}'" for name in args.selection or [])
+        + "".join(f" --check '{p}'" for p in args.check or [])
+    )
     command = f"specverify {'loop' if args.loop else 'check'} {spec}"
     lines = [
         f"# Workers: rows a second against one worker, budget {setting}, {spec}",
@@ -172,12 +235,47 @@ def main() -> None:
             f"({limit['processes']}x on an ideal machine), no harness in it.",
             "",
         ]
-    header = ["selection", "workers", "median wall (s)", "median CPU (s)", "sampler rows", "rows/s", "speedup vs 1", "verdict", "JSON identical to 1 worker"]
-    cells = [[r["selection"], r["workers"], r["median_wall_s"], r["median_cpu_s"], f"{r['sampler_rows']:,}", f"{r['rows_per_s']:,}",
-              f"{r['speedup']:.2f}x", r["verdict"], "yes" if r["json_identical"] else "NO"] for r in rows]
-    chosen = "".join("-" + re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") for name in args.check or args.selection or [])
-    name = f"workers-{setting}" + ("-loop" if args.loop else "") + chosen + ("" if args.spec is None else "-" + args.spec.rsplit(":", 1)[-1].replace("_", "-"))
-    write(args.out, name, {"machine": host, "budget": setting, "spec": spec, "ceiling": limit, "rows": rows}, lines + table(header, cells))
+    header = [
+        "selection",
+        "workers",
+        "median wall (s)",
+        "median CPU (s)",
+        "sampler rows",
+        "rows/s",
+        "speedup vs 1",
+        "verdict",
+        "JSON identical to 1 worker",
+    ]
+    cells = [
+        [
+            r["selection"],
+            r["workers"],
+            r["median_wall_s"],
+            r["median_cpu_s"],
+            f"{r['sampler_rows']:,}",
+            f"{r['rows_per_s']:,}",
+            f"{r['speedup']:.2f}x",
+            r["verdict"],
+            "yes" if r["json_identical"] else "NO",
+        ]
+        for r in rows
+    ]
+    chosen = "".join(
+        "-" + re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") for name in args.check or args.selection or []
+    )
+    name = (
+        f"workers-{setting}"
+        + ("-loop" if args.loop else "")
+        + chosen
+        + ("" if args.spec is None else "-" + args.spec.rsplit(":", 1)[-1].replace("_", "-"))
+    )
+    write(
+        args.out,
+        name,
+        {"machine": host, "budget": setting, "spec": spec, "ceiling": limit, "rows": rows},
+        lines + table(header, cells),
+    )
+
 
 if __name__ == "__main__":
     main()

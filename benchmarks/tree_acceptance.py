@@ -53,7 +53,9 @@ def main() -> None:
             token_wise = sum(r[0] for r in rows) / len(rows)
             block = sum(r[1] for r in rows) / len(rows)
             least = min(b / t for t, b in rows)
-            print(f"{k:>2} {mix:>6.2f} {len(rows):>5} {token_wise:>10.4f} {block:>8.4f} {block / token_wise - 1:>+7.2%} {least - 1:>+9.2%}")
+            print(
+                f"{k:>2} {mix:>6.2f} {len(rows):>5} {token_wise:>10.4f} {block:>8.4f} {block / token_wise - 1:>+7.2%} {least - 1:>+9.2%}"
+            )
 
 
 if __name__ == "__main__":

@@ -51,11 +51,18 @@ def verify_sampled(target_logits, draft_probs, draft_ids, temperature, top_k, rn
 # --- the adapter ---------------------------------------------------------------------------------
 
 
-@specverify.sampler(name="myengine.verify_sampled", inputs="logits", params=("temperature", "top_k"), dtypes=(torch.float32,))
+@specverify.sampler(
+    name="myengine.verify_sampled", inputs="logits", params=("temperature", "top_k"), dtypes=(torch.float32,)
+)
 def sampler(target_logits, draft_probs, draft_tokens, generator, params):
     rng = np.random.default_rng(int(torch.randint(2**62, (), generator=generator)))  # seeded by the harness
     ids, n_emitted = verify_sampled(
-        target_logits.numpy(), draft_probs.numpy(), draft_tokens.numpy(), params.temperature.numpy(), params.top_k.numpy(), rng
+        target_logits.numpy(),
+        draft_probs.numpy(),
+        draft_tokens.numpy(),
+        params.temperature.numpy(),
+        params.top_k.numpy(),
+        rng,
     )
     ids, n_emitted = torch.from_numpy(ids).long(), torch.from_numpy(n_emitted).long()
     tokens = torch.where(torch.arange(ids.shape[1]) < n_emitted[:, None], ids, -1)  # -1 padding

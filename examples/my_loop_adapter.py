@@ -57,5 +57,7 @@ def _law(logits, temperature):
 def loop(target, draft, prompt, num_tokens, params, generator):
     as_fn = lambda lm: lambda ids: lm(torch.tensor([ids])).double().numpy()[0]  # noqa: E731  one prefix at a time
     seeds = params.seeds if params.seeds is not None else torch.randint(2**62, (prompt.shape[0],), generator=generator)
-    out = speculative_generate(as_fn(target), as_fn(draft), prompt.tolist(), num_tokens, params.temperature.tolist(), seeds.tolist())
+    out = speculative_generate(
+        as_fn(target), as_fn(draft), prompt.tolist(), num_tokens, params.temperature.tolist(), seeds.tolist()
+    )
     return torch.tensor(out, dtype=torch.int64)

@@ -162,15 +162,19 @@ def main() -> None:
     print(f"baseline_vs_target_max_error={(f1 - TARGET).abs().max().item():.5f}")
     print(f"speculative_vs_target_max_error={(f2 - TARGET).abs().max().item():.5f}")
     print(f"baseline_vs_speculative_max_error={(f1 - f2).abs().max().item():.5f}")
-    print(f"mean_accepted_draft_tokens_per_call={accepted / calls:.3f} (exact, stationary chain: {exact_accepted_per_call(args.k):.3f})")
+    print(
+        f"mean_accepted_draft_tokens_per_call={accepted / calls:.3f} (exact, stationary chain: {exact_accepted_per_call(args.k):.3f})"
+    )
     print(f"target_calls_per_emitted_token={calls / tokens:.3f}")
     print(f"vectorised_seconds={vectorised:.3f} (speculative stream, {tokens} tokens)")
     if not args.skip_loop:
         start = time.perf_counter()
         loop_calls, loop_accepted = seed_loop(args.tokens, args.k, 303)
         loop = time.perf_counter() - start
-        print(f"seed_loop_seconds={loop:.3f} (speculative stream only, {args.tokens} tokens; "
-              f"accepted per call {loop_accepted / loop_calls:.3f})")
+        print(
+            f"seed_loop_seconds={loop:.3f} (speculative stream only, {args.tokens} tokens; "
+            f"accepted per call {loop_accepted / loop_calls:.3f})"
+        )
         print(f"speedup_vs_seed_loop={loop / vectorised * tokens / args.tokens:.1f}x (per token)")
 
 

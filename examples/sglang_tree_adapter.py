@@ -83,8 +83,16 @@ def sampler(tree: TreeBatch, generator: torch.Generator | None = None) -> tuple[
     final = torch.rand(tree.batch, generator=generator)
     probs = arrays.pop("target_probs").float()
     arrays.pop("draft_probs", None)  # the kernel reads no draft law: it gets a zeroed scratch instead
-    tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num, **arrays, uniform_samples=coins,
-        uniform_samples_for_final_sampling=final, target_probs=probs, draft_probs=torch.zeros_like(probs))
+    tree_speculative_sampling_target_only(
+        predicts,
+        accept_index,
+        accept_token_num,
+        **arrays,
+        uniform_samples=coins,
+        uniform_samples_for_final_sampling=final,
+        target_probs=probs,
+        draft_probs=torch.zeros_like(probs),
+    )
     return layout.to_path(predicts, accept_index, accept_token_num)
 
 

@@ -47,7 +47,9 @@ def _commit() -> str:
 
     where = Path(specverify.__file__).parent
     done = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     return (done.stdout.strip() + ("+changes" if dirty else "")) if done.returncode == 0 else "?"
 
 
@@ -58,7 +60,9 @@ def _setting(budget: str, tv: float | None) -> tuple[str, list[str]]:
     return f"tv{tv:g}", ["--tv", f"{tv:g}"] + (["--budget", budget] if budget != "standard" else [])
 
 
-def _run(spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: str, options: list[str] | None = None) -> dict[str, Any]:
+def _run(
+    spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: str, options: list[str] | None = None
+) -> dict[str, Any]:
     """One fresh CLI run of ``spec`` at ``seed``; ``budget`` names the setting, ``options`` are its
     CLI options (default ``--budget BUDGET``)."""
     path = scratch / f"{slug(spec)}-{budget}-{seed}.json"
@@ -66,7 +70,19 @@ def _run(spec: str, seed: int, budget: str, loop: bool, scratch: Path, commit: s
     if record.exists():  # recorded by an earlier, interrupted campaign
         return json.loads(record.read_text())
     given = ["--budget", budget] if options is None else options
-    command = [sys.executable, "-m", "specverify", "loop" if loop else "check", spec, *given, "--seed", str(seed), "--json", str(path), "-q"]
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "loop" if loop else "check",
+        spec,
+        *given,
+        "--seed",
+        str(seed),
+        "--json",
+        str(path),
+        "-q",
+    ]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={"OMP_NUM_THREADS": "1", **os.environ})
     seconds = time.perf_counter() - started
@@ -96,10 +112,20 @@ def explains(row: dict[str, Any], preset: str | None) -> bool:
     naming that preset to declare (the loop's law fits its convention, not transformers')."""
     if row["verdict"] == "conformant":
         return True
-    return preset is not None and row["verdict"] == "inconclusive" and f"declare warp={preset!r}" in row.get("reason", "")
+    return (
+        preset is not None and row["verdict"] == "inconclusive" and f"declare warp={preset!r}" in row.get("reason", "")
+    )
 
 
-def _table(spec: str, budget: str, loop: bool, runs: list[dict[str, Any]], command: str, preset: str | None = None, planned: int | None = None) -> str:
+def _table(
+    spec: str,
+    budget: str,
+    loop: bool,
+    runs: list[dict[str, Any]],
+    command: str,
+    preset: str | None = None,
+    planned: int | None = None,
+) -> str:
     """The campaign's table; while fewer runs than the ``planned`` seeds are in, it says so in its
     title and its last line (a campaign under way is never read as a finished one)."""
     good = sum(explains(r, preset) for r in runs)
@@ -114,31 +140,59 @@ def _table(spec: str, budget: str, loop: bool, runs: list[dict[str, Any]], comma
     ]
     for r in runs:
         p = "" if r["smallest_p"] is None else f"{r['smallest_p']:.3g}"
-        lines.append(f"| {r['seed']} | {r['verdict']} | {r['exit_code']} | {r['passed']} of {r['checks']} | {p} | {r['seconds']} | {r.get('commit', '?')} | {'; '.join(r['failed']) or (r.get('reason', '') if r['verdict'] != 'conformant' else '')} |")
+        lines.append(
+            f"| {r['seed']} | {r['verdict']} | {r['exit_code']} | {r['passed']} of {r['checks']} | {p} | {r['seconds']} | {r.get('commit', '?')} | {'; '.join(r['failed']) or (r.get('reason', '') if r['verdict'] != 'conformant' else '')} |"
+        )
     conformant = sum(r["verdict"] == "conformant" for r in runs)
     if preset is None:
         lines += ["", f"{good} of {len(runs)} runs conformant; false alarms: {len(runs) - good} in {len(runs)} runs."]
     else:
-        lines += ["", f"Undeclared, warping as {preset}: {conformant} of {len(runs)} runs conformant, {good - conformant} inconclusive naming "
-                  f"warp={preset!r} to declare (not false alarms); false alarms (lossy, non-conformant, or any other verdict): {len(runs) - good} in {len(runs)} runs."]
+        lines += [
+            "",
+            f"Undeclared, warping as {preset}: {conformant} of {len(runs)} runs conformant, {good - conformant} inconclusive naming "
+            f"warp={preset!r} to declare (not false alarms); false alarms (lossy, non-conformant, or any other verdict): {len(runs) - good} in {len(runs)} runs.",
+        ]
     if under_way:
-        lines += ["", f"Under way: {planned - len(runs)} of {planned} seeds not yet run; this table is rewritten as each run lands."]
+        lines += [
+            "",
+            f"Under way: {planned - len(runs)} of {planned} seeds not yet run; this table is rewritten as each run lands.",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("specs", nargs="+", metavar="SPEC", help="correct samplers (or loops, with --loop) as 'module:attribute'")
+    parser.add_argument(
+        "specs", nargs="+", metavar="SPEC", help="correct samplers (or loops, with --loop) as 'module:attribute'"
+    )
     parser.add_argument("--budget", default="standard", choices=("quick", "standard", "thorough"))
     parser.add_argument("--seeds", type=int, default=20, help="run seeds 0 to N-1 (default 20)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     parser.add_argument("--loop", action="store_true", help="the specs are generation loops: run `specverify loop`")
     parser.add_argument("--output", type=Path, default=Path("reports/false-alarms"))
-    parser.add_argument("--undeclared", metavar="PRESET", default=None,
-                        help="the specs warp as engine PRESET and declare nothing: 'inconclusive' naming PRESET to declare is no false alarm")
-    parser.add_argument("--runs", type=Path, default=None, help="keep each run's JSON here, and reuse the runs recorded here (resume)")
-    parser.add_argument("--tv", type=float, metavar="EPS", default=None, help="each run at a budget sized for TV EPS (the CLI's --tv; --budget its base)")
-    parser.add_argument("--workers", type=int, metavar="N", default=None, help="sampler processes each run spreads its work over (the CLI's --workers)")
+    parser.add_argument(
+        "--undeclared",
+        metavar="PRESET",
+        default=None,
+        help="the specs warp as engine PRESET and declare nothing: 'inconclusive' naming PRESET to declare is no false alarm",
+    )
+    parser.add_argument(
+        "--runs", type=Path, default=None, help="keep each run's JSON here, and reuse the runs recorded here (resume)"
+    )
+    parser.add_argument(
+        "--tv",
+        type=float,
+        metavar="EPS",
+        default=None,
+        help="each run at a budget sized for TV EPS (the CLI's --tv; --budget its base)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=None,
+        help="sampler processes each run spreads its work over (the CLI's --workers)",
+    )
     args = parser.parse_args(argv)
     if args.tv is not None and not 0 < args.tv < 1:
         parser.error(f"--tv must lie in (0, 1), not {args.tv:g}")
@@ -158,31 +212,52 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal bad
         rows = sorted(runs[spec], key=lambda r: r["seed"])
         name, complete = f"{slug(spec)}-{setting}", len(rows) == args.seeds
-        record = {"spec": spec, "budget": setting, "command": command, "undeclared": args.undeclared, "seeds": args.seeds, "complete": complete, "runs": rows}
+        record = {
+            "spec": spec,
+            "budget": setting,
+            "command": command,
+            "undeclared": args.undeclared,
+            "seeds": args.seeds,
+            "complete": complete,
+            "runs": rows,
+        }
         (args.output / f"{name}.json").write_text(json.dumps(record, indent=1))
-        (args.output / f"{name}.md").write_text(_table(spec, setting, args.loop, rows, command, args.undeclared, planned=args.seeds))
+        (args.output / f"{name}.md").write_text(
+            _table(spec, setting, args.loop, rows, command, args.undeclared, planned=args.seeds)
+        )
         if not complete:
             return
         good = sum(explains(r, args.undeclared) for r in rows)
         bad += len(rows) - good
-        print(f"{spec}: {good} of {len(rows)} {'conformant' if args.undeclared is None else 'conformant or inconclusive naming ' + args.undeclared} -> {args.output / name}.md", flush=True)
+        print(
+            f"{spec}: {good} of {len(rows)} {'conformant' if args.undeclared is None else 'conformant or inconclusive naming ' + args.undeclared} -> {args.output / name}.md",
+            flush=True,
+        )
 
     with contextlib.ExitStack() as stack:
         scratch = args.runs or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specverify-false-alarms-")))
         scratch.mkdir(parents=True, exist_ok=True)
         pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
-        futures = {pool.submit(_run, spec, seed, setting, args.loop, scratch, commit, options): spec for spec, seed in work}
+        futures = {
+            pool.submit(_run, spec, seed, setting, args.loop, scratch, commit, options): spec for spec, seed in work
+        }
         try:
             for future in concurrent.futures.as_completed(futures):
                 spec, run = futures[future], future.result()
                 runs[spec].append(run)
-                print(f"{spec} seed {run['seed']}: {run['verdict']} (exit {run['exit_code']}) in {run['seconds']} s", flush=True)
+                print(
+                    f"{spec} seed {run['seed']}: {run['verdict']} (exit {run['exit_code']}) in {run['seconds']} s",
+                    flush=True,
+                )
                 write(spec)
         except KeyboardInterrupt:  # the runs under way had the terminal's SIGINT too; start no more
             pool.shutdown(wait=True, cancel_futures=True)
             left = [spec for spec in args.specs if len(runs[spec]) < args.seeds]
-            print(f"interrupted: {sum(map(len, runs.values()))} of {len(work)} runs finished; under way in their tables: {', '.join(left)}"
-                  + (f" (their finished runs are kept in {scratch}: run the same command to go on)" if args.runs else ""), flush=True)
+            print(
+                f"interrupted: {sum(map(len, runs.values()))} of {len(work)} runs finished; under way in their tables: {', '.join(left)}"
+                + (f" (their finished runs are kept in {scratch}: run the same command to go on)" if args.runs else ""),
+                flush=True,
+            )
             return 130
         pool.shutdown()
     return 1 if bad else 0

@@ -68,7 +68,13 @@ SCHEDULES = [
 
 
 def limit_cost(
-    looks: tuple[float, ...], final_share: float, decisions: list[tuple[int, float]], tv: float, power: float, runs: int, rng: np.random.Generator,
+    looks: tuple[float, ...],
+    final_share: float,
+    decisions: list[tuple[int, float]],
+    tv: float,
+    power: float,
+    runs: int,
+    rng: np.random.Generator,
 ) -> tuple[float, float]:
     """An experiment's mean samples under the null, and its final sample (what a failing sampler
     draws), each against the fixed design's, on the chi-square limit: it stops at the first look
@@ -127,13 +133,24 @@ def main() -> None:
         f"Null, chi-square limit, {args.limit_runs} experiments each; mean samples against the fixed design's "
         "(TV 0.001; the first row is the library's schedule).",
         "",
-        "| looks | final share | " + " | ".join(name for name, _ in EXPERIMENTS) + " | mean | failing: final n / fixed |",
+        "| looks | final share | "
+        + " | ".join(name for name, _ in EXPERIMENTS)
+        + " | mean | failing: final n / fixed |",
         "|---|---|" + "---|" * (len(EXPERIMENTS) + 2),
     ]
     rng = np.random.default_rng(len(SETTINGS))
     for looks, share in SCHEDULES:
-        costs, finals = zip(*(limit_cost(looks, share, decisions, 0.001, args.power, args.limit_runs, rng) for _, decisions in EXPERIMENTS))
-        lines.append(f"| {', '.join(map(str, looks))} | {share} | " + " | ".join(f"{c:.3f}" for c in costs) + f" | {np.mean(costs):.3f} | {max(finals):.3f} |")
+        costs, finals = zip(
+            *(
+                limit_cost(looks, share, decisions, 0.001, args.power, args.limit_runs, rng)
+                for _, decisions in EXPERIMENTS
+            )
+        )
+        lines.append(
+            f"| {', '.join(map(str, looks))} | {share} | "
+            + " | ".join(f"{c:.3f}" for c in costs)
+            + f" | {np.mean(costs):.3f} | {max(finals):.3f} |"
+        )
         print(lines[-1], flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text("\n".join(lines) + "\n")

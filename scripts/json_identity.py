@@ -34,6 +34,7 @@ REFERENCES = (
     ("block_verification", "check", "specverify.samplers:block_verification"),
 )
 
+
 def record(directory: Path, budget: str, seed: int, only: list[str]) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     status = 0
@@ -42,7 +43,9 @@ def record(directory: Path, budget: str, seed: int, only: list[str]) -> int:
             continue
         path = directory / f"{stem}.json"
         argv = [sys.executable, "-m", "specverify", command, spec, "--budget", budget, "--seed", str(seed)]
-        argv += ["--json", str(path), "-q"] + (["--no-progress"] if command == "check" else [])  # the loop shows no progress
+        argv += ["--json", str(path), "-q"] + (
+            ["--no-progress"] if command == "check" else []
+        )  # the loop shows no progress
         done = subprocess.run(argv, check=False)
         print(f"{stem}: exit {done.returncode}", flush=True)
         if done.returncode == 2 or not path.exists():
@@ -70,7 +73,9 @@ def compare(before: Path, after: Path) -> int:
     """Every difference between two records (directories of run JSON) or two run JSON files."""
     if before.is_file() != after.is_file():
         raise SystemExit(f"compare two directories or two files, not {before} and {after}")
-    pairs = [(before, after)] if before.is_file() else [(path, after / path.name) for path in sorted(before.glob("*.json"))]
+    pairs = (
+        [(before, after)] if before.is_file() else [(path, after / path.name) for path in sorted(before.glob("*.json"))]
+    )
     if not pairs:
         raise SystemExit(f"{before} holds no run JSON: nothing to compare")
     total = 0

@@ -35,9 +35,7 @@ SPECS = [
 
 #: The generation loops whose reports are kept, with the loop checks each runs (a subset: its verdict
 #: is inconclusive at best; the checks' own results are the finding).
-LOOPS = {
-    "specverify.adapters.transformers_generate:loop": ["loop.output", "loop.determinism", "loop.law[top-k]"],
-}
+LOOPS = {"specverify.adapters.transformers_generate:loop": ["loop.output", "loop.determinism", "loop.law[top-k]"]}
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +43,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("specs", nargs="*", metavar="SPEC", help=f"samplers to run (default: {' '.join(SPECS)})")
-    parser.add_argument("--budget", default="quick", choices=sorted(specverify.BUDGETS), help="default: quick (about a minute a sampler)")
+    parser.add_argument(
+        "--budget",
+        default="quick",
+        choices=sorted(specverify.BUDGETS),
+        help="default: quick (about a minute a sampler)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "reports", help="default: reports/")
     parser.add_argument("--render-only", action="store_true", help="only re-render the JSON already in --out")
@@ -67,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             loop = specverify.load_sampler(spec)
             path = args.out / f"{slug(loop.name)}.json"
             start = time.perf_counter()
-            result = specverify.check_loop(spec, budget=args.budget, seed=args.seed, select=select, spec=spec, json_path=path)
+            result = specverify.check_loop(
+                spec, budget=args.budget, seed=args.seed, select=select, spec=spec, json_path=path
+            )
             print(f"{result.verdict:>20}  {spec} {' '.join(select)}  ({time.perf_counter() - start:.0f} s) -> {path}")
             paths.append(path)
     if not paths:

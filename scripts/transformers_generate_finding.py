@@ -40,23 +40,39 @@ def main() -> None:
     target = MarkovLM(torch.randn(vocab, vocab, generator=g, dtype=torch.float64) * 1.5, context=(0,))
     draft = MarkovLM(torch.randn(vocab, vocab, generator=g, dtype=torch.float64) * 1.5, context=(0,))
     sut = loop()
-    lines = [f"# {sut.name}: the generated tokens against the warped target law", "",
-             f"Command: `python scripts/transformers_generate_finding.py --rows {args.rows} --vocab {vocab}`; "
-             f"order-1 chain over {vocab} tokens, prompt [1], {length} generated tokens, num_assistant_tokens 3; "
-             f"G-test per setting at alpha {alpha:.2g} (family-wise 1e-4).", "",
-             "| setting | rows | p-value | TV estimate [99% interval] | verdict | ms per generate() |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# {sut.name}: the generated tokens against the warped target law",
+        "",
+        f"Command: `python scripts/transformers_generate_finding.py --rows {args.rows} --vocab {vocab}`; "
+        f"order-1 chain over {vocab} tokens, prompt [1], {length} generated tokens, num_assistant_tokens 3; "
+        f"G-test per setting at alpha {alpha:.2g} (family-wise 1e-4).",
+        "",
+        "| setting | rows | p-value | TV estimate [99% interval] | verdict | ms per generate() |",
+        "|---|---|---|---|---|---|",
+    ]
     for index, (name, values) in enumerate(SETTINGS.items()):
         dtypes = {"top_k": torch.int64}
-        params = SamplingParams(**{k: torch.full((args.rows,), v, dtype=dtypes.get(k, torch.float64)) for k, v in values.items()})
+        params = SamplingParams(
+            **{k: torch.full((args.rows,), v, dtype=dtypes.get(k, torch.float64)) for k, v in values.items()}
+        )
         start = time.perf_counter()
-        out = sut(target, draft, torch.ones((args.rows, 1), dtype=torch.int64), length, params, torch.Generator().manual_seed(index))
+        out = sut(
+            target,
+            draft,
+            torch.ones((args.rows, 1), dtype=torch.int64),
+            length,
+            params,
+            torch.Generator().manual_seed(index),
+        )
         ms = (time.perf_counter() - start) / args.rows * 1e3
         counts = np.bincount((out[:, 0] * vocab + out[:, 1]).numpy(), minlength=vocab**length)
         law = generation_law(target, torch.tensor([1]), length, params.select(slice(0, 1))).numpy()
         test = gof_test(counts, law, alpha=alpha)
         tv = tv_estimate(counts, law)
         verdict = "follows the law" if test.pvalue > alpha else "DIFFERS"
-        lines.append(f"| {name} | {args.rows:,} | {test.pvalue:.3g} | {tv.estimate:.4f} [{tv.low:.4f}, {tv.high:.4f}] | {verdict} | {ms:.1f} |")
+        lines.append(
+            f"| {name} | {args.rows:,} | {test.pvalue:.3g} | {tv.estimate:.4f} [{tv.low:.4f}, {tv.high:.4f}] | {verdict} | {ms:.1f} |"
+        )
         print(lines[-1], flush=True)
     path = pathlib.Path("reports") / f"transformers-{sut.name.split()[1]}-generate-finding.md"
     path.write_text("\n".join(lines) + "\n")

@@ -31,19 +31,19 @@ from ._version import __version__ as __version__
 if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (tests/test_public_api.py)
     from ._budgets import BUDGETS as BUDGETS
     from ._budgets import Budget as Budget
+    from ._calling.tree import tree_sampler as tree_sampler
     from ._contract import Capabilities as Capabilities
     from ._contract import Sampler as Sampler
-    from ._kinds import load_sampler as load_sampler
     from ._contract import sampler as sampler
+    from ._kinds import load_sampler as load_sampler
     from ._loop import loop as loop
     from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
     from ._result import CheckResult as CheckResult
     from ._result import RunResult as RunResult
     from ._runner import check as check
-    from ._calling.tree import tree_sampler as tree_sampler
+    from ._runner import check_loop as check_loop
     from ._vocabulary import Verdict as Verdict
     from ._warps.rules import SamplingParams as SamplingParams
-    from ._runner import check_loop as check_loop
     from .errors import Interrupted as Interrupted
     from .errors import SamplerFault as SamplerFault
     from .errors import SamplerSpecError as SamplerSpecError
@@ -80,14 +80,29 @@ _PUBLIC: dict[str, tuple[str, str]] = {
 __all__ = sorted([*_PUBLIC, "__version__"])
 
 #: Public submodules, reachable as attributes after a bare ``import specverify``.
-_SUBMODULES = ("adapters", "checks", "errors", "laws", "models", "replay", "report", "samplers", "stats", "strategies", "trees", "zoo")
+_SUBMODULES = (
+    "adapters",
+    "checks",
+    "errors",
+    "laws",
+    "models",
+    "replay",
+    "report",
+    "samplers",
+    "stats",
+    "strategies",
+    "trees",
+    "zoo",
+)
 
 #: Names the facade held before they moved to a submodule: still found there, with a warning, so
 #: old scripts and the repro snippets of old run files keep working.
 _MOVED = {
     **dict.fromkeys(("completed_law", "emitted_law", "generation_law", "step_law", "target_law", "warp"), "laws"),
     **dict.fromkeys(("ChainModel", "MarkovLM", "Model", "TableModel"), "models"),
-    **dict.fromkeys(("LawTest", "ModelCase", "StepCase", "call_sampler", "derive_seed", "model_law_test", "step_law_test"), "replay"),
+    **dict.fromkeys(
+        ("LawTest", "ModelCase", "StepCase", "call_sampler", "derive_seed", "model_law_test", "step_law_test"), "replay"
+    ),
 }
 
 

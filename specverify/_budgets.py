@@ -13,7 +13,17 @@ import dataclasses
 
 from .errors import UsageError
 
-__all__ = ["BUDGETS", "COVERAGE_TV", "MAX_SAMPLES_CAP", "SHAPE_VOLUME_CAP", "Budget", "budget_for_tv", "depth_for", "get_budget", "resolve_budget"]
+__all__ = [
+    "BUDGETS",
+    "COVERAGE_TV",
+    "MAX_SAMPLES_CAP",
+    "SHAPE_VOLUME_CAP",
+    "Budget",
+    "budget_for_tv",
+    "depth_for",
+    "get_budget",
+    "resolve_budget",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +103,13 @@ class Budget:
 
 BUDGETS = {
     "quick": Budget(
-        "quick", tv=0.05, examples=6, validity_examples=20, max_samples=200_000, shape_tv=0.1, shape_volume=2**26,
+        "quick",
+        tv=0.05,
+        examples=6,
+        validity_examples=20,
+        max_samples=200_000,
+        shape_tv=0.1,
+        shape_volume=2**26,
         shape_min_rows=512,
         shape_max_vocab=65_537,
     ),
@@ -176,9 +192,17 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
             volume = preset.shape_volume
             derivation += f"; shape_volume kept at the {preset.name} preset's {volume:,} (large V keeps its cap and states the TV it reaches)"
     return preset.with_(
-        name=f"tv={tv:g}", tv=float(tv), max_samples=max_samples, cap_per_decision=True, shape_tv=shape_tv, shape_volume=volume,
-        shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv), derivation=derivation,
-        depth_examples=depth, coverage_tv=coverage, base=preset.name,
+        name=f"tv={tv:g}",
+        tv=float(tv),
+        max_samples=max_samples,
+        cap_per_decision=True,
+        shape_tv=shape_tv,
+        shape_volume=volume,
+        shape_ceiling_tv=max(preset.shape_ceiling_tv, shape_tv),
+        derivation=derivation,
+        depth_examples=depth,
+        coverage_tv=coverage,
+        base=preset.name,
     )
 
 
@@ -196,7 +220,13 @@ def depth_for(tv: float, examples: int) -> tuple[int, float | None]:
     return max(1, int(examples * (tv / COVERAGE_TV) ** 2)), COVERAGE_TV
 
 
-def resolve_budget(budget: Budget | str = "standard", *, tv: float | None = None, alpha: float | None = None, power: float | None = None) -> Budget:
+def resolve_budget(
+    budget: Budget | str = "standard",
+    *,
+    tv: float | None = None,
+    alpha: float | None = None,
+    power: float | None = None,
+) -> Budget:
     """The budget a run uses: a preset by name (or a :class:`Budget`), or with ``tv`` one sized for
     it from that preset's settings when a preset other than the default is named, else from the
     nearest preset; ``alpha`` overrides the family-wise level, ``power`` the probability that each

@@ -160,7 +160,9 @@ class Capabilities:
     def tree_limits(self) -> bool:
         """Whether the sampler declares any of the tree fields (``max_children``, ``max_depth``,
         ``max_nodes``, ``reserved_tokens``), which only a tree sampler may."""
-        return any(v is not None for v in (self.max_children, self.max_depth, self.max_nodes)) or bool(self.reserved_tokens)
+        return any(v is not None for v in (self.max_children, self.max_depth, self.max_nodes)) or bool(
+            self.reserved_tokens
+        )
 
     def _check_reserved(self) -> None:
         reserved = self.reserved_tokens
@@ -290,20 +292,14 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
                 f"reading {attr_path!r} of {module_name!r} raised {type(exc).__name__}: {_one_line(exc)}"
             ) from exc
     if not callable(obj):
-        raise SamplerSpecError(
-            f"{spec!r} is a {type(obj).__name__}, not a sampler or a zero-argument factory"
-        )
+        raise SamplerSpecError(f"{spec!r} is a {type(obj).__name__}, not a sampler or a zero-argument factory")
     if _is_factory(obj):
         try:
             made = obj()
         except Exception as exc:
-            raise SamplerSpecError(
-                f"factory {spec!r} raised {type(exc).__name__}: {_one_line(exc)}"
-            ) from exc
+            raise SamplerSpecError(f"factory {spec!r} raised {type(exc).__name__}: {_one_line(exc)}") from exc
         if not callable(made):
-            raise SamplerSpecError(
-                f"factory {spec!r} returned a {type(made).__name__}, which is not callable"
-            )
+            raise SamplerSpecError(f"factory {spec!r} returned a {type(made).__name__}, which is not callable")
         obj = made
     try:
         capabilities_of(obj)
@@ -362,7 +358,14 @@ def audit_output(
 
     checks: list[tuple[str, torch.Tensor, Callable[[int], str], str]] = []
     bad = (accepted < 0) | (accepted > k)
-    checks.append(("num-accepted-range", bad, lambda r: f"row {r}: num_accepted = {int(accepted[r])} is outside [0, {k}]", "contract"))
+    checks.append(
+        (
+            "num-accepted-range",
+            bad,
+            lambda r: f"row {r}: num_accepted = {int(accepted[r])} is outside [0, {k}]",
+            "contract",
+        )
+    )
     if not bad.any():
         positions = torch.arange(k + 1, device=tokens.device)
         emitted = positions <= accepted.unsqueeze(-1)
@@ -389,10 +392,37 @@ def audit_output(
             return text
 
         checks.append(("token-range", per_row[0], token_range, "contract"))
-        checks.append(("padding", per_row[1], lambda r: f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding", "contract"))
-        checks.append(("accepted-drafts", per_row[2], lambda r: f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}", "contract"))
+        checks.append(
+            (
+                "padding",
+                per_row[1],
+                lambda r: (
+                    f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding"
+                ),
+                "contract",
+            )
+        )
+        checks.append(
+            (
+                "accepted-drafts",
+                per_row[2],
+                lambda r: (
+                    f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}"
+                ),
+                "contract",
+            )
+        )
         if not found[0]:  # a token outside the vocabulary has no target probability to look up
-            checks.append(("zero-target", per_row[3], lambda r: f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0", "support"))
+            checks.append(
+                (
+                    "zero-target",
+                    per_row[3],
+                    lambda r: (
+                        f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0"
+                    ),
+                    "support",
+                )
+            )
     violations = []
     for rule, mask, describe, finding in checks:
         row = first_row(mask)
@@ -403,7 +433,9 @@ def audit_output(
     return violations
 
 
-def _clean(tokens: torch.Tensor, accepted: torch.Tensor, target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> bool:
+def _clean(
+    tokens: torch.Tensor, accepted: torch.Tensor, target_probs: torch.Tensor, draft_tokens: torch.Tensor
+) -> bool:
     """Whether an output of the contract's shapes and dtypes breaks no rule: the common case,
     decided in a few passes over the batch (:func:`audit_output` then words the rule broken, rule by
     rule, only where one is)."""
@@ -434,23 +466,35 @@ def malformed(output: Any, batch: int, k: int, *, device: torch.device | None = 
 
 
 def malformed_pair(
-    output: Any, fields: tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]], *, device: torch.device | None = None
+    output: Any,
+    fields: tuple[tuple[str, tuple[int, ...]], tuple[str, tuple[int, ...]]],
+    *,
+    device: torch.device | None = None,
 ) -> list[Violation]:
     """What keeps ``output`` from being a pair of int64 tensors named and shaped as ``fields`` (on
     ``device`` where given; a tensor left on another device, ``meta`` included, never passes): every
     layout's output is such a pair."""
     if not isinstance(output, (tuple, list)) or len(output) != 2:
-        return [Violation("shape-dtype", f"returned {_describe(output)}, expected a ({fields[0][0]}, {fields[1][0]}) pair")]
+        return [
+            Violation("shape-dtype", f"returned {_describe(output)}, expected a ({fields[0][0]}, {fields[1][0]}) pair")
+        ]
     problems = []
     for (name, shape), value in zip(fields, output):
         if isinstance(value, ForeignTensor) or (isinstance(value, torch.Tensor) and value.device.type == "meta"):
-            problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}"))
+            problems.append(
+                Violation("device", f"{name} is on {value.device}, the inputs were on {device or 'another device'}")
+            )
         elif not isinstance(value, torch.Tensor):
             problems.append(Violation("shape-dtype", f"{name} is {_describe(value)}, expected a torch.Tensor"))
         elif device is not None and value.device != device:
             problems.append(Violation("device", f"{name} is on {value.device}, the inputs were on {device}"))
         elif tuple(value.shape) != shape:
-            problems.append(Violation("shape-dtype", f"{name} has shape {tuple(value.shape)}, expected {shape}{_shape_hint(tuple(value.shape), shape)}"))
+            problems.append(
+                Violation(
+                    "shape-dtype",
+                    f"{name} has shape {tuple(value.shape)}, expected {shape}{_shape_hint(tuple(value.shape), shape)}",
+                )
+            )
         elif value.dtype != torch.int64:
             problems.append(Violation("shape-dtype", f"{name} has dtype {value.dtype}, expected torch.int64"))
     return problems

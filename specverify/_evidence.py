@@ -248,7 +248,9 @@ class TreeCase(TypedDict, total=False):
     rows: list[dict[str, Any]]  # the nodes involved, root first: {"node", "target" [V], "draft" [V] or None} (V <= 64)
     rows_of: str  # which nodes those are, in words
     smallest_difference: float | None  # the smallest nonzero |target - draft| over those rows
-    mechanism: str  # how the case fails, in words (an accepted child, the residual after a node, the bonus after a leaf)
+    mechanism: (
+        str  # how the case fails, in words (an accepted child, the residual after a node, the bonus after a leaf)
+    )
 
 
 class FutilityRecord(TypedDict):
@@ -308,18 +310,24 @@ class Evidence(TypedDict, total=False):
     event: EventSize  # a law finding given forced drafts: its TV there and its bound in the emitted law
     case_pvalues: list[float]  # fit.batched: each case's p-value
     log_e_value: float  # fit.batched (a failure), trees law checks: log of the sequential test's e-value
-    stopped_early: bool  # fit.batched (a failure), trees law checks: the sequential test stopped before the planned rows
+    stopped_early: (
+        bool  # fit.batched (a failure), trees law checks: the sequential test stopped before the planned rows
+    )
     sequential_alpha: float  # trees law checks: the level of the decision's anytime-valid test
     fixed_alpha: float  # trees law checks: the level of its fixed test (the two sum to the decision's)
     planned_rows: int  # trees: rows the fixed test was sized for (a sequential stop draws fewer)
     tallied_with: str  # trees.acceptance: the decision whose rows it was tallied on too (one draw, two tests)
     positions: list[PositionPValue]  # fit.conditional positions: each position's p-value
     tests: int  # fit.marginals: tests the Bonferroni correction ran over
-    shapes: list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
+    shapes: (
+        list[list[int]] | list[ShapeRecord] | list[AcceptedShapeRecord]
+    )  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
     group_pvalues: list[float]  # loop: each group's p-value
     groups: list[str]  # loop: what each group (row of ``observed``) is
     futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, where a look stopped the experiment (fit.conditional's deep tests: counted in depth.deep_stopped)
-    futility_by_shape: list[FutilityRecord | None]  # fit.every-shape at a --tv budget: each shape's experiment, in the order of ``shapes`` (None: no looks, its plan exceeds the cap)
+    futility_by_shape: list[
+        FutilityRecord | None
+    ]  # fit.every-shape at a --tv budget: each shape's experiment, in the order of ``shapes`` (None: no looks, its plan exceeds the cap)
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated
     lumped: bool  # trees: the law's tail of inactive tokens is lumped into one cell
@@ -349,7 +357,9 @@ class Evidence(TypedDict, total=False):
     ratio: float  # observed_accepted / expected_accepted
     expected_law: list[float]  # [K+1] the canonical law of the accepted count
     observed_counts: list[int]  # [K+1] calls that accepted 0..K drafts
-    min_detectable_drop: float | None  # smallest drop in the mean detected with probability ``power`` (None: no level given)
+    min_detectable_drop: (
+        float | None
+    )  # smallest drop in the mean detected with probability ``power`` (None: no level given)
     min_detectable_deficit: float | None  # that drop as a fraction of expected_accepted (None: expected 0)
     power: float  # the budget's power
     pvalue_low: float  # one-sided p-value: fewer accepted than expected
@@ -357,7 +367,9 @@ class Evidence(TypedDict, total=False):
     held_to: str  # trees: the reference algorithm with the most accepted, that the sampler is held to
     expected_by_algorithm: dict[str, float]  # trees: each reference algorithm's mean on the same candidates
     outside_drafting: str | None  # trees.robustness: why the declared drafting cannot produce the tree posed
-    law_differs: bool  # trees.robustness: the law given the candidates differs from the declared algorithm's (information)
+    law_differs: (
+        bool  # trees.robustness: the law given the candidates differs from the declared algorithm's (information)
+    )
     accepts_more: bool  # trees: more accepted than the algorithm held to, at the level (information, not a failure)
     not_posed: list[str]  # trees: what the sampler's declared tree limits kept the check from posing, each with why
 

@@ -58,6 +58,7 @@ class _Number(Protocol):
     def __gt__(self: N, other: N, /) -> bool: ...
     def __ge__(self: N, other: N, /) -> bool: ...
 
+
 #: One over float64's machine epsilon, an int: the residual's noise level is ``V / FLOAT64_EPS_INVERSE``
 #: in every number type (exact in Fraction and in float alike).
 FLOAT64_EPS_INVERSE = 2**52
@@ -67,9 +68,7 @@ LawFn = Callable[[tuple[int, ...]], Sequence[Any]]
 # --- one step, given the drafts -------------------------------------------------------------
 
 
-def step_law(
-    target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor
-) -> torch.Tensor:
+def step_law(target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor) -> torch.Tensor:
     """``[B, K+1, V]``: probability that a row accepts ``j`` drafts and then emits token ``t``."""
     batch, k = draft_tokens.shape
     p = normalise(target_probs)
@@ -214,9 +213,7 @@ def completed_law(model: Model, k: int, emitted: torch.Tensor | None = None) -> 
     for length in range(1, k + 2):
         # target mass of each full sequence's first `length` tokens
         prefix_mass = full.reshape(vocab**length, -1).sum(dim=1)
-        share = emitted[offsets[length - 1] : offsets[length]] / torch.where(
-            prefix_mass > 0, prefix_mass, 1.0
-        )
+        share = emitted[offsets[length - 1] : offsets[length]] / torch.where(prefix_mass > 0, prefix_mass, 1.0)
         result += (share[:, None] * full.reshape(vocab**length, -1)).reshape(-1)
     return result
 
@@ -255,9 +252,7 @@ def emitted_law_scalar(target: LawFn, draft: LawFn, vocab: int, k: int) -> dict[
     return law
 
 
-def stream_law_scalar(
-    target: LawFn, draft: LawFn, vocab: int, k: int, length: int
-) -> dict[tuple[int, ...], Any]:
+def stream_law_scalar(target: LawFn, draft: LawFn, vocab: int, k: int, length: int) -> dict[tuple[int, ...], Any]:
     """Exact law of the first ``length`` tokens of a stream of canonical steps.
 
     ``target(history)`` and ``draft(history)`` give next-token laws after the whole history emitted

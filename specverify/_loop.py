@@ -28,7 +28,9 @@ from ._warps.rules import DEFAULT_ORDER, PARAMETERS, SamplingParams, warp
 __all__ = ["MarkovLM", "generation_law", "left_padded", "loop"]
 
 
-def loop(fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...] = ("temperature",), warp: Any = None) -> Any:
+def loop(
+    fn: Any = None, *, name: str | None = None, parameters: tuple[str, ...] = ("temperature",), warp: Any = None
+) -> Any:
     """Declare a callable a generation loop (see the module docstring), in one line.
 
     ``parameters`` names the sampling parameters it honours (``"seeds"`` for per-request seeds); the

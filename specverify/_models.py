@@ -108,7 +108,7 @@ class ChainModel:
         rows, vocab = self.target_table.shape
         if self.draft_table.shape != self.target_table.shape:
             raise ValueError("target and draft tables must have the same shape")
-        if vocab ** self.order != rows:
+        if vocab**self.order != rows:
             raise ValueError(f"a [{rows}, {vocab}] table is not an order-m chain over {vocab} tokens")
         if len(self.context) < self.order:
             raise ValueError(f"an order-{self.order} chain needs at least {self.order} context tokens")
@@ -149,10 +149,14 @@ def sample_next(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     one float64 uniform a row: exact in law, never a zero-mass token, and about five times faster on
     a CPU than ``torch.multinomial`` at the harness's batch sizes (65,536 rows of 8 tokens)."""
     probs = probs.to(torch.float64)
-    return inverse_cdf(probs, torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=probs.device))
+    return inverse_cdf(
+        probs, torch.rand(probs.shape[:-1], generator=generator, dtype=torch.float64, device=probs.device)
+    )
 
 
-def draw_drafts(model: Model, batch: int, k: int, generator: torch.Generator, *, probs: list[torch.Tensor] | None = None) -> torch.Tensor:
+def draw_drafts(
+    model: Model, batch: int, k: int, generator: torch.Generator, *, probs: list[torch.Tensor] | None = None
+) -> torch.Tensor:
     """``[batch, k]`` draft tokens sampled autoregressively from the draft model; with ``probs``,
     the draft law each was drawn from (``[batch, V]`` per position) is appended to it, so that
     :func:`step_inputs` need not look it up again."""
@@ -165,7 +169,9 @@ def draw_drafts(model: Model, batch: int, k: int, generator: torch.Generator, *,
     return drafts
 
 
-def step_inputs(model: Model, drafts: torch.Tensor, draft_probs: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def step_inputs(
+    model: Model, drafts: torch.Tensor, draft_probs: list[torch.Tensor] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(target_probs [B, K+1, V], draft_probs [B, K, V])`` for a verification step on ``drafts``
     (``draft_probs``: the draft laws :func:`draw_drafts` drew them from, not looked up again)."""
     k = drafts.shape[1]
@@ -173,5 +179,7 @@ def step_inputs(model: Model, drafts: torch.Tensor, draft_probs: list[torch.Tens
     if k == 0:
         draft = target[:, :0]
     else:
-        draft = torch.stack(draft_probs if draft_probs is not None else [model.draft(drafts[:, :i]) for i in range(k)], dim=1)
+        draft = torch.stack(
+            draft_probs if draft_probs is not None else [model.draft(drafts[:, :i]) for i in range(k)], dim=1
+        )
     return target, draft

@@ -56,10 +56,7 @@ def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 
 def canonical_emit(
-    target_probs: torch.Tensor,
-    draft_probs: torch.Tensor,
-    draft_tokens: torch.Tensor,
-    uniforms: torch.Tensor,
+    target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, uniforms: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The canonical step as a deterministic function of ``uniforms [B, K+1]``.
 
@@ -76,12 +73,19 @@ def canonical_emit(
     rows = torch.arange(batch, device=p.device)
     # The bonus is the residual against a zero draft row: one code path for both.
     at = num_accepted.clamp_max(k - 1)
-    dist = emitting_law(p[rows, num_accepted], p_sum[rows, num_accepted], q[rows, at], q_sum[rows, at], drafted=num_accepted < k)
+    dist = emitting_law(
+        p[rows, num_accepted], p_sum[rows, num_accepted], q[rows, at], q_sum[rows, at], drafted=num_accepted < k
+    )
     return assemble(draft_tokens, num_accepted, inverse_cdf(dist, uniforms[:, k]))
 
 
 def accepts(
-    uniforms: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor, q_sum: torch.Tensor,
+    uniforms: torch.Tensor,
+    tokens: torch.Tensor,
+    p: torch.Tensor,
+    p_sum: torch.Tensor,
+    q: torch.Tensor,
+    q_sum: torch.Tensor,
 ) -> torch.Tensor:
     """Whether each drafted ``token`` is accepted: ``u * q(y) / sum(q) < p(y) / sum(p)`` in
     float64 (``p``, ``q [..., V]`` as given, ``p_sum``, ``q_sum`` their float64 row sums).  The one
@@ -93,7 +97,11 @@ def accepts(
 
 
 def emitting_law(
-    p: torch.Tensor, p_sum: torch.Tensor, q: torch.Tensor | None = None, q_sum: torch.Tensor | None = None, drafted: torch.Tensor | None = None,
+    p: torch.Tensor,
+    p_sum: torch.Tensor,
+    q: torch.Tensor | None = None,
+    q_sum: torch.Tensor | None = None,
+    drafted: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[B, V]``: the law the last token of each row is drawn from, ``[p - q]_+`` of its rows
     normalised by their sums (:func:`residual_distribution`).  Without ``q``, or on rows where
@@ -109,7 +117,9 @@ def emitting_law(
     return residual_distribution(p_row, q_row)
 
 
-def assemble(draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def assemble(
+    draft_tokens: torch.Tensor, num_accepted: torch.Tensor, last: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Contract outputs: the accepted drafts, the last token, ``-1`` padding."""
     batch, k = draft_tokens.shape
     positions = torch.arange(k + 1, device=draft_tokens.device)

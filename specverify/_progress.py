@@ -82,7 +82,9 @@ class ProgressDisplay:
     def waiting(self, seconds: float, limit: float) -> None:
         """The harness is waiting on one call of the sampler (seconds so far, its limit)."""
         if self.enabled and self._task is not None:
-            self._progress.update(self._task, note=f"waiting on a slow sampler call: {seconds:.0f} s of {limit:.0f} s allowed")
+            self._progress.update(
+                self._task, note=f"waiting on a slow sampler call: {seconds:.0f} s of {limit:.0f} s allowed"
+            )
 
     def finished(self, result: Any) -> None:
         if self.enabled and self._task is not None:

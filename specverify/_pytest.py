@@ -32,11 +32,10 @@ import pytest
 from ._budgets import resolve_budget
 from ._cli.output import case_lines
 from ._result import CheckResult, RunResult
-from ._run import Run
+from ._run import PlannedCheck, Run, left_out_of, selects
 from ._runner import load_sut, write_json
 from ._threads import use_default_threads
 from ._vocabulary import lossless
-from ._run import PlannedCheck, left_out_of, selects
 from .checks._search import p_text
 from .errors import CheckFailed, SamplerSpecError, UsageError
 
@@ -71,7 +70,9 @@ def describe_failure(results: list[CheckResult]) -> str:
             lines.append(f"  {p_text(r.p_value)}{level}; samples {r.samples}")
         tv = r.evidence.get("tv")
         if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
-            lines.append(f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]")
+            lines.append(
+                f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]"
+            )
         if r.evidence.get("minimal_example"):
             lines += [f"  {line}" for line in case_lines(r)]
         repro = r.evidence.get("repro")
@@ -194,7 +195,10 @@ class SpecverifyPlugin:
         self.spec = spec
         try:
             self.budget = resolve_budget(
-                budget, tv=config.getoption("specverify_tv"), alpha=config.getoption("specverify_alpha"), power=config.getoption("specverify_power")
+                budget,
+                tv=config.getoption("specverify_tv"),
+                alpha=config.getoption("specverify_alpha"),
+                power=config.getoption("specverify_power"),
             )
         except ValueError as exc:
             raise pytest.UsageError(f"specverify: {exc}") from None
@@ -229,7 +233,8 @@ class SpecverifyPlugin:
             f"specverify: budget {self.budget.name} (detects TV >= {self.budget.tv} with power {self.budget.power}), "
             f"family-wise alpha {self.budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
             f"alpha per decision {self.run.info['alpha_per_decision']:.3g}",
-            f"specverify: capabilities {caps}" + (f"; {len(self.expected_failures)} expected failures" if self.expected_failures else ""),
+            f"specverify: capabilities {caps}"
+            + (f"; {len(self.expected_failures)} expected failures" if self.expected_failures else ""),
         ]
 
     @pytest.hookimpl(wrapper=True)
@@ -237,7 +242,9 @@ class SpecverifyPlugin:
         """Add the battery beside the session's own top-level collectors."""
         report = yield
         if isinstance(collector, pytest.Session) and report.passed:
-            report.result.append(SpecverifyCollector.from_parent(collector, name="specverify", nodeid="specverify", plugin=self))
+            report.result.append(
+                SpecverifyCollector.from_parent(collector, name="specverify", nodeid="specverify", plugin=self)
+            )
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -246,7 +253,9 @@ class SpecverifyPlugin:
             if name == _PROPERTY and report.when == "call":
                 shipped = json.loads(value)
                 if not self.run.recorded(shipped["check"]):
-                    self.run.record(shipped["check"], [CheckResult.from_json(r) for r in shipped["results"]], shipped["usage"])
+                    self.run.record(
+                        shipped["check"], [CheckResult.from_json(r) for r in shipped["results"]], shipped["usage"]
+                    )
 
     def run_result(self) -> RunResult:
         """The Run's result: every check recorded here, in plan order; unfinished unless all ran."""
@@ -307,7 +316,9 @@ def battery(
     or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
-    chosen = resolve_budget(budget, tv=tv, power=power)  # ``tv``: a custom budget sized for it (specverify._budgets.budget_for_tv)
+    chosen = resolve_budget(
+        budget, tv=tv, power=power
+    )  # ``tv``: a custom budget sized for it (specverify._budgets.budget_for_tv)
     # A spec runs in a supervised process of its own; a callable is called in this process.
     sut = load_sut(sampler, isolation="process" if spec else "in-process", first_timeout=chosen.timeout)
     run = Run(sut, chosen, seed, select=only, spec=spec)

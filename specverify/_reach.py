@@ -194,8 +194,13 @@ def _claim_groups(passed: list[Any]) -> list[tuple[float, Reach | None]]:
     start = worst = 0.0
     for c in known:
         worst = max(worst, c.min_detectable_tv)
-        same_vocab = bool(groups) and c.reach.vocab[1] == groups[-1][-1].reach.vocab[1]  # two clauses on one V would contradict
-        if groups and (same_vocab or (worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1])):
+        same_vocab = (
+            bool(groups) and c.reach.vocab[1] == groups[-1][-1].reach.vocab[1]
+        )  # two clauses on one V would contradict
+        if groups and (
+            same_vocab
+            or (worst <= MERGE_FACTOR * start and c.reach.vocab[1] <= VOCAB_FACTOR * groups[-1][0].reach.vocab[1])
+        ):
             groups[-1].append(c)
         else:
             groups.append([c])

@@ -90,7 +90,11 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"total_seconds": self.total_seconds}
         if self.sampler_seconds is not None:
-            data.update(sampler_seconds=self.sampler_seconds, harness_seconds=self.harness_seconds, harness_share=self.harness_share)
+            data.update(
+                sampler_seconds=self.sampler_seconds,
+                harness_seconds=self.harness_seconds,
+                harness_share=self.harness_share,
+            )
         return {**data, **self.extra}
 
     @classmethod
@@ -150,7 +154,19 @@ class RunInfo(Mapping[str, Any]):
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON's ``run`` holds it (plain values, as they were written)."""
         data: dict[str, Any] = {"sampler": self.sampler.to_json()}
-        for key in ("spec", "seed", "budget", "family_wise_alpha", "power", "tv", "device", "dtype", "platform", "versions", "started"):
+        for key in (
+            "spec",
+            "seed",
+            "budget",
+            "family_wise_alpha",
+            "power",
+            "tv",
+            "device",
+            "dtype",
+            "platform",
+            "versions",
+            "started",
+        ):
             data[key] = getattr(self, key)
         if self.isolation is not None:
             data["isolation"] = self.isolation.to_json()
@@ -199,9 +215,21 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 #: on what, with how many workers; the sampler's own counters, since several workers run units
 #: ahead and a stop drops those not started but not those running): everything else, every
 #: check's samples and counts included, a rerun of the seed must reproduce.
-VOLATILE_KEYS = frozenset({
-    "duration_s", "started", "finished_at", "timing", "sampler_seconds", "sampler_rows", "sampler_calls", "versions", "platform", "workers", "worker_starts",
-})
+VOLATILE_KEYS = frozenset(
+    {
+        "duration_s",
+        "started",
+        "finished_at",
+        "timing",
+        "sampler_seconds",
+        "sampler_rows",
+        "sampler_calls",
+        "versions",
+        "platform",
+        "workers",
+        "worker_starts",
+    }
+)
 
 
 def reproducible(value: Any) -> Any:

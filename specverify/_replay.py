@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from ._budgets import get_budget
 import torch
 
+from ._budgets import get_budget
 from ._calling.sut import SamplerUnderTest
 from ._cases import ModelCase, StepCase
 from ._exact import emitted_law, target_law
@@ -69,7 +68,11 @@ class LawTest:
                 f"p-value fewer {a.pvalue_low:.4g}, more {a.pvalue_high:.4g}"
             )
         if len(self.case_pvalues) > 1:
-            lines.append("each case's p-value: " + ", ".join(f"{p:.4g}" for p in self.case_pvalues) + f" (Bonferroni: {self.pvalue:.4g})")
+            lines.append(
+                "each case's p-value: "
+                + ", ".join(f"{p:.4g}" for p in self.case_pvalues)
+                + f" (Bonferroni: {self.pvalue:.4g})"
+            )
         return "\n".join(lines)
 
 
@@ -93,7 +96,9 @@ def call_sampler(
         SamplerFault: the sampler raised, hung, or returned what the contract forbids; its
             ``violation`` says which rule and the first row that shows it.
     """
-    return SamplerUnderTest(sampler).step(target_probs, draft_probs, draft_tokens, generator=generator, uniforms=uniforms, dtype=dtype)
+    return SamplerUnderTest(sampler).step(
+        target_probs, draft_probs, draft_tokens, generator=generator, uniforms=uniforms, dtype=dtype
+    )
 
 
 def _context(sampler: Callable[..., Any], seed: int) -> Context:
@@ -189,7 +194,9 @@ def model_law_test(
             accepted=mean_test(values, expected, alpha=alpha, power=ctx.budget.power),
         )
     else:
-        raise ValueError(f"law must be 'completed', 'first-token', 'position', 'given-previous', 'emitted' or 'accepted', not {law!r}")
+        raise ValueError(
+            f"law must be 'completed', 'first-token', 'position', 'given-previous', 'emitted' or 'accepted', not {law!r}"
+        )
     return LawTest(
         gof_test(observed, expected, alpha=alpha, random_state=seed),
         observed,

@@ -49,7 +49,17 @@ from ._reach import Reach
 from ._record import RunInfo
 from ._vocabulary import Finding, Status, Verdict
 
-__all__ = ["CheckResult", "EXIT_CODES", "Judgement", "RunResult", "SCHEMA_VERSION", "judge", "left_out", "summarise", "verdict"]
+__all__ = [
+    "CheckResult",
+    "EXIT_CODES",
+    "Judgement",
+    "RunResult",
+    "SCHEMA_VERSION",
+    "judge",
+    "left_out",
+    "summarise",
+    "verdict",
+]
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(s.value for s in Status)
@@ -107,6 +117,8 @@ class _MaybeWord(Generic[_W]):
             setattr(obj, self.slot, None if value is None else self.kind(value))
         except ValueError:
             raise ValueError(f"unknown {self.name} {value!r}") from None
+
+
 #: What :func:`left_out` names for a selection whose left-out results were not recorded.
 UNKNOWN_LEFT_OUT = "(results not recorded: a result of an older form, not migrated)"
 
@@ -269,10 +281,15 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     undecided = [c.id for c in checks if c.status == "inconclusive"]
     # an undeclared sampler that warps as another engine does (specverify._warps.declared): the preset
     # that explains the most checks is the one to declare
-    explained = collections.Counter(c.evidence["explained_by"] for c in checks if c.status == "inconclusive" and "explained_by" in c.evidence)
+    explained = collections.Counter(
+        c.evidence["explained_by"] for c in checks if c.status == "inconclusive" and "explained_by" in c.evidence
+    )
     if explained:
         ranked = sorted(explained, key=lambda name: (-explained[name], name))
-        return Judgement("inconclusive", f"judged by transformers' warp, but the output fits the {' or '.join(ranked)} preset's: declare warp={ranked[0]!r}")
+        return Judgement(
+            "inconclusive",
+            f"judged by transformers' warp, but the output fits the {' or '.join(ranked)} preset's: declare warp={ranked[0]!r}",
+        )
     if undecided:
         return Judgement("inconclusive", f"undecided at this budget: {', '.join(undecided)}")
     laws = [c for c in checks if c.status == "pass" and c.proves == "loss"]
@@ -287,7 +304,10 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
                 + "; ".join(missing),
             )
         if "suboptimal" not in failing:  # non-canonical, and accepting more: lossless where its law was tested
-            return Judgement("lossless-suboptimal", "a different lossless algorithm from the declared one: its law given the candidates differs, the target's law holds, and it accepts more")
+            return Judgement(
+                "lossless-suboptimal",
+                "a different lossless algorithm from the declared one: its law given the candidates differs, the target's law holds, and it accepts more",
+            )
         return Judgement("lossless-suboptimal")
     return Judgement("conformant")
 
@@ -297,7 +317,11 @@ def deviations(check: CheckResult) -> list[tuple[int, int, str | None]]:
     (every case of a failing batch), else every shape it gave the sampler."""
     example = check.evidence.get("minimal_example")
     items = example.get("cases", [example]) if isinstance(example, Mapping) else []
-    found = [(int(e["K"]), int(e["V"]), e.get("label") or check.case) for e in items if isinstance(e, Mapping) and "K" in e and "V" in e]
+    found = [
+        (int(e["K"]), int(e["V"]), e.get("label") or check.case)
+        for e in items
+        if isinstance(e, Mapping) and "K" in e and "V" in e
+    ]
     if found:
         return found
     if check.reach is not None:

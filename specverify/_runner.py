@@ -20,12 +20,12 @@ from typing import Any
 from ._budgets import Budget, get_budget, resolve_budget
 from ._calling.pool import Pool
 from ._calling.sut import SamplerUnderTest, importable_source
-from ._run._workers import Placement, open_pool
 from ._kinds import LoopKind, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
-from ._run._cost import RunCost, rehearsed_cost
 from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
+from ._run._cost import RunCost, rehearsed_cost
+from ._run._workers import Placement, open_pool
 from .checks._loop import loop_battery
 from .errors import Interrupted, NotStarted, UsageError
 
@@ -42,7 +42,9 @@ def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest:
 def load_failure(spec: str, message: str, budget: str | Budget = "standard", seed: int = 0) -> RunResult:
     """The result of a run whose sampler could not be imported or built: verdict ``error``."""
     budget = get_budget(budget) if isinstance(budget, str) else budget
-    failure = CheckResult(id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}")
+    failure = CheckResult(
+        id="harness.load", family="harness", status="error", message=f"the sampler could not be loaded: {message}"
+    )
     return RunResult(run=base_info(SamplerInfo(name=spec), budget, seed, spec), checks=[failure], finished=False)
 
 
@@ -137,20 +139,33 @@ def check(
     if isinstance(sampler, str) and spec is None:
         spec = sampler
     placement = Placement.of(workers, devices, executor, address, device)  # bad options fail before anything loads
-    run = _start(sampler, kind, budget, seed, select, spec, placement, isolation=isolation, timeout=timeout, on_wait=on_wait)
+    run = _start(
+        sampler, kind, budget, seed, select, spec, placement, isolation=isolation, timeout=timeout, on_wait=on_wait
+    )
     if on_cost is not None:
         _gate(run, on_cost)
     return _drive(run, json_path=json_path, on_result=on_result, progress=progress, on_plan=on_plan)
 
 
 def _start(
-    sampler: Any, kind: str | None, budget: Budget, seed: int, select: Iterable[str] | None, spec: str | None, placement: Placement, *,
-    isolation: str, timeout: float | None, on_wait: Callable[[float, float], None] | None,
+    sampler: Any,
+    kind: str | None,
+    budget: Budget,
+    seed: int,
+    select: Iterable[str] | None,
+    spec: str | None,
+    placement: Placement,
+    *,
+    isolation: str,
+    timeout: float | None,
+    on_wait: Callable[[float, float], None] | None,
 ) -> Run:
     """The subject loaded, its workers started and the Run planned on them; on any failure here
     nothing is left running (a sampler's idle process is kept for the next run)."""
     start = time.perf_counter()
-    subject, reason = _load(sampler, kind, budget, select, device=placement.device(0), isolation=isolation, timeout=timeout, spec=spec)
+    subject, reason = _load(
+        sampler, kind, budget, select, device=placement.device(0), isolation=isolation, timeout=timeout, spec=spec
+    )
     if on_wait is not None and not subject.kind.generation:
         subject.on_wait = on_wait
     pool: Pool | None = None
@@ -248,14 +263,36 @@ def check_loop(
             finished, marked unfinished.
     """
     return check(
-        loop, budget=budget, seed=seed, alpha=alpha, select=select, isolation=isolation, timeout=timeout,
-        on_result=on_result, json_path=json_path, spec=spec, kind="loop", tv=tv, on_cost=on_cost,
-        workers=workers, executor=executor, address=address, power=power,
+        loop,
+        budget=budget,
+        seed=seed,
+        alpha=alpha,
+        select=select,
+        isolation=isolation,
+        timeout=timeout,
+        on_result=on_result,
+        json_path=json_path,
+        spec=spec,
+        kind="loop",
+        tv=tv,
+        on_cost=on_cost,
+        workers=workers,
+        executor=executor,
+        address=address,
+        power=power,
     )
 
 
 def _load(
-    sampler: Any, kind: str | None, budget: Budget, select: Iterable[str] | None, *, device: str | None, isolation: str, timeout: float | None, spec: str | None
+    sampler: Any,
+    kind: str | None,
+    budget: Budget,
+    select: Iterable[str] | None,
+    *,
+    device: str | None,
+    isolation: str,
+    timeout: float | None,
+    spec: str | None,
 ) -> tuple[SamplerUnderTest, str | None]:
     """The subject under test, and why it runs in this process where it does (``None``: the
     subject records its own reason, or it runs isolated)."""
@@ -272,7 +309,15 @@ def _load(
         mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
     elif isolation == "in-process":
         reason = "asked for (isolation='in-process', the CLI's --in-process)"
-    sut = load_sut(sampler, device=device, timeout=timeout, first_timeout=budget.timeout, isolation=mode, spec=spec, timed=isolation == "auto")
+    sut = load_sut(
+        sampler,
+        device=device,
+        timeout=timeout,
+        first_timeout=budget.timeout,
+        isolation=mode,
+        spec=spec,
+        timed=isolation == "auto",
+    )
     return sut, reason
 
 

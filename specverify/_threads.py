@@ -9,14 +9,21 @@ torch thread, and the ``specverify`` command and the pytest plugin set the harne
 to one.  A user's own ``OMP_NUM_THREADS`` (say, for a CPU sampler that is fast on many threads at
 large vocabularies) is kept as given, for both processes: set it to choose.
 
-Imports nothing heavy (torch only inside :func:`use_default_threads`).
+Imports nothing heavy (torch only inside the functions that set threads).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_THREADS", "chosen_by_user", "sampler_env", "sampler_threads", "use_default_threads"]
+__all__ = [
+    "DEFAULT_THREADS",
+    "HarnessThreads",
+    "chosen_by_user",
+    "sampler_env",
+    "sampler_threads",
+    "use_default_threads",
+]
 
 #: Threads each process computes on where the user has not set ``OMP_NUM_THREADS``.
 DEFAULT_THREADS = 1
@@ -46,3 +53,39 @@ def use_default_threads() -> None:
         import torch
 
         torch.set_num_threads(DEFAULT_THREADS)
+
+
+class HarnessThreads:
+    """The harness computes on one thread while a sampler's process is in use.
+
+    libgomp's idle threads spin-wait after each parallel region: the harness's would spin on the
+    cores the sampler's process computes on, and the sampler's on the harness's (measured: the
+    README's benchmarks, "The sampler's own process"). The harness's work between calls is bookkeeping; the
+    sampler's process gets the thread count the harness had, and the harness gets it back after.
+    """
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.saved: int | None = None
+
+    def enter(self) -> None:
+        import torch
+
+        if self.users == 0:
+            self.saved = torch.get_num_threads()
+            torch.set_num_threads(1)
+        self.users += 1
+
+    def leave(self) -> None:
+        import torch
+
+        self.users = max(0, self.users - 1)
+        if self.users == 0 and self.saved is not None:
+            torch.set_num_threads(self.saved)
+            self.saved = None
+
+    def theirs(self) -> int:
+        """The thread count the sampler's process gets: the harness's own before it gave them up."""
+        import torch
+
+        return self.saved if self.saved is not None else torch.get_num_threads()

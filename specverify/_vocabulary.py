@@ -103,8 +103,22 @@ def lossless(verdict: object) -> bool:
     return isinstance(verdict, str) and verdict in Verdict._value2member_map_ and Verdict(verdict).lossless
 
 
-_STATUS_SEVERITY = {Status.FAIL: 0, Status.ERROR: 1, Status.INCONCLUSIVE: 2, Status.FLOAT_EDGE: 3, Status.SKIP: 4, Status.PASS: 5}
-_STATUS_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.SKIP: "dim", Status.INCONCLUSIVE: "yellow", Status.ERROR: "bold magenta", Status.FLOAT_EDGE: "cyan"}
+_STATUS_SEVERITY = {
+    Status.FAIL: 0,
+    Status.ERROR: 1,
+    Status.INCONCLUSIVE: 2,
+    Status.FLOAT_EDGE: 3,
+    Status.SKIP: 4,
+    Status.PASS: 5,
+}
+_STATUS_STYLE = {
+    Status.PASS: "green",
+    Status.FAIL: "bold red",
+    Status.SKIP: "dim",
+    Status.INCONCLUSIVE: "yellow",
+    Status.ERROR: "bold magenta",
+    Status.FLOAT_EDGE: "cyan",
+}
 _FINDING_TEXT = {
     Finding.CONTRACT: "broke the sampler contract",
     Finding.SUPPORT: "emitted a token of target probability 0",

@@ -26,9 +26,9 @@ Import it as ``from specverify import trees``; it imports torch.
 from __future__ import annotations
 
 from ._trees.contract import ALGORITHMS, PADDING, TreeBatch, as_chain_sampler, chain_output
+from ._trees.converters import SGLangTree, from_sglang, sglang_arrays, to_sglang
 from ._trees.draw import draw_tree
 from ._trees.exact import block_law, expected_accepted, tree_law
-from ._trees.converters import SGLangTree, from_sglang, sglang_arrays, to_sglang
 from ._trees.paths import EagleTree, MedusaTree, from_eagle, from_medusa, to_eagle, to_medusa
 from ._trees.successors import SequoiaTree, from_sequoia, to_sequoia
 from .samplers._tree_reference import (

@@ -9,8 +9,8 @@ import torch
 
 import specverify
 from specverify._calling.sut import SamplerUnderTest
-from specverify.errors import SamplerFault
 from specverify._contract import audit_output
+from specverify.errors import SamplerFault
 
 
 def inputs(batch=4, k=2, vocab=3):
@@ -166,7 +166,9 @@ def test_a_write_in_a_later_call_on_the_same_inputs_is_seen_and_the_next_call_ge
     sut.step(target, draft, drafts, generator=sut.generator(0))
     with pytest.raises(SamplerFault, match="modified its input target_probs"):
         sut.step(target, draft, drafts, generator=sut.generator(0))
-    after = sut.step(target, draft, drafts, generator=sut.generator(5))  # what it is given is the harness's tensor again
+    after = sut.step(
+        target, draft, drafts, generator=sut.generator(5)
+    )  # what it is given is the harness's tensor again
     expected = reference.step(target, draft, drafts, generator=reference.generator(5))
     assert torch.equal(after[0], expected[0]) and torch.equal(after[1], expected[1])
     sut.close()
@@ -195,7 +197,9 @@ def test_without_the_page_watch_the_parent_compares_and_sees_the_write():
     target, draft, drafts = inputs(batch=4)
     process = SamplerProcess(("spec", "isolation_samplers:writes_draft"), None, page_watch=False)
     assert process.start()["page_watch"] is False
-    _, _, _, changed = process.call([target, draft, drafts, None], dtype=torch.float64, per_row=False, generator=torch.Generator(), limit=60.0)
+    _, _, _, changed = process.call(
+        [target, draft, drafts, None], dtype=torch.float64, per_row=False, generator=torch.Generator(), limit=60.0
+    )
     assert changed == [1]
     process.kill()
 
@@ -215,14 +219,20 @@ def test_the_harness_computes_on_one_thread_while_the_samplers_process_has_its_t
     from specverify._worker import supervision
 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    monkeypatch.setattr(supervision, "_HARNESS_THREADS", supervision.HarnessThreads())  # no process an earlier test holds
+    monkeypatch.setattr(
+        supervision, "_HARNESS_THREADS", supervision.HarnessThreads()
+    )  # no process an earlier test holds
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         sut = SamplerUnderTest("isolation_samplers:tells_its_threads", isolation="process")
         assert torch.get_num_threads() == 1
         with pytest.raises(SamplerFault, match="threads=2"):
-            sut.step(torch.full((1, 2, 2), 0.5, dtype=torch.float64), torch.full((1, 1, 2), 0.5, dtype=torch.float64), torch.zeros((1, 1), dtype=torch.int64))
+            sut.step(
+                torch.full((1, 2, 2), 0.5, dtype=torch.float64),
+                torch.full((1, 1, 2), 0.5, dtype=torch.float64),
+                torch.zeros((1, 1), dtype=torch.int64),
+            )
         sut.close()
         assert torch.get_num_threads() == 2
     finally:
@@ -242,7 +252,11 @@ def test_without_omp_num_threads_the_samplers_process_computes_on_one_thread(mon
     try:
         sut = SamplerUnderTest("isolation_samplers:tells_its_threads", isolation="process")
         with pytest.raises(SamplerFault, match="threads=1"):
-            sut.step(torch.full((1, 2, 2), 0.5, dtype=torch.float64), torch.full((1, 1, 2), 0.5, dtype=torch.float64), torch.zeros((1, 1), dtype=torch.int64))
+            sut.step(
+                torch.full((1, 2, 2), 0.5, dtype=torch.float64),
+                torch.full((1, 1, 2), 0.5, dtype=torch.float64),
+                torch.zeros((1, 1), dtype=torch.int64),
+            )
         sut.close()
     finally:
         torch.set_num_threads(before)
@@ -265,7 +279,9 @@ def test_steps_give_what_step_gives_with_the_next_call_sent_before_an_output_is_
         in_flight.append(isolated._process.in_flight)
         b = here.step(*batch, generator=g2)
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), index
-    assert in_flight[:3] == [1, 1, 1] and in_flight[3] == 0  # a call was running while each output but the last was handled
+    assert (
+        in_flight[:3] == [1, 1, 1] and in_flight[3] == 0
+    )  # a call was running while each output but the last was handled
     assert torch.equal(g1.get_state(), g2.get_state())
     assert isolated.calls == here.calls == (4 if spec.endswith("reference") else 12)
     isolated.close()
@@ -280,7 +296,10 @@ def test_leaving_steps_early_drops_the_call_in_flight_and_the_generator_continue
         break
     here.step(*batches[0], generator=g2)
     assert isolated._process.in_flight == 0
-    a, b = isolated.step(*batches[2], generator=g1), here.step(*batches[2], generator=g2)  # as if the dropped call never ran
+    a, b = (
+        isolated.step(*batches[2], generator=g1),
+        here.step(*batches[2], generator=g2),
+    )  # as if the dropped call never ran
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     isolated.close()
 

@@ -49,11 +49,24 @@ def test_version_and_every_subcommand_names_its_own_exit_status(capsys):
 
 
 def test_a_failing_line_shows_the_case_and_the_repro(tmp_path, capsys):
-    code = main(["check", "specverify.zoo:nan_residual", "--budget", "quick", "--only", "robustness.edge[sub-ulp]", "--no-progress"])
+    code = main(
+        [
+            "check",
+            "specverify.zoo:nan_residual",
+            "--budget",
+            "quick",
+            "--only",
+            "robustness.edge[sub-ulp]",
+            "--no-progress",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "smallest case: step case 'sub-ulp'" in out and "target_probs p0: [" in out
-    assert "repro (paste into python: it exits 1 the same way" in out and "specverify.replay.step_law_test(sampler, cases" in out
+    assert (
+        "repro (paste into python: it exits 1 the same way" in out
+        and "specverify.replay.step_law_test(sampler, cases" in out
+    )
     assert "TV>=" not in out and "TV >= 0 " not in out
 
 
@@ -71,7 +84,19 @@ def test_conformant_sampler_exits_0_with_json(tmp_path):
 
 def test_a_subset_can_fail_a_sampler_but_not_pass_it(tmp_path):
     out = tmp_path / "out.json"
-    code = main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract", "--json", str(out), "--no-progress"])
+    code = main(
+        [
+            "check",
+            "specverify.samplers:reference",
+            "--budget",
+            "quick",
+            "--only",
+            "contract",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
     data = json.loads(out.read_text())
     assert code == 3 and data["verdict"] == "inconclusive"
     assert all(c["status"] == "pass" for c in data["checks"])
@@ -79,7 +104,19 @@ def test_a_subset_can_fail_a_sampler_but_not_pass_it(tmp_path):
 
 def test_replacement_from_target_exits_1(tmp_path):
     out = tmp_path / "out.json"
-    code = main(["check", "specverify.zoo:replacement_from_target", "--budget", "quick", "--only", "fit.conditional[random]", "--json", str(out), "--no-progress"])
+    code = main(
+        [
+            "check",
+            "specverify.zoo:replacement_from_target",
+            "--budget",
+            "quick",
+            "--only",
+            "fit.conditional[random]",
+            "--json",
+            str(out),
+            "--no-progress",
+        ]
+    )
     data = json.loads(out.read_text())
     assert code == 1
     assert data["verdict"] == "lossy"
@@ -124,7 +161,12 @@ def test_interrupt_keeps_json_written_so_far(tmp_path):
     data = json.loads(out.read_text())
     assert data["finished"] is False
     assert data["verdict"] == "inconclusive"
-    assert [c["id"] for c in data["checks"]] == ["contract.output", "contract.determinism", "contract.seed-sensitivity", "contract.one-hot"]
+    assert [c["id"] for c in data["checks"]] == [
+        "contract.output",
+        "contract.determinism",
+        "contract.seed-sensitivity",
+        "contract.one-hot",
+    ]
 
 
 def _ctrl_c_as_in_a_terminal() -> None:
@@ -140,8 +182,29 @@ def test_ctrl_c_on_the_zoo_exits_130_and_keeps_the_partial_matrix(tmp_path):
     """The terminal's Ctrl-C reaches the zoo and its member processes (one process group): nothing
     more starts, the runs under way are not waited for, and the matrix of the runs that finished is
     on disk, marked partial."""
-    command = [sys.executable, "-m", "specverify", "zoo", "--budget", "quick", "--loops", "--members", "loop:*", "--jobs", "2", "--output", str(tmp_path)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "zoo",
+        "--budget",
+        "quick",
+        "--loops",
+        "--members",
+        "loop:*",
+        "--jobs",
+        "2",
+        "--output",
+        str(tmp_path),
+    ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+    )
     try:
         first = proc.stdout.readline()  # the first run has finished (and the matrix so far is written)
         assert first.startswith("meets"), first + proc.communicate()[1]
@@ -167,7 +230,19 @@ def test_zoo_refuses_members_that_match_nothing(tmp_path, capsys):
 
 
 def test_zoo_writes_the_kill_matrix_with_the_command_that_made_it(tmp_path, capsys):
-    code = main(["zoo", "--budget", "quick", "--members", "ignores-generator", "--members", "fixed-seed", "--output", str(tmp_path)])
+    code = main(
+        [
+            "zoo",
+            "--budget",
+            "quick",
+            "--members",
+            "ignores-generator",
+            "--members",
+            "fixed-seed",
+            "--output",
+            str(tmp_path),
+        ]
+    )
     markdown = (tmp_path / "kill-matrix-quick.md").read_text()
     rows = json.loads((tmp_path / "kill-matrix-quick.json").read_text())
     assert code == 0

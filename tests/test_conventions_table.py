@@ -13,7 +13,9 @@ def script(load_by_path):
 
 
 def test_the_checked_in_table_is_the_scripts_output(script):
-    assert script.PAGE.read_text() == script.render(), "docs/conventions.md is stale: run python scripts/conventions_table.py"
+    assert script.PAGE.read_text() == script.render(), (
+        "docs/conventions.md is stale: run python scripts/conventions_table.py"
+    )
     assert script.main(["--check"]) == 0
 
 

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 
 import specverify
 from specverify import check_loop
+from specverify._kinds.logits_posing import pose
+from specverify._result import judge
 from specverify._warps.declared import declared_warp, resolve_warp
 from specverify._warps.posing import pose_for
-from specverify._kinds.logits_posing import pose
 from specverify._warps.presets import PRESETS
-from specverify._result import judge
 from specverify.samplers._loop_reference import LoopReference
 from specverify.strategies import step_cases
 
@@ -35,18 +35,28 @@ def test_undeclared_is_transformers_and_says_so():
 
 @pytest.mark.parametrize("declare", [specverify.loop, specverify.sampler])
 def test_an_unknown_preset_is_one_line_naming_the_known_ones(declare):
-    with pytest.raises(ValueError, match=r"^unknown warp preset 'hf'; known presets: 'transformers', 'vllm', 'sglang', 'llama.cpp'$"):
+    with pytest.raises(
+        ValueError, match=r"^unknown warp preset 'hf'; known presets: 'transformers', 'vllm', 'sglang', 'llama.cpp'$"
+    ):
         declare(warp="hf")
 
 
 def test_an_unknown_preset_as_an_attribute_exits_2_at_load(tmp_path):
-    (tmp_path / "badwarp.py").write_text(textwrap.dedent("""
+    (tmp_path / "badwarp.py").write_text(
+        textwrap.dedent("""
         from specverify.samplers._loop_reference import LoopReference
         loop = LoopReference()
         loop.warp = "tgi"
-    """))
-    done = subprocess.run([sys.executable, "-m", "specverify", "loop", "badwarp:loop", "--budget", "quick"],
-                          check=False, cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(specverify.__file__).parents[1]}"})
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "specverify", "loop", "badwarp:loop", "--budget", "quick"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(specverify.__file__).parents[1]}"},
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.strip()]
     assert "unknown warp preset 'tgi'" in line
@@ -59,16 +69,23 @@ def test_each_preset_declared_passes_and_undeclared_is_inconclusive_naming_it(na
     undeclared = LoopReference(warp=name)
     undeclared.warp = None  # warps as `name` does, declares nothing
     result = check_loop(undeclared, budget="quick", select=LAWS, isolation="in-process")
-    assert {c.status for c in result.checks} <= {"pass", "inconclusive"} and "inconclusive" in {c.status for c in result.checks}
+    assert {c.status for c in result.checks} <= {"pass", "inconclusive"} and "inconclusive" in {
+        c.status for c in result.checks
+    }
     explained = {c.evidence.get("explained_by") for c in result.checks if c.status == "inconclusive"}
     assert explained == {name}
-    assert judge(result.checks).reason == f"judged by transformers' warp, but the output fits the {name} preset's: declare warp={name!r}"
+    assert (
+        judge(result.checks).reason
+        == f"judged by transformers' warp, but the output fits the {name} preset's: declare warp={name!r}"
+    )
 
 
 def test_a_loop_declaring_one_preset_and_warping_by_another_is_lossy():
     loop = LoopReference(warp="transformers")
     loop.warp = "llama.cpp"  # declares llama.cpp, warps as transformers
-    result = check_loop(loop, budget="quick", select=["loop.law[top-p]", "loop.law[separating]"], isolation="in-process")
+    result = check_loop(
+        loop, budget="quick", select=["loop.law[top-p]", "loop.law[separating]"], isolation="in-process"
+    )
     assert [c.status for c in result.checks] == ["fail", "fail"] and result.verdict == "lossy"
     assert all("explained_by" not in c.evidence for c in result.checks)  # a declared warp is never explained away
 
@@ -81,7 +98,10 @@ def _not_a_law(logits, params):
     return torch.full_like(logits, 0.5, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("warp, message", [(_raising, "raised RuntimeError: no such table"), (_not_a_law, "returned a row that is not probabilities")])
+@pytest.mark.parametrize(
+    "warp, message",
+    [(_raising, "raised RuntimeError: no such table"), (_not_a_law, "returned a row that is not probabilities")],
+)
 def test_a_declared_callable_that_fails_is_the_samplers_fault_and_the_run_goes_on(warp, message):
     loop = LoopReference()
     loop.warp = warp  # the loop itself warps well; its declared warp is broken
@@ -117,7 +137,12 @@ def test_a_logits_sampler_is_posed_by_its_declared_warp():
     from specverify import check
     from specverify.samplers._logits_reference import LogitsReferenceSampler
 
-    honest = check(LogitsReferenceSampler(warp="llama.cpp"), budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
+    honest = check(
+        LogitsReferenceSampler(warp="llama.cpp"),
+        budget="quick",
+        select=["support.zero-target[zeros]"],
+        isolation="in-process",
+    )
     assert [c.status for c in honest.checks] == ["pass"], [c.message for c in honest.checks]
     lying = LogitsReferenceSampler(warp="transformers")
     lying.warp = "llama.cpp"  # declares llama.cpp, cuts before the temperature as transformers does
@@ -132,8 +157,22 @@ def test_a_logits_sampler_is_posed_by_its_declared_warp():
 def test_a_sampler_declaring_a_preset_is_posed_by_it_in_its_own_worker():
     from specverify import check
 
-    result = check("specverify.samplers._logits_reference:logits_reference_llama_cpp", budget="quick", select=["support.zero-target[zeros]"])
-    assert result.run["isolation"]["mode"] == "process" and [c.status for c in result.checks] == ["pass"], [c.message for c in result.checks]
+    result = check(
+        "specverify.samplers._logits_reference:logits_reference_llama_cpp",
+        budget="quick",
+        select=["support.zero-target[zeros]"],
+    )
+    assert result.run["isolation"]["mode"] == "process" and [c.status for c in result.checks] == ["pass"], [
+        c.message for c in result.checks
+    ]
     warp = result.run["warp"]
-    assert {k: warp[k] for k in ("name", "declared", "preset")} == {"name": "llama.cpp", "declared": True, "preset": "llama.cpp"}  # it travelled from the worker
-    assert [d["preset"] for d in warp["differences"]] == ["transformers", "vllm", "sglang"]  # informative, as a loop run records it
+    assert {k: warp[k] for k in ("name", "declared", "preset")} == {
+        "name": "llama.cpp",
+        "declared": True,
+        "preset": "llama.cpp",
+    }  # it travelled from the worker
+    assert [d["preset"] for d in warp["differences"]] == [
+        "transformers",
+        "vllm",
+        "sglang",
+    ]  # informative, as a loop run records it

@@ -25,9 +25,13 @@ print(json.dumps([(c.id, c.status, c.p_value, c.samples, c.evidence.get("example
 def test_checks_do_not_depend_on_local_modules(tmp_path):
     literals = ", ".join(str(i * 7919 % 1009) for i in range(300))
     floats = ", ".join(repr(i / 97) for i in range(300))
-    (tmp_path / "lots_of_constants.py").write_text(f"INTS = ({literals})\nFLOATS = ({floats})\nBYTES = b'\\x01\\x02\\x03\\xff'\n")
+    (tmp_path / "lots_of_constants.py").write_text(
+        f"INTS = ({literals})\nFLOATS = ({floats})\nBYTES = b'\\x01\\x02\\x03\\xff'\n"
+    )
     runs = [
-        subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), mode], capture_output=True, text=True, check=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(tmp_path), mode], capture_output=True, text=True, check=True, timeout=600
+        )
         for mode in ("plain", "with-constants")
     ]
     plain, with_constants = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)

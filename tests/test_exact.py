@@ -12,8 +12,6 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specverify.laws import completed_law, emitted_law, step_law, target_law
-from specverify.models import ChainModel, TableModel
 from specverify._exact import (
     chain_law_fns,
     emitted_law_scalar,
@@ -25,6 +23,8 @@ from specverify._exact import (
     stream_law_scalar,
     target_law_scalar,
 )
+from specverify.laws import completed_law, emitted_law, step_law, target_law
+from specverify.models import ChainModel, TableModel
 
 
 def rational_row(rng: random.Random, vocab: int, zeros: bool) -> list[Fraction]:
@@ -92,8 +92,12 @@ def test_stream_law_equals_target_stream_law_for_chains():
         rng = random.Random(seed)
         vocab, order = rng.randint(2, 3), rng.randint(1, 2)
         rows = vocab**order
-        tt = torch.tensor([[float(rng.randint(0, 4) or 1) for _ in range(vocab)] for _ in range(rows)], dtype=torch.float64)
-        dt = torch.tensor([[float(rng.randint(0, 4)) + (i == 0) for i in range(vocab)] for _ in range(rows)], dtype=torch.float64)
+        tt = torch.tensor(
+            [[float(rng.randint(0, 4) or 1) for _ in range(vocab)] for _ in range(rows)], dtype=torch.float64
+        )
+        dt = torch.tensor(
+            [[float(rng.randint(0, 4)) + (i == 0) for i in range(vocab)] for _ in range(rows)], dtype=torch.float64
+        )
         model = ChainModel(tt, dt, tuple(range(order)))
         target, draft = chain_law_fns(model)
         for k in (1, 2, 3):
@@ -115,7 +119,9 @@ def test_vectorised_step_law_matches_exact():
             torch.tensor([y]),
         )[0]
         assert sum(sum(r) for r in exact) == 1
-        assert torch.allclose(fast, torch.tensor([[float(x) for x in r] for r in exact], dtype=torch.float64), atol=1e-12)
+        assert torch.allclose(
+            fast, torch.tensor([[float(x) for x in r] for r in exact], dtype=torch.float64), atol=1e-12
+        )
 
 
 def test_vectorised_model_laws_match_exact():
@@ -128,7 +134,9 @@ def test_vectorised_model_laws_match_exact():
     exact = emitted_law_scalar(target, draft, vocab, k)
     fast = emitted_law(model, k)
     for sequence, mass in exact.items():
-        index = sequence_offsets(vocab, k)[len(sequence) - 1] + sum(t * vocab ** (len(sequence) - 1 - i) for i, t in enumerate(sequence))
+        index = sequence_offsets(vocab, k)[len(sequence) - 1] + sum(
+            t * vocab ** (len(sequence) - 1 - i) for i, t in enumerate(sequence)
+        )
         assert abs(float(mass) - float(fast[index])) < 1e-12
         assert sequence_of(index, vocab, k) == sequence
     assert torch.allclose(completed_law(model, k), target_law(model, k + 1), atol=1e-14)

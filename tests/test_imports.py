@@ -57,7 +57,9 @@ def import_graph() -> dict[str, set[str]]:
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _base(module, path, node)
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             for target in targets:
                 owner = _owner(target, modules)
                 if owner is not None and owner != module:
@@ -146,7 +148,9 @@ def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_layers_point_one_way():
     graph = import_graph()
-    run_layer = {m for m in graph if m == "specverify._runner" or m == "specverify._run" or m.startswith("specverify._run.")}
+    run_layer = {
+        m for m in graph if m == "specverify._runner" or m == "specverify._run" or m.startswith("specverify._run.")
+    }
     for module in graph:  # the checks hold checks only: no plan, no Run, no driver
         if module == "specverify.checks" or module.startswith("specverify.checks."):
             assert not graph[module] & run_layer, f"{module} imports the run layer: {sorted(graph[module] & run_layer)}"

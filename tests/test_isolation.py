@@ -38,13 +38,7 @@ def failing(data: dict) -> list[dict]:
     return [c for c in data["checks"] if c["status"] == "fail"]
 
 
-@pytest.mark.parametrize(
-    ("sampler", "how"),
-    [
-        ("aborts", "SIGABRT"),
-        ("segfaults", "SIGSEGV"),
-    ],
-)
+@pytest.mark.parametrize(("sampler", "how"), [("aborts", "SIGABRT"), ("segfaults", "SIGSEGV")])
 def test_a_sampler_killed_by_a_signal_is_non_conformant(sampler, how, tmp_path):
     code, data = run(f"isolation_samplers:{sampler}", tmp_path)
     assert code == 1 and data["verdict"] == "non-conformant"
@@ -58,7 +52,10 @@ def test_an_exit_mid_run_fails_the_check_and_a_fresh_worker_runs_the_rest(tmp_pa
     assert code == 1 and data["verdict"] == "non-conformant"
     by_id = {c["id"]: c for c in data["checks"]}
     assert by_id["contract.output"]["status"] == "fail"
-    assert "exited with status 0" in by_id["contract.output"]["message"] and "call 3 " in by_id["contract.output"]["message"]
+    assert (
+        "exited with status 0" in by_id["contract.output"]["message"]
+        and "call 3 " in by_id["contract.output"]["message"]
+    )
     assert by_id["contract.determinism"]["status"] == "pass"
     assert data["run"]["isolation"]["crashes"] == 1 and data["run"]["isolation"]["worker_starts"] == 2
 
@@ -69,7 +66,9 @@ def test_sys_exit_and_an_exception_in_the_sampler_keep_its_traceback(tmp_path):
     code, data = run("isolation_samplers:raises", tmp_path)
     [fault] = failing(data)
     assert code == 1 and "IndexError" in fault["message"]
-    assert "isolation_samplers.py" in fault["evidence"]["traceback"] and "out of bounds" in fault["evidence"]["traceback"]
+    assert (
+        "isolation_samplers.py" in fault["evidence"]["traceback"] and "out of bounds" in fault["evidence"]["traceback"]
+    )
     assert "out of bounds" in (tmp_path / "run.html").read_text()
 
 
@@ -88,7 +87,9 @@ def test_an_import_or_factory_failure_is_an_error_with_its_message(spec, fragmen
 
 
 def test_a_hang_is_killed_at_the_limit_and_the_next_check_gets_a_fresh_worker(tmp_path):
-    code, data = run("isolation_samplers:hangs", tmp_path, "contract.output", "contract.determinism", extra=("--timeout", "2"))
+    code, data = run(
+        "isolation_samplers:hangs", tmp_path, "contract.output", "contract.determinism", extra=("--timeout", "2")
+    )
     assert code == 1 and data["verdict"] == "non-conformant"
     assert [c["evidence"]["violation"] for c in failing(data)] == ["hang", "hang"]
     assert "within 2 s" in failing(data)[0]["message"]
@@ -114,7 +115,11 @@ def test_a_slow_batched_sampler_gets_the_time_its_size_needs():
     g = torch.Generator().manual_seed(0)
 
     def batch(rows):
-        return torch.full((rows, 2, 512), 1 / 512, dtype=torch.float64), torch.full((rows, 1, 512), 1 / 512, dtype=torch.float64), torch.zeros(rows, 1, dtype=torch.int64)
+        return (
+            torch.full((rows, 2, 512), 1 / 512, dtype=torch.float64),
+            torch.full((rows, 1, 512), 1 / 512, dtype=torch.float64),
+            torch.zeros(rows, 1, dtype=torch.int64),
+        )
 
     for rows in (2, 2, 64):  # a first call, then the fixed cost and the cost per element are measured
         sut.step(*batch(rows), generator=g)
@@ -182,7 +187,9 @@ def interrupt(argv: list[str], tmp_path: Path, presses: int) -> tuple[int, str, 
     """Run ``python -m specverify ARGV --json run.json --report run.html``, press Ctrl-C ``presses``
     times once the first check's JSON is written; its exit status, stderr, JSON and worker's pid."""
     out, html, pid_file = tmp_path / "run.json", tmp_path / "run.html", tmp_path / "worker.pid"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]), ISOLATION_PID_FILE=str(pid_file))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS)]), ISOLATION_PID_FILE=str(pid_file)
+    )
     command = [sys.executable, "-m", "specverify", *argv, "--json", str(out), "--report", str(html)]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -208,5 +215,9 @@ def interrupt(argv: list[str], tmp_path: Path, presses: int) -> tuple[int, str, 
 
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_exits_130_with_json_and_html_and_the_worker_ended(presses, tmp_path):
-    _, _, data, _ = interrupt(["check", "isolation_samplers:slow", "--budget", "quick", "--only", "contract", "--no-progress"], tmp_path, presses)
+    _, _, data, _ = interrupt(
+        ["check", "isolation_samplers:slow", "--budget", "quick", "--only", "contract", "--no-progress"],
+        tmp_path,
+        presses,
+    )
     assert data["finished"] is False and data["checks"]

@@ -13,15 +13,32 @@ import torch
 import specverify
 from specverify import Capabilities
 from specverify._calling.sut import _STEPS, SamplerUnderTest
-from specverify._kinds import ChainKind, ChainLayout, Kind, LogitsKind, LogitsLayout, LoopInputs, LoopKind, LoopLayout, TreeKind, TreeLayout, kind_of
-from specverify._loop import MarkovLM, generation_law
 from specverify._calling.tree import tree_sampler
+from specverify._kinds import (
+    ChainKind,
+    ChainLayout,
+    Kind,
+    LogitsKind,
+    LogitsLayout,
+    LoopInputs,
+    LoopKind,
+    LoopLayout,
+    TreeKind,
+    TreeLayout,
+    kind_of,
+)
+from specverify._loop import MarkovLM, generation_law
+from specverify._run._plan import BATTERIES, battery_for
 from specverify._warps.rules import SamplingParams
 from specverify._worker.serving import SERVES
-from specverify._run._plan import BATTERIES, battery_for
 from specverify.samplers import logits_reference, loop_reference, reference
 
-KINDS: list[Kind] = [ChainKind(), LogitsKind(("temperature", "seeds")), TreeKind("specinfer"), LoopKind(("temperature",))]
+KINDS: list[Kind] = [
+    ChainKind(),
+    LogitsKind(("temperature", "seeds")),
+    TreeKind("specinfer"),
+    LoopKind(("temperature",)),
+]
 
 
 def test_the_kind_is_read_from_what_the_sampler_declares() -> None:
@@ -68,7 +85,9 @@ def test_each_kind_has_its_layout() -> None:
 
 def test_the_loop_layout_audits_codes_and_has_the_generation_law() -> None:
     target = MarkovLM(torch.randn(3, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64), context=(0,))
-    inputs = LoopInputs(target, torch.tensor([[1], [2]]), 2, SamplingParams(temperature=torch.tensor([1.0, 0.5], dtype=torch.float64)))
+    inputs = LoopInputs(
+        target, torch.tensor([[1], [2]]), 2, SamplingParams(temperature=torch.tensor([1.0, 0.5], dtype=torch.float64))
+    )
     layout = LoopLayout()
     assert layout.audit(inputs, torch.tensor([[0, 2], [1, 1]])) == []
     (shape,) = layout.audit(inputs, torch.zeros(2, 3, dtype=torch.int64))

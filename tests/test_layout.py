@@ -10,12 +10,12 @@ import torch
 
 import specverify
 from specverify._calling.sut import SamplerUnderTest
+from specverify._calling.tree import tree_sampler
 from specverify._exact import sequence_of, sequence_offsets
 from specverify._kinds import ChainLayout, LogitsLayout, TreeLayout, layout_of
-from specverify._layout import StepInputs
 from specverify._kinds.logits_posing import PosedSampler
+from specverify._layout import StepInputs
 from specverify._trees.contract import TreeBatch, chain_output
-from specverify._calling.tree import tree_sampler
 from specverify.samplers import TREE_REFERENCES, logits_reference, reference
 
 SPECINFER = TREE_REFERENCES["specinfer"]
@@ -69,7 +69,9 @@ def test_posing_is_done_once_and_only_where_the_inputs_differ() -> None:
 def test_samplers_under_test_carry_their_layout() -> None:
     assert SamplerUnderTest(reference).layout == ChainLayout()
     logits = SamplerUnderTest(logits_reference)
-    assert logits.layout == LogitsLayout(logits_reference.capabilities.params) and isinstance(logits.sampler, PosedSampler)
+    assert logits.layout == LogitsLayout(logits_reference.capabilities.params) and isinstance(
+        logits.sampler, PosedSampler
+    )
     assert SamplerUnderTest(SPECINFER).layout == TreeLayout("specinfer")
 
 
@@ -81,7 +83,9 @@ def _chain_outputs(layout: ChainLayout, inputs: StepInputs) -> tuple[torch.Tenso
     return sampler(*inputs, torch.Generator().manual_seed(3))
 
 
-@pytest.mark.parametrize("layout", [ChainLayout(), LogitsLayout(("temperature", "top_k", "top_p", "min_p"))], ids=["chain", "logits"])
+@pytest.mark.parametrize(
+    "layout", [ChainLayout(), LogitsLayout(("temperature", "top_k", "top_p", "min_p"))], ids=["chain", "logits"]
+)
 def test_a_chain_layout_passes_a_correct_output_and_flags_each_malformed_one(layout: ChainLayout) -> None:
     inputs = chain_inputs()
     tokens, accepted = _chain_outputs(layout, inputs)
@@ -119,7 +123,9 @@ def test_the_chain_coding_is_the_enumeration_order_of_sequence_of() -> None:
     sequences = [s for n in range(1, k + 2) for s in itertools.product(range(vocab), repeat=n)]
     tokens = torch.tensor([list(s) + [-1] * (k + 1 - len(s)) for s in sequences])
     accepted = torch.tensor([len(s) - 1 for s in sequences])
-    inputs = StepInputs(torch.ones(len(sequences), k + 1, vocab), torch.ones(len(sequences), k, vocab), tokens[:, :k].clamp_min(0))
+    inputs = StepInputs(
+        torch.ones(len(sequences), k + 1, vocab), torch.ones(len(sequences), k, vocab), tokens[:, :k].clamp_min(0)
+    )
     codes = ChainLayout().sequence(inputs, (tokens, accepted))
     assert codes.tolist() == list(range(sequence_offsets(vocab, k)[-1]))
     assert [sequence_of(int(c), vocab, k) for c in codes] == sequences
@@ -138,7 +144,9 @@ def test_outcomes_index_the_exact_law_chain_and_tree() -> None:
     assert float(law[codes].min()) > 0  # no outcome of exact probability 0
     assert float((_frequencies(codes, rows, law.numel()) - law).abs().sum() / 2) < 0.02
     tree = a_tree(batch=1)
-    wide = TreeBatch(*(x.expand(rows, *x.shape[1:]) for x in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs)))
+    wide = TreeBatch(
+        *(x.expand(rows, *x.shape[1:]) for x in (tree.parents, tree.tokens, tree.target_probs, tree.draft_probs))
+    )
     layout = TreeLayout("specinfer")
     tree_law = layout.law(tree).reshape(-1)
     tree_codes = layout.outcome(wide, SPECINFER(wide, torch.Generator().manual_seed(5)))

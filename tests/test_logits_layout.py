@@ -50,19 +50,28 @@ class _SkipsACut:
         self.skipped = skipped
 
     def __call__(self, target_logits, draft_probs, draft_tokens, generator, params):
-        return logits_reference(target_logits, draft_probs, draft_tokens, generator, params.only(n for n in ALL if n != self.skipped))
+        return logits_reference(
+            target_logits, draft_probs, draft_tokens, generator, params.only(n for n in ALL if n != self.skipped)
+        )
 
 
 SELECT = ["support.zero-target[zeros]", "fit.conditional[zeros]", "contract.one-hot"]
 
 
 def test_the_logits_reference_passes_the_battery_posed_as_logits():
-    result = specverify.check(LogitsLayout(ALL).posed(logits_reference), budget="quick", select=[*SELECT, "fit.step[chain]"], isolation="in-process")
+    result = specverify.check(
+        LogitsLayout(ALL).posed(logits_reference),
+        budget="quick",
+        select=[*SELECT, "fit.step[chain]"],
+        isolation="in-process",
+    )
     bad = [(c.id, c.status, c.message) for c in result.checks if c.status not in ("pass", "skip")]
     assert not bad
 
 
 @pytest.mark.parametrize("skipped", ["top_k", "top_p", "min_p", "temperature"])
 def test_a_sampler_that_skips_a_warp_is_caught(skipped):
-    result = specverify.check(LogitsLayout(ALL).posed(_SkipsACut(skipped)), budget="quick", select=SELECT, isolation="in-process")
+    result = specverify.check(
+        LogitsLayout(ALL).posed(_SkipsACut(skipped)), budget="quick", select=SELECT, isolation="in-process"
+    )
     assert result.verdict in ("non-conformant", "lossy"), [(c.id, c.status) for c in result.checks]

@@ -7,9 +7,9 @@ import pytest
 import torch
 from scipy import stats
 
-from specverify.laws import step_law
 from specverify._seeded import seeded_uniforms
 from specverify._warps.rules import SamplingParams, warp
+from specverify.laws import step_law
 from specverify.samplers._logits_reference import logits_reference
 from specverify.stats import gof_test
 
@@ -48,12 +48,16 @@ def _case(rows: int, seed: int):
     return logits[:1].expand(rows, -1, -1), draft[:1].expand(rows, -1, -1), tokens
 
 
-@pytest.mark.parametrize("kwargs", [{"temperature": 0.6, "top_k": 3}, {"temperature": 1.4, "top_p": 0.7, "min_p": 0.05}])
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": 0.6, "top_k": 3}, {"temperature": 1.4, "top_p": 0.7, "min_p": 0.05}]
+)
 def test_the_emitted_law_is_the_canonical_law_of_the_warped_target(kwargs):
     rows = 60_000
     logits, draft, tokens = _case(rows, seed=3)
     dtypes = {"top_k": torch.int64}
-    params = SamplingParams(**{n: torch.full((rows,), v, dtype=dtypes.get(n, torch.float64)) for n, v in kwargs.items()})
+    params = SamplingParams(
+        **{n: torch.full((rows,), v, dtype=dtypes.get(n, torch.float64)) for n, v in kwargs.items()}
+    )
     tokens_out, accepted = logits_reference(logits, draft, tokens, torch.Generator().manual_seed(11), params)
     vocab = logits.shape[-1]
     last = tokens_out.gather(1, accepted[:, None])[:, 0]
@@ -80,6 +84,12 @@ def test_a_seeded_row_depends_on_its_seed_alone():
     seeds = torch.arange(64, dtype=torch.int64) % 8  # eight requests, each on eight rows
     params = SamplingParams(temperature=torch.ones(64, dtype=torch.float64), seeds=seeds)
     out = logits_reference(logits, draft, tokens, torch.Generator().manual_seed(1), params)[0]
-    again = logits_reference(logits.flip(0), draft.flip(0), tokens.flip(0), torch.Generator().manual_seed(2), params.select(torch.arange(63, -1, -1)))[0]
+    again = logits_reference(
+        logits.flip(0),
+        draft.flip(0),
+        tokens.flip(0),
+        torch.Generator().manual_seed(2),
+        params.select(torch.arange(63, -1, -1)),
+    )[0]
     assert torch.equal(out, again.flip(0))  # same seed, same output, wherever the row sits
     assert torch.equal(out[0], out[8]) and len({tuple(r) for r in out[:8].tolist()}) > 1

@@ -86,6 +86,7 @@ def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_th
         def call(prefix):
             seen[name].append(prefix.shape[0])
             return model(prefix)
+
         return call
 
     k, rows = 3, 4_000
@@ -109,7 +110,9 @@ def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_th
             q.append(law(draft(prefix), params))
             drafts.append(inverse_cdf(q[-1], coins[:, i]))
             prefix = torch.cat([prefix, drafts[-1][:, None]], dim=1)
-    want_tokens, want_accepted = canonical_emit(torch.stack(p, 1), torch.stack(q, 1), torch.stack(drafts, 1), coins[:, k:])
+    want_tokens, want_accepted = canonical_emit(
+        torch.stack(p, 1), torch.stack(q, 1), torch.stack(drafts, 1), coins[:, k:]
+    )
     assert torch.equal(tokens, want_tokens) and torch.equal(accepted, want_accepted)
     assert 0 < int((accepted == 0).sum()) and 0 < int((accepted == k).sum())  # rejections and bonuses both
     # position i is verified for the rows that accepted the i drafts before it, and only for them

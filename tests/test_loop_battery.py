@@ -10,10 +10,10 @@ import torch
 from specverify._budgets import budget_for_tv, get_budget
 from specverify._evidence import unknown_keys
 from specverify._runner import check_loop
-from specverify.checks._loop import LoopCheck, LoopContext, loop_battery
+from specverify.checks._loop import LoopCheck, loop_battery
+from specverify.checks._loop_context import LoopContext
 from specverify.samplers._loop_reference import LoopReference
 from specverify.zoo._loops import LOOP_MEMBERS
-
 
 COARSE = get_budget("quick").with_(tv=0.1)  # a quarter of quick's samples: this test is about the verdict
 
@@ -24,7 +24,9 @@ def test_the_reference_loop_is_conformant_with_every_check_run():
     assert {c.id for c in result.checks if c.status == "pass"} == {c.id for c in loop_battery()}
     law = [c for c in result.checks if c.id.startswith("loop.law") or c.id == "loop.positions"]
     assert all(c.min_detectable_tv <= 0.2 and c.alpha > 0 and c.samples > 0 for c in law)
-    assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # the loop family's evidence is in the schema
+    assert all(
+        unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks
+    )  # the loop family's evidence is in the schema
 
 
 @pytest.mark.parametrize("name", [n for n, m in LOOP_MEMBERS.items() if m.caught_by and m.at_tv is None])
@@ -65,7 +67,11 @@ def test_a_broken_loop_fails_the_contract_with_a_message(output, message):
 
 
 def test_checks_a_loop_cannot_take_are_skipped_with_the_reason():
-    result = check_loop(_Broken(lambda p, n: torch.zeros((p.shape[0], n), dtype=torch.int64)), budget="quick", select=["loop.seeds", "loop.law[top-k]"])
+    result = check_loop(
+        _Broken(lambda p, n: torch.zeros((p.shape[0], n), dtype=torch.int64)),
+        budget="quick",
+        select=["loop.seeds", "loop.law[top-k]"],
+    )
     assert [c.status for c in result.checks] == ["skip", "skip"]
     assert "seeds" in result.checks[0].message and "top_k" in result.checks[1].message
     with pytest.raises(ValueError, match="no loop check"):
@@ -76,7 +82,24 @@ def test_the_loop_command_runs_a_declared_loop_and_refuses_a_step_sampler(tmp_pa
     from specverify._cli import main
 
     out = tmp_path / "loop.json"
-    assert main(["loop", "specverify.samplers:loop_reference", "--budget", "quick", "--only", "loop.output", "--only", "loop.seeds", "--json", str(out), "-q"]) == 3
+    assert (
+        main(
+            [
+                "loop",
+                "specverify.samplers:loop_reference",
+                "--budget",
+                "quick",
+                "--only",
+                "loop.output",
+                "--only",
+                "loop.seeds",
+                "--json",
+                str(out),
+                "-q",
+            ]
+        )
+        == 3
+    )
     text = capsys.readouterr().out
     assert "inconclusive" in text and out.exists()  # a subset never passes
     # the same time split as ``check`` JSON: the loop's generations, timed whole, and the rest
@@ -111,12 +134,16 @@ AT_TV = budget_for_tv(0.05)  # a --tv budget: its decisions are not capped, so t
 
 
 def test_at_a_tv_budget_passing_checks_stop_at_futility_looks_and_still_claim_the_asked_tv():
-    result = check_loop(LoopReference(), budget=AT_TV, seed=2, select=["loop.law[separating]", "loop.law[mixed]", "loop.positions"])
+    result = check_loop(
+        LoopReference(), budget=AT_TV, seed=2, select=["loop.law[separating]", "loop.law[mixed]", "loop.positions"]
+    )
     stopped = []
     for check in result.checks:
         assert check.status == "pass", (check.id, check.message)
         futility = check.evidence["futility"]
-        assert 0.05 <= check.min_detectable_tv <= 0.05 * 1.15  # the whole procedure's claim (pooled rare cells add a little)
+        assert (
+            0.05 <= check.min_detectable_tv <= 0.05 * 1.15
+        )  # the whole procedure's claim (pooled rare cells add a little)
         generations = check.samples // (23 if check.id == "loop.positions" else 1)
         per_decision = generations // (1 if check.id == "loop.positions" else len(check.evidence["groups"]))
         assert per_decision == (futility["stopped_at"] or futility["final"])  # every decision drew the same
@@ -137,7 +164,16 @@ def test_futility_looks_give_the_same_result_for_any_worker_count():
     check, budget = LoopCheck("law", "separating"), budget_for_tv(0.01)  # several units a phase
     results = []
     for pool in (SerialPool(LoopReference()), LocalPool([LoopReference(), LoopReference()])):
-        ctx = LoopContext(pool.primary, budget.tv, budget.power, budget.max_samples, seed=7, alpha=1e-4, pool=pool, cap_per_decision=True)
+        ctx = LoopContext(
+            pool.primary,
+            budget.tv,
+            budget.power,
+            budget.max_samples,
+            seed=7,
+            alpha=1e-4,
+            pool=pool,
+            cap_per_decision=True,
+        )
         results.append(check.run(ctx).to_json())
     for result in results:
         result.pop("duration_s", None)

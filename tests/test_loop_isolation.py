@@ -17,7 +17,22 @@ from specverify._cli import main
 
 def run(spec: str, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
     out, html = tmp_path / "run.json", tmp_path / "run.html"
-    argv = ["loop", spec, "--budget", "quick", "--only", "loop.output", "--only", "loop.determinism", "--json", str(out), "--report", str(html), "-q", *extra]
+    argv = [
+        "loop",
+        spec,
+        "--budget",
+        "quick",
+        "--only",
+        "loop.output",
+        "--only",
+        "loop.determinism",
+        "--json",
+        str(out),
+        "--report",
+        str(html),
+        "-q",
+        *extra,
+    ]
     code = main(argv)
     return code, json.loads(out.read_text()), html.read_text()
 
@@ -30,7 +45,9 @@ def run(spec: str, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
         ("raises", "raised", "IndexError: index 9 is out of bounds"),
     ],
 )
-def test_a_loop_that_crashes_fails_its_check_and_the_next_check_runs_in_a_fresh_worker(loop, violation, fragment, tmp_path):
+def test_a_loop_that_crashes_fails_its_check_and_the_next_check_runs_in_a_fresh_worker(
+    loop, violation, fragment, tmp_path
+):
     code, data, html = run(f"isolation_loops:{loop}", tmp_path)
     assert code == 1 and data["verdict"] == "non-conformant"
     by_id = {c["id"]: c for c in data["checks"]}
@@ -75,9 +92,20 @@ def test_the_worker_gives_the_loop_the_same_numbers_as_this_process():
     from specverify._runner import check_loop
 
     budget = get_budget("quick").with_(tv=0.2)
-    runs = [check_loop("specverify.samplers:loop_reference", budget=budget, seed=5, select=["loop.law[top-k]", "loop.seeds"], isolation=mode) for mode in ("process", "in-process")]
+    runs = [
+        check_loop(
+            "specverify.samplers:loop_reference",
+            budget=budget,
+            seed=5,
+            select=["loop.law[top-k]", "loop.seeds"],
+            isolation=mode,
+        )
+        for mode in ("process", "in-process")
+    ]
     assert [r.run["isolation"]["mode"] for r in runs] == ["process", "in-process"]
-    assert [(c.id, c.status, c.p_value, c.samples) for c in runs[0].checks] == [(c.id, c.status, c.p_value, c.samples) for c in runs[1].checks]
+    assert [(c.id, c.status, c.p_value, c.samples) for c in runs[0].checks] == [
+        (c.id, c.status, c.p_value, c.samples) for c in runs[1].checks
+    ]
 
 
 @pytest.mark.parametrize("presses", [1, 2])

@@ -76,7 +76,13 @@ def test_inverse_cdf_picks_the_token_of_each_rational_cell_and_never_a_zero_mass
                 midpoint = float(cdf + mass / 2)
                 assert int(inverse_cdf(dist, torch.tensor([midpoint], dtype=torch.float64))) == token
             cdf += mass
-        edges = torch.tensor([0.0, float(torch.nextafter(torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)))], dtype=torch.float64)
+        edges = torch.tensor(
+            [
+                0.0,
+                float(torch.nextafter(torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64))),
+            ],
+            dtype=torch.float64,
+        )
         picked = inverse_cdf(dist.expand(2, -1), edges)
         support = [t for t, w in enumerate(row) if w]
         assert picked.tolist() == [support[0], support[-1]]
@@ -136,8 +142,10 @@ def test_canonical_emit_gives_each_rational_cell_its_outcome_and_the_cells_the_e
         assert sum(sum(row) for row in law) == 1
         batch = len(points)
         tokens, num_accepted = canonical_emit(
-            as_tensor(p_rows).expand(batch, -1, -1), as_tensor(q_rows).expand(batch, -1, -1),
-            torch.tensor(y).expand(batch, -1), torch.tensor(points, dtype=torch.float64),
+            as_tensor(p_rows).expand(batch, -1, -1),
+            as_tensor(q_rows).expand(batch, -1, -1),
+            torch.tensor(y).expand(batch, -1),
+            torch.tensor(points, dtype=torch.float64),
         )
         got = [(int(n), int(t[n])) for t, n in zip(tokens, num_accepted)]
         assert got == outcomes

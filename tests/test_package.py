@@ -24,8 +24,12 @@ def test_no_module_imports_a_name_from_the_package_root():
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom) or node.level == 0:
                 continue
-            target = package[: len(package) - node.level + 1] + tuple((node.module or "").split(".") if node.module else ())
+            target = package[: len(package) - node.level + 1] + tuple(
+                (node.module or "").split(".") if node.module else ()
+            )
             if target == ("specverify",):
-                submodules = [a.name for a in node.names if (ROOT / a.name).is_dir() or (ROOT / f"{a.name}.py").is_file()]
+                submodules = [
+                    a.name for a in node.names if (ROOT / a.name).is_dir() or (ROOT / f"{a.name}.py").is_file()
+                ]
                 offenders += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name not in submodules]
     assert offenders == []

@@ -10,14 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify._warps.presets import PRESETS, preset
-from specverify._warps.separating import SEPARATING_CASES, differences, tv_on_cases
 from specverify._warps.rules import SamplingParams, warp
+from specverify._warps.separating import SEPARATING_CASES, differences, tv_on_cases
 from specverify.strategies import separating_logits_cases
 from specverify.strategies._internal.params import logits_cases
 
 
 def _params(**values: float) -> SamplingParams:
-    return SamplingParams(**{name: torch.tensor([value], dtype=torch.int64 if name == "top_k" else torch.float64) for name, value in values.items()})
+    return SamplingParams(
+        **{
+            name: torch.tensor([value], dtype=torch.int64 if name == "top_k" else torch.float64)
+            for name, value in values.items()
+        }
+    )
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -37,7 +42,9 @@ def test_transformers_is_specverifys_own_warp_and_unknown_names_say_which_exist(
     logits = torch.tensor([[[2.0, 1.0, 0.0, -1.0]]])
     params = _params(temperature=0.7, top_k=3, top_p=0.9, min_p=0.1)
     assert torch.equal(PRESETS["transformers"](logits, params), warp(logits, params))
-    with pytest.raises(ValueError, match="unknown warp preset 'tgi'; known presets: 'transformers', 'vllm', 'sglang', 'llama.cpp'"):
+    with pytest.raises(
+        ValueError, match="unknown warp preset 'tgi'; known presets: 'transformers', 'vllm', 'sglang', 'llama.cpp'"
+    ):
         preset("tgi")
 
 
@@ -69,7 +76,9 @@ def test_vllm_applies_min_p_before_top_p_and_sglang_top_p_on_the_mass_before_top
     vllm, hf = (PRESETS[n](logits, _params(top_p=0.9, min_p=0.1)) for n in ("vllm", "transformers"))
     assert int((vllm > 0).sum()) == 2 and int((hf > 0).sum()) == 3
     sglang, hf = (PRESETS[n](logits, _params(top_k=2, top_p=0.7)) for n in ("sglang", "transformers"))
-    assert int((sglang > 0).sum()) == 2 and int((hf > 0).sum()) == 1  # before the 2nd: 0.644 of the whole mass, 0.731 after top-k
+    assert (
+        int((sglang > 0).sum()) == 2 and int((hf > 0).sum()) == 1
+    )  # before the 2nd: 0.644 of the whole mass, 0.731 after top-k
 
 
 def test_greedy_is_one_hot_at_the_first_largest_logit_in_every_preset():
@@ -96,7 +105,9 @@ def test_generated_separating_cases_separate_the_preset_pair_they_are_drawn_for(
     assert float((law_a - law_b).abs().sum(-1).max()) > 1e-6
 
 
-def scalar_preset(name: str, logits: list[float], t: float | None, k: int | None, top_p: float | None, min_p: float | None) -> list[float]:
+def scalar_preset(
+    name: str, logits: list[float], t: float | None, k: int | None, top_p: float | None, min_p: float | None
+) -> list[float]:
     """A preset's rules for one row, in Python floats and sorted lists: the statement the vectorised
     warp (one shared sort, off cuts skipped) must agree with."""
     convention, vocab = PRESETS[name], len(logits)
@@ -128,8 +139,12 @@ def scalar_preset(name: str, logits: list[float], t: float | None, k: int | None
 
     probs = softmax([x if convention.temperature_last else x / scale for x in logits], [True] * vocab)
     keep = [p > 0 for p in probs]
-    for cut_name in ("top_k", "top_p", "min_p") if convention.joint else [n for n in convention.order if n != "temperature"]:
-        law = probs if convention.joint else softmax([math.log(p) if kept else 0.0 for p, kept in zip(probs, keep)], keep)
+    for cut_name in (
+        ("top_k", "top_p", "min_p") if convention.joint else [n for n in convention.order if n != "temperature"]
+    ):
+        law = (
+            probs if convention.joint else softmax([math.log(p) if kept else 0.0 for p, kept in zip(probs, keep)], keep)
+        )
         keep = [a and b for a, b in zip(keep, cut(cut_name, law))]
     if convention.temperature_last:
         return softmax([x / scale for x in logits], keep)
@@ -137,21 +152,33 @@ def scalar_preset(name: str, logits: list[float], t: float | None, k: int | None
     return [p / sum(kept) for p in kept]
 
 
-@pytest.mark.parametrize("name", [name for name in PRESETS if name != "transformers"])  # transformers': tests/test_warp.py
+@pytest.mark.parametrize(
+    "name", [name for name in PRESETS if name != "transformers"]
+)  # transformers': tests/test_warp.py
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_every_preset_matches_a_scalar_statement_of_its_rules_row_by_row(name, data):
     rows, vocab = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 7))
-    logits = torch.tensor(data.draw(st.lists(st.lists(st.integers(-2, 2), min_size=vocab, max_size=vocab), min_size=rows, max_size=rows)), dtype=torch.float64)
+    logits = torch.tensor(
+        data.draw(st.lists(st.lists(st.integers(-2, 2), min_size=vocab, max_size=vocab), min_size=rows, max_size=rows)),
+        dtype=torch.float64,
+    )
     ts = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=rows, max_size=rows)))
     ks = data.draw(st.one_of(st.none(), st.lists(st.integers(0, vocab + 1), min_size=rows, max_size=rows)))
-    ps = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.25, 0.3, 0.5, 0.75, 0.9, 1.0]), min_size=rows, max_size=rows)))
+    ps = data.draw(
+        st.one_of(st.none(), st.lists(st.sampled_from([0.25, 0.3, 0.5, 0.75, 0.9, 1.0]), min_size=rows, max_size=rows))
+    )
     ms = data.draw(st.one_of(st.none(), st.lists(st.sampled_from([0.0, 0.1, 0.5]), min_size=rows, max_size=rows)))
 
     def column(values, dtype):
         return None if values is None else torch.tensor(values, dtype=dtype)
 
-    params = SamplingParams(temperature=column(ts, torch.float64), top_k=column(ks, torch.int64), top_p=column(ps, torch.float64), min_p=column(ms, torch.float64))
+    params = SamplingParams(
+        temperature=column(ts, torch.float64),
+        top_k=column(ks, torch.int64),
+        top_p=column(ps, torch.float64),
+        min_p=column(ms, torch.float64),
+    )
     _assert_matches_the_scalar_rules(name, logits, params)
 
 
@@ -170,4 +197,6 @@ def _assert_matches_the_scalar_rules(name: str, logits: torch.Tensor, params: Sa
             z = logits[row] if position is None else logits[row, position]
             got = law[row] if position is None else law[row, position]
             expected = torch.tensor(scalar_preset(name, z.tolist(), *pick), dtype=torch.float64)
-            torch.testing.assert_close(got, expected, rtol=0, atol=1e-12, msg=lambda text: f"{name} row {z.tolist()} {pick}: {text}")
+            torch.testing.assert_close(
+                got, expected, rtol=0, atol=1e-12, msg=lambda text: f"{name} row {z.tolist()} {pick}: {text}"
+            )

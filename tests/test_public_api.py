@@ -70,7 +70,14 @@ def test_one_list_of_names_the_type_checking_imports_agree_with_it():
 def test_every_name_the_public_submodules_export_is_defined_once():
     """A name is public in one place: the facade or one submodule, never two (``__version__`` aside)."""
     seen: dict[str, str] = {}
-    for name in ("specverify", "specverify.errors", "specverify.laws", "specverify.models", "specverify.replay", "specverify.trees"):
+    for name in (
+        "specverify",
+        "specverify.errors",
+        "specverify.laws",
+        "specverify.models",
+        "specverify.replay",
+        "specverify.trees",
+    ):
         for attribute in importlib.import_module(name).__all__:
             if name == "specverify.errors" and attribute in specverify.__all__:
                 continue  # the facade re-exports the errors a run raises
@@ -102,7 +109,9 @@ MAINTAINERS_PAGES = {"docs/architecture.md"}
 
 
 def _user_facing_files() -> list[pathlib.Path]:
-    docs = [path for path in (REPO / "docs").rglob("*.md") if path.relative_to(REPO).as_posix() not in MAINTAINERS_PAGES]
+    docs = [
+        path for path in (REPO / "docs").rglob("*.md") if path.relative_to(REPO).as_posix() not in MAINTAINERS_PAGES
+    ]
     files = [*docs, *(REPO / "examples").rglob("*.py"), *(REPO / "scripts").rglob("*.py")]
     assert len(files) > 5  # the folders exist where this test looks
     return sorted(files)
@@ -113,7 +122,7 @@ PRIVATE = re.compile(r"\bspecverify\._(?!_)")
 #: Lines of the maintainers' scripts allowed a private name, each with its reason.
 ALLOWED = {
     # the stored reports are named after the sampler as a run names it; no public name gives that
-    "scripts/regenerate_reports.py": ("from specverify._contract import name_of",),
+    "scripts/regenerate_reports.py": ("from specverify._contract import name_of",)
 }
 
 
@@ -142,7 +151,10 @@ def test_a_model_case_prints_as_code_that_uses_public_names_only():
     from specverify.replay import ModelCase
 
     laws = torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float64)
-    cases = [ModelCase(ChainModel(laws, laws.flip(0), (0,)), 2), ModelCase(TableModel((laws[:1], laws), (laws[1:],)), 1)]
+    cases = [
+        ModelCase(ChainModel(laws, laws.flip(0), (0,)), 2),
+        ModelCase(TableModel((laws[:1], laws), (laws[1:],)), 1),
+    ]
     for case in cases:
         code = case.to_code()
         assert not PRIVATE.search(code)

@@ -14,7 +14,9 @@ QUICK = ("--specverify-budget=quick", "-p", "no:cacheprovider")
 
 
 def test_reference_passes_with_readable_ids(pytester):
-    result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", "-v", *QUICK)
+    result = pytester.runpytest(
+        "--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", "-v", *QUICK
+    )
     result.assert_outcomes(passed=6, failed=1)  # the subset's verdict item: a subset never passes
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -31,7 +33,9 @@ def test_reference_passes_with_readable_ids(pytester):
 def test_a_sampler_module_in_the_current_directory_is_found(pytester):
     # as `specverify check` finds it: mod.py beside where pytest runs, not installed, not on PYTHONPATH
     pytester.makepyfile(seed_sampler="from specverify.samplers import reference as sampler\n")
-    result = pytester.runpytest("--specverify-sampler=seed_sampler:sampler", "--specverify-only=contract.output", *QUICK)
+    result = pytester.runpytest(
+        "--specverify-sampler=seed_sampler:sampler", "--specverify-only=contract.output", *QUICK
+    )
     result.assert_outcomes(passed=1, failed=1)  # the check, and the subset's verdict item
     assert "no module named" not in result.stdout.str() + result.stderr.str()
 
@@ -43,20 +47,31 @@ def test_a_module_that_is_nowhere_says_where_it_was_looked_for(pytester):
 
 
 def test_the_summary_explains_items_against_results(pytester):
-    result = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.model*", *QUICK)
-    result.stdout.fnmatch_lines(["*verdict: inconclusive*", "*test items ran, one per planned check; the verdict counts their * results*"])
+    result = pytester.runpytest(
+        "--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.model*", *QUICK
+    )
+    result.stdout.fnmatch_lines(
+        ["*verdict: inconclusive*", "*test items ran, one per planned check; the verdict counts their * results*"]
+    )
 
 
 def test_broken_sampler_fails_with_evidence(pytester):
-    result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK)
+    result = pytester.runpytest(
+        "--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", *QUICK
+    )
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*contract.determinism: FAIL (contract)*", "*seeded alike differ*", "*verdict: non-conformant*"])
+    result.stdout.fnmatch_lines(
+        ["*contract.determinism: FAIL (contract)*", "*seeded alike differ*", "*verdict: non-conformant*"]
+    )
 
 
 def test_expected_failures_file(pytester):
     xfail = pytester.makefile(".txt", xfails="contract.determinism  # uses the global RNG on purpose\n")
     result = pytester.runpytest(
-        "--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=contract.determinism", f"--specverify-xfail={xfail}", *QUICK
+        "--specverify-sampler=specverify.zoo:ignores_generator",
+        "--specverify-only=contract.determinism",
+        f"--specverify-xfail={xfail}",
+        *QUICK,
     )
     result.assert_outcomes(xfailed=1, failed=1)
 
@@ -72,18 +87,44 @@ def test_environment_variable_and_json_with_the_clis_run_record(pytester, monkey
     assert [c["id"] for c in data["checks"]] == ["contract.one-hot"] and data["run"]["select"] == ["contract.one-hot"]
     # the same Run as the CLI's: the same record, field for field, for the same sampler and selection
     cli = tmp_path / "cli.json"
-    assert main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract.one-hot", "--json", str(cli), "--no-progress", "-q"]) == 3
+    assert (
+        main(
+            [
+                "check",
+                "specverify.samplers:reference",
+                "--budget",
+                "quick",
+                "--only",
+                "contract.one-hot",
+                "--json",
+                str(cli),
+                "--no-progress",
+                "-q",
+            ]
+        )
+        == 3
+    )
     expected = json.loads(cli.read_text())
     assert list(data["run"]) == list(expected["run"])
     varying = {"started", "timing", "sampler_seconds"}
-    assert {k: v for k, v in data["run"].items() if k not in varying} == {k: v for k, v in expected["run"].items() if k not in varying}
-    assert data["checks"][0]["p_value"] == expected["checks"][0]["p_value"] and data["verdict"] == expected["verdict"] == "inconclusive"
+    assert {k: v for k, v in data["run"].items() if k not in varying} == {
+        k: v for k, v in expected["run"].items() if k not in varying
+    }
+    assert (
+        data["checks"][0]["p_value"] == expected["checks"][0]["p_value"]
+        and data["verdict"] == expected["verdict"] == "inconclusive"
+    )
 
 
 def test_xdist_two_workers_aggregate_on_the_controller(pytester, tmp_path):
     out = tmp_path / "run.json"
     result = pytester.runpytest_subprocess(
-        "-n", "2", "--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract", f"--specverify-json={out}", *QUICK
+        "-n",
+        "2",
+        "--specverify-sampler=specverify.samplers:reference",
+        "--specverify-only=contract",
+        f"--specverify-json={out}",
+        *QUICK,
     )
     result.assert_outcomes(passed=6, failed=1)
     data = json.loads(out.read_text())
@@ -96,7 +137,9 @@ def test_bad_spec_is_a_usage_error(pytester):
     result = pytester.runpytest("--specverify-sampler=nope_module:x", *QUICK)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no module named 'nope_module'*"])
-    nothing = pytester.runpytest("--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.nothing", *QUICK)
+    nothing = pytester.runpytest(
+        "--specverify-sampler=specverify.samplers:reference", "--specverify-only=fit.nothing", *QUICK
+    )
     assert nothing.ret == pytest.ExitCode.USAGE_ERROR
     nothing.stderr.fnmatch_lines(["*specverify: no check matches*fit.nothing*"])
 
@@ -121,10 +164,17 @@ def test_the_helpers_verdict_judges_a_whole_battery_and_names_the_checks_it_did_
         test_mine = specverify.pytest_battery(reference, budget="quick")
         """
     )
-    result = pytester.runpytest("-v", "-p", "no:cacheprovider", f"{path.name}::test_mine[contract.one-hot]", f"{path.name}::test_mine[verdict]")
+    result = pytester.runpytest(
+        "-v", "-p", "no:cacheprovider", f"{path.name}::test_mine[contract.one-hot]", f"{path.name}::test_mine[verdict]"
+    )
     result.assert_outcomes(passed=1, failed=1)  # a whole battery's verdict: no pass on the one check that ran
     result.stdout.fnmatch_lines(
-        ["*test_mine[[]contract.one-hot[]] PASSED*", "*test_mine[[]verdict[]] FAILED*", "*verdict: inconclusive*", "*planned checks have no result in this process*"]
+        [
+            "*test_mine[[]contract.one-hot[]] PASSED*",
+            "*test_mine[[]verdict[]] FAILED*",
+            "*verdict: inconclusive*",
+            "*planned checks have no result in this process*",
+        ]
     )
 
 
@@ -140,7 +190,9 @@ def test_expected_failures_match_ids_with_brackets(pytester):
 
 
 def test_a_subset_that_includes_a_target_law_test_still_never_passes(pytester):
-    result = pytester.runpytest("--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=fit.first-token[random]", *QUICK)
+    result = pytester.runpytest(
+        "--specverify-sampler=specverify.zoo:ignores_generator", "--specverify-only=fit.first-token[random]", *QUICK
+    )
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*verdict at best inconclusive*contract.determinism*", "*verdict: inconclusive*"])
@@ -148,7 +200,12 @@ def test_a_subset_that_includes_a_target_law_test_still_never_passes(pytester):
 
 def test_the_pytest_plugin_takes_a_tv(pytester, tmp_path):
     out = tmp_path / "run.json"
-    args = ("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract.output", "-p", "no:cacheprovider")
+    args = (
+        "--specverify-sampler=specverify.samplers:reference",
+        "--specverify-only=contract.output",
+        "-p",
+        "no:cacheprovider",
+    )
     result = pytester.runpytest(*args, "--specverify-tv=0.04", f"--specverify-json={out}")
     result.assert_outcomes(passed=1, failed=1)  # the check passes; a subset's verdict never does
     assert json.loads(out.read_text())["run"]["budget"]["name"] == "tv=0.04"

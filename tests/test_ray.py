@@ -15,9 +15,9 @@ import sys
 import pytest
 
 from specverify._calling.pool import UNIT_ROWS
-from specverify.report import reproducible
 from specverify._runner import check
 from specverify.errors import UsageError
+from specverify.report import reproducible
 
 if os.environ.get("SPECVERIFY_REQUIRE_RAY") != "1":
     pytest.importorskip("ray")
@@ -62,24 +62,45 @@ def test_an_actor_killed_mid_run_leaves_the_same_result(cluster):
     on_ray = _run("ray_samplers:kills_its_actor_once", executor="ray", workers=2)
     assert mark.exists(), "no actor was killed: the test tested nothing"
     assert on_ray["verdict"] == local["verdict"] and all(c["status"] == "pass" for c in on_ray["checks"])
-    assert _decisions(on_ray) == _decisions(local)  # the sampler's name differs (in the repro snippets), nothing it decided
+    assert _decisions(on_ray) == _decisions(
+        local
+    )  # the sampler's name differs (in the repro snippets), nothing it decided
     assert on_ray["run"]["sampler_rows"] == local["run"]["sampler_rows"]  # the lost unit was counted once
 
 
 def _decisions(result):
     """What each check decided, from what counts (the sampler's spec, in repro snippets, left out)."""
     keys = ("id", "status", "finding", "p_value", "alpha", "samples", "min_detectable_tv", "reach")
-    return [({k: c.get(k) for k in keys}, {k: v for k, v in c["evidence"].items() if k != "repro"}) for c in result["checks"]]
+    return [
+        ({k: c.get(k) for k in keys}, {k: v for k, v in c["evidence"].items() if k != "repro"})
+        for c in result["checks"]
+    ]
 
 
-@pytest.mark.parametrize(("command", "spec"), [("check", "specverify.samplers:reference"), ("loop", "specverify.samplers:loop_reference")])
+@pytest.mark.parametrize(
+    ("command", "spec"), [("check", "specverify.samplers:reference"), ("loop", "specverify.samplers:loop_reference")]
+)
 def test_an_unreachable_address_is_one_line_and_exit_2(command, spec, tmp_path):
     """Nothing listens at the address: one line, exit 2, before the sampler loads (no JSON written)."""
     path = tmp_path / "out.json"
-    argv = [sys.executable, "-m", "specverify", command, spec, "--executor", "ray", "--address", "127.0.0.1:1", "--json", str(path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "specverify",
+        command,
+        spec,
+        "--executor",
+        "ray",
+        "--address",
+        "127.0.0.1:1",
+        "--json",
+        str(path),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "no Ray cluster could be joined at '127.0.0.1:1'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert (
+        "no Ray cluster could be joined at '127.0.0.1:1'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    )
     assert not path.exists()
 
 

@@ -51,12 +51,16 @@ def example_source() -> str:
 def test_the_readmes_one_row_sampler_passes_the_contract_as_declared(monkeypatch, example_source):
     mine = _example(monkeypatch, example_source)
     assert mine.sampler.capabilities.batched is False
-    result = specverify.check(mine.sampler, budget="quick", select=["contract.output", "contract.one-hot", "support"], isolation="in-process")
-    assert result.checks and all(c.status == "pass" for c in result.checks), [(c.id, c.status, c.message) for c in result.checks]
+    result = specverify.check(
+        mine.sampler, budget="quick", select=["contract.output", "contract.one-hot", "support"], isolation="in-process"
+    )
+    assert result.checks and all(c.status == "pass" for c in result.checks), [
+        (c.id, c.status, c.message) for c in result.checks
+    ]
 
 
 def test_undeclared_it_fails_with_the_hint_the_readme_quotes(monkeypatch, example_source):
-    mine = _example(monkeypatch, example_source.replace(', batched=False)', ')'))
+    mine = _example(monkeypatch, example_source.replace(", batched=False)", ")"))
     result = specverify.check(mine.sampler, budget="quick", select=["contract.output"], isolation="in-process")
     (output,) = result.checks
     assert output.status == "fail" and "declare batched=False" in (output.message or "")

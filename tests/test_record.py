@@ -32,14 +32,26 @@ CHAIN = {
     "sampler": {"name": "reference", "capabilities": {"inputs": "probs"}},
     "device": "cpu",
     "dtype": "float64",
-    "isolation": {"mode": "process", "reason": None, "timeout": 120.0, "first_timeout": 120.0, "crashes": 0, "hangs": 0, "worker_starts": 1},
+    "isolation": {
+        "mode": "process",
+        "reason": None,
+        "timeout": 120.0,
+        "first_timeout": 120.0,
+        "crashes": 0,
+        "hangs": 0,
+        "worker_starts": 1,
+    },
     **PLAN,
     "sampler_calls": 712,
     "sampler_rows": 1060946,
     "sampler_seconds": 1.643,
     "timing": {"total_seconds": 5.0, "sampler_seconds": 1.643, "harness_seconds": None, "harness_share": None},
 }
-TREE = {**CHAIN, "sampler": {"name": "tree", "capabilities": {"inputs": "probs"}, "algorithm": "specinfer"}, "contract": "tree"}
+TREE = {
+    **CHAIN,
+    "sampler": {"name": "tree", "capabilities": {"inputs": "probs"}, "algorithm": "specinfer"},
+    "contract": "tree",
+}
 LOOP = {
     **BASE,
     "sampler": {"name": "loop", "parameters": ["temperature", "seeds"]},
@@ -64,23 +76,42 @@ def test_every_kind_of_record_reads_and_writes_the_same_json(run):
 def test_the_record_is_read_by_attribute():
     chain, loop, failure = (RunInfo.from_json(r) for r in (CHAIN, LOOP, LOAD_FAILURE))
     assert isinstance(chain.isolation, Isolation) and chain.isolation.worker_starts == 1
-    assert isinstance(chain.timing, Timing) and chain.timing.harness_share is None and chain.timing.sampler_seconds == 1.643
-    assert isinstance(loop.sampler, SamplerInfo) and loop.sampler.is_loop and loop.contract == "loop" and loop.interrupted
+    assert (
+        isinstance(chain.timing, Timing)
+        and chain.timing.harness_share is None
+        and chain.timing.sampler_seconds == 1.643
+    )
+    assert (
+        isinstance(loop.sampler, SamplerInfo) and loop.sampler.is_loop and loop.contract == "loop" and loop.interrupted
+    )
     assert chain.planned and not failure.planned and failure.isolation is None and failure.timing is None
     assert RunInfo.from_json(TREE).sampler.algorithm == "specinfer" and chain.left_out == []
 
 
 def test_keys_it_does_not_know_are_kept():
-    run = {**CHAIN, "future": {"x": 1}, "isolation": {**CHAIN["isolation"], "gpu": "h200"}, "sampler": {**CHAIN["sampler"], "note": "n"}}
+    run = {
+        **CHAIN,
+        "future": {"x": 1},
+        "isolation": {**CHAIN["isolation"], "gpu": "h200"},
+        "sampler": {**CHAIN["sampler"], "note": "n"},
+    }
     record = RunInfo.from_json(run)
-    assert record.extra == {"future": {"x": 1}} and record.isolation is not None and record.isolation.extra == {"gpu": "h200"}
+    assert (
+        record.extra == {"future": {"x": 1}}
+        and record.isolation is not None
+        and record.isolation.extra == {"gpu": "h200"}
+    )
     assert record.to_json() == run
 
 
 def test_a_real_run_holds_a_typed_record():
-    result = specverify.check(specverify.reference, budget="quick", seed=0, select=["contract.output"], isolation="in-process")
+    result = specverify.check(
+        specverify.reference, budget="quick", seed=0, select=["contract.output"], isolation="in-process"
+    )
     assert isinstance(result.run, RunInfo) and result.run.select == ["contract.output"] and result.run.left_out
-    assert result.run.isolation is not None and result.run.isolation.mode == "in-process" and result.run.isolation.reason
+    assert (
+        result.run.isolation is not None and result.run.isolation.mode == "in-process" and result.run.isolation.reason
+    )
     assert result.run.sampler_calls and result.run.timing is not None and result.run.timing.total_seconds is not None
     data = result.to_json()
     assert RunResult.from_json(json.loads(json.dumps(data))).to_json() == data
@@ -116,5 +147,7 @@ def test_the_report_migrates_an_older_subset_where_it_reads_it(tmp_path):
     data["run"].pop("left_out")
     path.write_text(json.dumps(data))
     read = load_run(path)
-    assert "contract.output" in read["run"]["left_out"] and not any(i.startswith("fit.") for i in read["run"]["left_out"])
+    assert "contract.output" in read["run"]["left_out"] and not any(
+        i.startswith("fit.") for i in read["run"]["left_out"]
+    )
     assert read["verdict"] == "inconclusive" and "subset" in read["verdict_reason"]

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 import specverify
+from specverify._contract import audit_output
+from specverify._oracle import canonical_emit
+from specverify.checks._exact import uniform_grid
 from specverify.laws import step_law
 from specverify.replay import StepCase
-from specverify._contract import audit_output
-from specverify.checks._exact import uniform_grid
-from specverify._oracle import canonical_emit
 
 
 def random_case(seed, k=3, vocab=5, zeros=0.3):
@@ -53,7 +53,9 @@ def test_zero_residual_mass_is_stable(how):
     batch = 4096
     uniforms = torch.rand(batch, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     uniforms[:, 0] = 0.999999  # force rejections wherever the ratio is below 1
-    tokens, n = specverify.reference(p.expand(batch, -1, -1), q.expand(batch, -1, -1), y.expand(batch, -1), None, uniforms=uniforms)
+    tokens, n = specverify.reference(
+        p.expand(batch, -1, -1), q.expand(batch, -1, -1), y.expand(batch, -1), None, uniforms=uniforms
+    )
     assert audit_output((tokens, n), p.expand(batch, -1, -1), y.expand(batch, -1)) == []
     assert (tokens.gather(1, n[:, None]) != 3).all()  # never the zero-probability token
 

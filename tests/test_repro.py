@@ -25,7 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MEMBERS = {
     "nan_residual": ["robustness.edge*"],  # a fault on a shrunk batch of edge cases
     "reused_uniform": ["exact.*"],  # a non-canonical output for given uniforms
-    "half_acceptance": ["fit.conditional*", "fit.first-token*", "fit.step*", "fit.position*"],  # the law given the drafts differs
+    "half_acceptance": [
+        "fit.conditional*",
+        "fit.first-token*",
+        "fit.step*",
+        "fit.position*",
+    ],  # the law given the drafts differs
     "lossy_at_four_drafts": ["fit.every-shape*"],  # one shape only: the featured failure of a lossy run
     "declares_unnormalised_but_does_not_renormalise": ["fit.unnormalised*"],
     "int32_outputs": ["contract.output"],  # a contract violation
@@ -43,17 +48,25 @@ def _run_repro(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_seeds_own_step_fails_sub_ulp_and_its_pasted_repro_fails_the_same_way(tmp_path: Path) -> None:
     spec = "seed_sampler:sampler"  # tests/seed_sampler.py: the seed's speculative_step, one row a call
-    result = specverify.check(spec, budget="quick", select=["robustness.edge[sub-ulp]"], spec=spec, isolation="in-process")
+    result = specverify.check(
+        spec, budget="quick", select=["robustness.edge[sub-ulp]"], spec=spec, isolation="in-process"
+    )
     (edge,) = result.checks
     assert edge.status == "fail" and edge.evidence.get("repro"), edge.message
     cases = edge.evidence["minimal_example"]["cases"]
     repro = edge.evidence["repro"]
-    assert all(f"case{i} = specverify.replay.StepCase(" in repro for i in range(len(cases)))  # every case of the shrunk batch
+    assert all(
+        f"case{i} = specverify.replay.StepCase(" in repro for i in range(len(cases))
+    )  # every case of the shrunk batch
     env_root = str(Path(__file__).resolve().parent)
     script = tmp_path / "repro.py"
     script.write_text(repro)
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), env_root]), "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode != 0 and "SamplerFault" in done.stderr, done.stdout + done.stderr[-2000:]
@@ -76,6 +89,14 @@ def test_every_failing_repro_fails_the_same_way(member: str, tmp_path: Path) -> 
             assert fault, f"{member}: {check.id}'s repro did not raise SamplerFault:\n{done.stderr[-2000:]}"
             assert fault.group(1).strip() in (check.message or ""), (fault.group(1), check.message)
         else:
-            assert f"{check.id} fails (finding: {check.finding})" in done.stderr, f"{member}: {check.id}:\n{done.stderr[-2000:]}\n{repro}"
-            if "model_law_test(" in repro and "statistic" in check.evidence:  # the same samples, not a fresh draw that fails too
-                assert f"statistic {check.evidence['statistic']:.4g}," in done.stdout, (check.id, check.evidence["statistic"], done.stdout[:500])
+            assert f"{check.id} fails (finding: {check.finding})" in done.stderr, (
+                f"{member}: {check.id}:\n{done.stderr[-2000:]}\n{repro}"
+            )
+            if (
+                "model_law_test(" in repro and "statistic" in check.evidence
+            ):  # the same samples, not a fresh draw that fails too
+                assert f"statistic {check.evidence['statistic']:.4g}," in done.stdout, (
+                    check.id,
+                    check.evidence["statistic"],
+                    done.stdout[:500],
+                )

@@ -12,7 +12,9 @@ from specverify._result import verdict
 
 
 def result(status, finding=None, proves=None, **fields):
-    return CheckResult(id=f"x.{status}.{finding}.{proves}", family="x", status=status, finding=finding, proves=proves, **fields)
+    return CheckResult(
+        id=f"x.{status}.{finding}.{proves}", family="x", status=status, finding=finding, proves=proves, **fields
+    )
 
 
 LAW = result("pass", proves="loss")  # a test of the target's law that passed
@@ -51,7 +53,9 @@ def test_a_failure_must_say_what_it_proves():
 
 
 def test_json_has_no_nan_or_infinity():
-    run = RunResult(run={"x": math.nan}, checks=[result("fail", "support", p_value=0.0, evidence={"statistic": math.inf})])
+    run = RunResult(
+        run={"x": math.nan}, checks=[result("fail", "support", p_value=0.0, evidence={"statistic": math.inf})]
+    )
     text = json.dumps(run.to_json(), allow_nan=False)
     assert '"statistic": null' in text and '"x": null' in text
     assert RunResult.from_json(json.loads(text)).verdict == "non-conformant"
@@ -79,17 +83,29 @@ def test_verdicts_rank_for_false_alarms_and_misses():
     from specverify._vocabulary import Verdict
 
     assert [v for v in Verdict if v.lossless] == [Verdict.CONFORMANT, Verdict.LOSSLESS_SUBOPTIMAL]
-    assert Verdict.CONFORMANT.severity < Verdict.LOSSLESS_SUBOPTIMAL.severity < Verdict.LOSSY.severity < Verdict.NON_CONFORMANT.severity
-    assert Verdict.ERROR.severity == Verdict.NON_CONFORMANT.severity and Verdict.INCONCLUSIVE.severity == Verdict.LOSSLESS_SUBOPTIMAL.severity
+    assert (
+        Verdict.CONFORMANT.severity
+        < Verdict.LOSSLESS_SUBOPTIMAL.severity
+        < Verdict.LOSSY.severity
+        < Verdict.NON_CONFORMANT.severity
+    )
+    assert (
+        Verdict.ERROR.severity == Verdict.NON_CONFORMANT.severity
+        and Verdict.INCONCLUSIVE.severity == Verdict.LOSSLESS_SUBOPTIMAL.severity
+    )
 
 
 @pytest.mark.parametrize("field", ["verdict", "budget", "caught_by"])
 def test_a_misspelt_zoo_declaration_fails_at_once(field):
     from specverify.zoo import ZooSampler
 
-    declared = {"verdict": "lossy", "budget": "quick", "caught_by": ("fit",)} | {field: {"verdict": "lossey", "budget": "quik", "caught_by": ("fitt",)}[field]}
+    declared = {"verdict": "lossy", "budget": "quick", "caught_by": ("fit",)} | {
+        field: {"verdict": "lossey", "budget": "quik", "caught_by": ("fitt",)}[field]
+    }
     with pytest.raises(ValueError):
-        ZooSampler("misspelt", lambda *a: None, declared["verdict"], declared["caught_by"], declared["budget"], "a story")
+        ZooSampler(
+            "misspelt", lambda *a: None, declared["verdict"], declared["caught_by"], declared["budget"], "a story"
+        )
 
 
 def test_a_law_difference_with_no_acceptance_deficit_says_what_the_acceptance_checks_found():
@@ -98,7 +114,10 @@ def test_a_law_difference_with_no_acceptance_deficit_says_what_the_acceptance_ch
     def check(id, status, finding=None, proves=None):
         return CheckResult(id=id, family=id.split(".")[0], status=status, finding=finding, proves=proves)
 
-    differs = [check("fit.conditional[zeros]", "fail", "non-canonical", "non-canonical"), check("exact.emitted[random]", "fail", "non-canonical", "non-canonical")]
+    differs = [
+        check("fit.conditional[zeros]", "fail", "non-canonical", "non-canonical"),
+        check("exact.emitted[random]", "fail", "non-canonical", "non-canonical"),
+    ]
     measured = judge([*differs, check("efficiency.acceptance[random]", "pass", proves="suboptimal")])
     assert measured.verdict == "lossy"
     assert "fit.conditional[zeros] and 1 more" in measured.reason and "(1 of 1 passed)" in measured.reason

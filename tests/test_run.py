@@ -15,8 +15,7 @@ from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
 from specverify._pytest import verdict_failure
 from specverify._result import CheckResult
-from specverify._run import Run
-from specverify._run import PlannedCheck, result_ids
+from specverify._run import PlannedCheck, Run, result_ids
 
 BUDGET = get_budget("quick")
 
@@ -27,7 +26,10 @@ def outcome(planned: PlannedCheck, status: str = "pass") -> list[CheckResult]:
     if planned.skip_reason is not None:
         status = "skip"
     finding = check.proves if status == "fail" else None
-    return [CheckResult(id=i, family=check.family, case=check.case, status=status, finding=finding, proves=check.proves) for i in result_ids(check)]
+    return [
+        CheckResult(id=i, family=check.family, case=check.case, status=status, finding=finding, proves=check.proves)
+        for i in result_ids(check)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,10 @@ def test_a_run_is_finished_only_when_every_planned_check_has_results_and_never_p
     assert partial.verdict == "inconclusive" and "not every planned check ran" in (partial.verdict_reason or "")
     assert [c.id for c in partial.checks] == [i for p in run.planned[1:] for i in result_ids(p.check)]  # plan order
     problem = verdict_failure(run)
-    assert problem is not None and f"1 of {len(run.planned)} planned checks have no result in this process ({run.planned[0].id})" in problem
+    assert (
+        problem is not None
+        and f"1 of {len(run.planned)} planned checks have no result in this process ({run.planned[0].id})" in problem
+    )
     run.record(run.planned[0].id, outcome(run.planned[0]))
     whole = run.result()
     assert whole.finished and whole.verdict == "conformant" and verdict_failure(run) is None
@@ -62,7 +67,11 @@ def test_one_failing_check_of_a_whole_run_fails_its_verdict(sut):
         run.record(planned.id, outcome(planned, "fail" if planned is failing else "pass"))
     assert run.finished and run.result().verdict == "non-conformant"
     problem = verdict_failure(run)
-    assert problem is not None and problem.startswith("verdict: non-conformant for specverify.reference") and "1 fail" in problem
+    assert (
+        problem is not None
+        and problem.startswith("verdict: non-conformant for specverify.reference")
+        and "1 fail" in problem
+    )
     assert "no result in this process" not in problem
 
 
@@ -72,7 +81,11 @@ def test_counters_shipped_from_other_processes_are_summed_and_their_time_not_cal
     assert run.info.select == ["contract.one-hot"] and run.info.alpha_per_decision == 0.0
     here = run.result().run
     assert here["sampler_calls"] == 0 and here["timing"]["harness_seconds"] is not None
-    run.record(planned.id, outcome(planned), {"calls": 3, "rows": 12, "seconds": 0.5, "crashes": 1, "hangs": 0, "worker_starts": 1})
+    run.record(
+        planned.id,
+        outcome(planned),
+        {"calls": 3, "rows": 12, "seconds": 0.5, "crashes": 1, "hangs": 0, "worker_starts": 1},
+    )
     info = run.result().run
     assert (info["sampler_calls"], info["sampler_rows"], info["sampler_seconds"]) == (3, 12, 0.5)
     assert info["isolation"]["crashes"] == 1 and info["isolation"]["worker_starts"] == 1
@@ -85,7 +98,11 @@ def test_a_run_executes_a_planned_check_here_and_records_it(sut):
     (planned,) = run.planned
     results = run.execute(planned)
     assert run.recorded(planned.id) and run.finished and run.result().checks == results
-    assert results[0].status == "pass" and results[0].reach is not None and run.result().run["sampler_calls"] == sut.calls > 0
+    assert (
+        results[0].status == "pass"
+        and results[0].reach is not None
+        and run.result().run["sampler_calls"] == sut.calls > 0
+    )
 
 
 def test_the_loop_runner_records_every_runs_fields():
@@ -94,8 +111,17 @@ def test_the_loop_runner_records_every_runs_fields():
     loop = SamplerUnderTest(LoopReference(), isolation="in-process", generation=True)
     run = Run(loop, BUDGET, seed=0, select=["loop.output"])
     chain = Run(SamplerUnderTest(specverify.reference), BUDGET, seed=0, select=["contract.output"])
-    common = set(chain.result().run) - {"sampler_calls", "sampler_rows", "sampler_seconds"}  # a loop's calls are not counted
-    assert common <= set(run.result().run) and run.info.contract == "loop" and run.info.budget is not None and run.info.budget["name"] == "quick"
+    common = set(chain.result().run) - {
+        "sampler_calls",
+        "sampler_rows",
+        "sampler_seconds",
+    }  # a loop's calls are not counted
+    assert (
+        common <= set(run.result().run)
+        and run.info.contract == "loop"
+        and run.info.budget is not None
+        and run.info.budget["name"] == "quick"
+    )
     assert run.info.left_out and run.result().verdict == "inconclusive"
     with pytest.raises(specverify.UsageError, match="no loop check"):
         Run(SimpleNamespace(contract="loop", parameters=()), BUDGET, select=["contract"])

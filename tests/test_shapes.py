@@ -13,8 +13,8 @@ import torch
 
 import specverify
 from specverify._budgets import get_budget
-from specverify._cases import StepCase
 from specverify._calling.sut import SamplerUnderTest
+from specverify._cases import StepCase
 from specverify._contract import Capabilities
 from specverify._evidence import unknown_keys
 from specverify._exact import step_law_scalar
@@ -158,7 +158,10 @@ def test_the_bonus_case_reaches_the_bonus_row_after_long_drafts_and_catches_a_wr
     assert ok.status == "pass" and ok.id == "shapes.conditional[33x16-bonus]"
     (bug, _) = _run(check, ZOO["bonus-from-last-draft-row-at-long-k"])
     assert bug.status == "fail" and bug.finding == "non-canonical"
-    (missed, _) = _run(ShapeConditionalCheck(shapes=(Shape(33, 16, accept_until=8, actives=2),)), ZOO["bonus-from-last-draft-row-at-long-k"])
+    (missed, _) = _run(
+        ShapeConditionalCheck(shapes=(Shape(33, 16, accept_until=8, actives=2),)),
+        ZOO["bonus-from-last-draft-row-at-long-k"],
+    )
     assert missed.status == "pass"  # what the tagged case is for: the plain one does not see it
 
 
@@ -179,7 +182,9 @@ def test_guarantee_states_each_claim_on_its_own_reach():
     assert single.startswith("every statistical check detects TV >= 0.0137 with probability >= 0.99 on V in 2..8")
     line = guarantee([result(0.0137, 8), result(0.3, 262_144)], power=0.99, alpha=1e-4)
     assert "TV >= 0.0137 on V in 2..8" in line and "TV >= 0.3 on V in 2..262144" in line
-    same = guarantee([result(0.0244, 1025), result(0.0971, 1025)], power=0.99, alpha=1e-4)  # one V: one clause, its worst claim
+    same = guarantee(
+        [result(0.0244, 1025), result(0.0971, 1025)], power=0.99, alpha=1e-4
+    )  # one V: one clause, its worst claim
     assert same.startswith("every statistical check detects TV >= 0.0971 with probability >= 0.99 on V in 2..1025")
     exact = guarantee([result(0.0, 3), result(0.3, 262_144)], power=0.99, alpha=1e-4)  # a class of exact checks alone
     assert "any deviation (exact) on V in 2..3" in exact and "TV >= 0 " not in exact

@@ -47,7 +47,9 @@ def test_no_uniform_draws_a_sequence_of_draft_mass_0(monkeypatch):
     table = step_table(model, 2)
     assert table is not None
     never = {5, 8}  # (1, 2) and (2, 2): token 2 is never drafted after 1 or 2
-    grid = torch.cat([torch.linspace(0, 1, 100_001, dtype=torch.float64)[:-1], torch.tensor([1 - 2**-53], dtype=torch.float64)])
+    grid = torch.cat(
+        [torch.linspace(0, 1, 100_001, dtype=torch.float64)[:-1], torch.tensor([1 - 2**-53], dtype=torch.float64)]
+    )
     monkeypatch.setattr(torch, "rand", lambda rows, **_: grid[:rows])
     drawn = set(table.draw(grid.shape[0], torch.Generator()).tolist())
     assert drawn.isdisjoint(never) and drawn == set(range(9)) - never
@@ -85,5 +87,7 @@ def test_emitted_counts_are_completed_by_the_targets_law_and_never_lose_a_row():
             expected[code] += emitted[offset + prefix] * mass
     # the completed full-length sequences are the emitted ones exactly, untouched by the draw
     assert all(completed[c] >= emitted[12 + c] for c in range(27))
-    assert gof_test(completed, expected / expected.sum(), alpha=1e-6, random_state=0).pvalue > 1e-6  # a fixed seed: no flake
+    assert (
+        gof_test(completed, expected / expected.sum(), alpha=1e-6, random_state=0).pvalue > 1e-6
+    )  # a fixed seed: no flake
     assert np.abs(completed - expected).max() < 6 * np.sqrt(expected.max())

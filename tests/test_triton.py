@@ -22,10 +22,10 @@ if importlib.util.find_spec("triton") is None:  # not importorskip: triton must 
     pytest.skip("the Triton sampler needs the 'triton' package (pip install triton)", allow_module_level=True)
 
 import specverify  # noqa: E402
-from specverify.replay import StepCase  # noqa: E402
 from specverify._contract import audit_output  # noqa: E402
-from specverify._seeds import derive_seed  # noqa: E402
 from specverify._oracle import canonical_emit  # noqa: E402
+from specverify._seeds import derive_seed  # noqa: E402
+from specverify.replay import StepCase  # noqa: E402
 from specverify.samplers._triton import TritonSampler, triton_sampler  # noqa: E402
 from specverify.stats import samples_needed  # noqa: E402
 
@@ -100,7 +100,9 @@ def canonical_ties(target, draft, drafts, uniforms) -> torch.Tensor:
     q_y = q.gather(-1, drafts[..., None])[..., 0]
     accept_tie = ((uniforms[:, :-1] * q_y - p_y).abs() <= NUDGE * torch.maximum(p_y, q_y)) & (p_y > 0) & (q_y > 0)
     want = canonical_emit(target, draft, drafts, uniforms)
-    nudged = [canonical_emit(target, draft, drafts, (uniforms * f).clamp(max=1 - 2.0**-53)) for f in (1 - NUDGE, 1 + NUDGE)]
+    nudged = [
+        canonical_emit(target, draft, drafts, (uniforms * f).clamp(max=1 - 2.0**-53)) for f in (1 - NUDGE, 1 + NUDGE)
+    ]
     moved = [(n[0] != want[0]).any(-1) | (n[1] != want[1]) for n in nudged]
     return accept_tie.any(-1) | moved[0] | moved[1]
 
@@ -232,7 +234,9 @@ def test_philox_draws_are_exact_in_law_across_vocabulary_blocks():
     """
     g = generator("law")
     k, vocab = 2, 37
-    target = torch.rand(k + 1, vocab, generator=g, dtype=torch.float64) ** 2 * (torch.rand(k + 1, vocab, generator=g) < 0.6)
+    target = torch.rand(k + 1, vocab, generator=g, dtype=torch.float64) ** 2 * (
+        torch.rand(k + 1, vocab, generator=g) < 0.6
+    )
     draft = torch.rand(k, vocab, generator=g, dtype=torch.float64) ** 2
     target[:, 5] += 0.05
     case = StepCase(target, draft, torch.tensor([5, 11]))
@@ -246,31 +250,58 @@ def test_philox_draws_are_exact_in_law_across_vocabulary_blocks():
 #: Every family but the seven costliest kinds of conditional fit (about half the rows of the quick
 #: battery, which the interpreter runs at about 1% of the reference's speed); the whole battery's
 #: verdict is reports/specverify.triton.json (scripts/regenerate_reports.py).
-BATTERY = ["contract", "support", "exact", "fit.conditional[random]", "fit.first-token*", "fit.step*", "fit.position*",
-           "fit.every-shape*", "efficiency", "robustness", "shapes"]
+BATTERY = [
+    "contract",
+    "support",
+    "exact",
+    "fit.conditional[random]",
+    "fit.first-token*",
+    "fit.step*",
+    "fit.position*",
+    "fit.every-shape*",
+    "efficiency",
+    "robustness",
+    "shapes",
+]
 
 
 def test_the_quick_battery_passes_every_check_it_runs(tmp_path):
     """The documented command, in a fresh process: Hypothesis seeds its generation with constants
     found in the local modules a process has imported, so the battery's cases depend on what else
     is loaded; a fresh ``specverify check`` process makes them depend on the code alone."""
-    command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:triton", "--budget", "quick",
-               *[arg for family in BATTERY for arg in ("--only", family)],
-               "--json", str(tmp_path / "triton.json"), "--no-progress", "-q"]
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        "specverify.samplers:triton",
+        "--budget",
+        "quick",
+        *[arg for family in BATTERY for arg in ("--only", family)],
+        "--json",
+        str(tmp_path / "triton.json"),
+        "--no-progress",
+        "-q",
+    ]
     out = subprocess.run(command, capture_output=True, text=True, env=_env(TRITON_INTERPRET="1"), timeout=1200)
     result = json.loads((tmp_path / "triton.json").read_text())
     # skips only for what it declares (max_vocab through the interpreter) or the budget bounds
     bounded = ("max_vocab", "shape_max_vocab", "unnormalised=True", "shape_full_domain")
-    bad = [f"{c['id']}: {c['status']} {c['message']}" for c in result["checks"]
-           if c["status"] != "pass" and not (c["status"] == "skip" and any(b in c["message"] for b in bounded))]
+    bad = [
+        f"{c['id']}: {c['status']} {c['message']}"
+        for c in result["checks"]
+        if c["status"] != "pass" and not (c["status"] == "skip" and any(b in c["message"] for b in bounded))
+    ]
     # a subset is never a pass: inconclusive (exit 3), with every check it ran passed
     assert result["verdict"] == "inconclusive" and out.returncode == 3, "\n".join(bad) or out.stderr[-2000:]
     assert not bad and sum(c["status"] == "pass" for c in result["checks"]) >= 30
 
 
 def test_the_spec_loads_lazily():
-    code = "import sys, specverify; import specverify.samplers as s; assert 'triton' not in sys.modules; " \
-           "t = specverify.load_sampler('specverify.samplers:triton'); print(t.name, t.capabilities.device)"
+    code = (
+        "import sys, specverify; import specverify.samplers as s; assert 'triton' not in sys.modules; "
+        "t = specverify.load_sampler('specverify.samplers:triton'); print(t.name, t.capabilities.device)"
+    )
     out = _python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["specverify.triton", "cpu" if not torch.cuda.is_available() else "cuda"]
@@ -318,5 +349,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 def _env(**changes: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    )
     return {**env, **changes}

@@ -24,18 +24,40 @@ QUICK = get_budget("quick").with_(timeout=60.0)
 
 def reach(*shapes: tuple[int, int], kinds: tuple[str, ...] = ("random",)) -> Reach:
     ks, vs = [k for k, _ in shapes], [v for _, v in shapes]
-    return Reach(vocab=(min(vs), max(vs)), k=(min(ks), max(ks)), batch=(1, 1), rows=1, dtypes=("float64",), shapes=tuple(sorted(shapes)), kinds=kinds)
+    return Reach(
+        vocab=(min(vs), max(vs)),
+        k=(min(ks), max(ks)),
+        batch=(1, 1),
+        rows=1,
+        dtypes=("float64",),
+        shapes=tuple(sorted(shapes)),
+        kinds=kinds,
+    )
 
 
 def law(*shapes: tuple[int, int], case: str = "random", status: str = "pass") -> CheckResult:
     finding = "loss" if status == "fail" else None
-    return CheckResult(id=f"fit.position[{case}]", family="fit", case=case, status=status, finding=finding, proves="loss", reach=reach(*shapes, kinds=(case,)))
+    return CheckResult(
+        id=f"fit.position[{case}]",
+        family="fit",
+        case=case,
+        status=status,
+        finding=finding,
+        proves="loss",
+        reach=reach(*shapes, kinds=(case,)),
+    )
 
 
 def deviation(k: int, vocab: int, kind: str = "random", finding: str = "non-canonical") -> CheckResult:
     example = {"cases": [{"kind": "step", "label": kind, "K": k, "V": vocab}]}
     return CheckResult(
-        id=f"fit.conditional[{kind}]", family="fit", case=kind, status="fail", finding=finding, evidence={"minimal_example": example}, reach=reach((k, vocab), kinds=(kind,))
+        id=f"fit.conditional[{kind}]",
+        family="fit",
+        case=kind,
+        status="fail",
+        finding=finding,
+        evidence={"minimal_example": example},
+        reach=reach((k, vocab), kinds=(kind,)),
     )
 
 
@@ -71,7 +93,18 @@ def test_an_old_subset_read_without_migration_never_passes():
 
 def test_cli_subset_on_a_sampler_that_ignores_its_generator_is_inconclusive(tmp_path):
     out = tmp_path / "out.json"
-    args = ["check", "specverify.zoo:ignores_generator", "--budget", "quick", "--only", "fit.first-token[random]", "--json", str(out), "--no-progress", "-q"]
+    args = [
+        "check",
+        "specverify.zoo:ignores_generator",
+        "--budget",
+        "quick",
+        "--only",
+        "fit.first-token[random]",
+        "--json",
+        str(out),
+        "--no-progress",
+        "-q",
+    ]
     assert main(args) == 3
     data = json.loads(out.read_text())
     assert data["verdict"] == "inconclusive" and "contract.determinism" in data["verdict_reason"]
@@ -85,8 +118,14 @@ def test_cli_subset_on_a_sampler_that_ignores_its_generator_is_inconclusive(tmp_
     [
         ([law((1, 2)), deviation(1, 2), SUBOPTIMAL], "lossless-suboptimal"),
         ([law((1, 2), (3, 4)), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # no target-law test at K = 4
-        ([law((1, 2)), law((4, 2), case="chain"), deviation(4, 2), SUBOPTIMAL], "inconclusive"),  # a random-kind deviation needs a random-kind test
-        ([law((4, 2)), deviation(4, 2, "zero-residual"), SUBOPTIMAL], "lossless-suboptimal"),  # no target-law check of that kind: by shape
+        (
+            [law((1, 2)), law((4, 2), case="chain"), deviation(4, 2), SUBOPTIMAL],
+            "inconclusive",
+        ),  # a random-kind deviation needs a random-kind test
+        (
+            [law((4, 2)), deviation(4, 2, "zero-residual"), SUBOPTIMAL],
+            "lossless-suboptimal",
+        ),  # no target-law check of that kind: by shape
         ([law((1, 2)), law((4, 2), status="fail"), deviation(4, 2), SUBOPTIMAL], "lossy"),
     ],
 )
@@ -103,7 +142,9 @@ def test_lossless_verdict_needs_a_target_law_test_where_the_law_deviated(checks,
 def test_a_kernel_that_does_not_renormalise_gets_a_finding_of_its_own_when_it_declares_it():
     from specverify.zoo import ZOO
 
-    result = specverify.check(ZOO["declares-unnormalised-but-does-not-renormalise"], budget=QUICK, seed=0, select=["fit.unnormalised[*]"])
+    result = specverify.check(
+        ZOO["declares-unnormalised-but-does-not-renormalise"], budget=QUICK, seed=0, select=["fit.unnormalised[*]"]
+    )
     (check,) = result.checks
     assert check.status == "fail" and check.finding == "renormalisation"
     assert "does not renormalise its inputs" in check.message
@@ -137,7 +178,9 @@ def test_a_decision_another_one_failed_claims_only_what_its_own_test_detects():
     first, step = (Decision(f"fit.{n}[random]", "fit", "random", "loss") for n in ("first-token", "step"))
     screen = Outcome({first.id: 0.5, step.id: 1e-9}, 1000, {first.id: 0.011, step.id: 0.012})
     confirmation = Outcome({first.id: 0.2, step.id: 1e-12}, 5000, {first.id: 0.03, step.id: 0.013})
-    found = SearchResult(examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6)
+    found = SearchResult(
+        examples=3, screens=[screen], minimal={"K": 1}, confirmed=({"K": 1}, confirmation), confirm_alpha=1e-6
+    )
     ctx = SimpleNamespace(budget=get_budget("standard"), alpha=1e-5)
     passed, failed = decisions_from_search(ctx, [first, step], found, lambda c: dict(c), lambda c, o, d: "")
     assert failed.status == "fail" and failed.min_detectable_tv == 0.013
@@ -169,7 +212,9 @@ def test_an_out_of_range_token_message_teaches_the_contract():
     (violation,) = audit_output(output, target, drafts)
     assert violation.rule == "token-range"
     text = violation.message
-    assert "declares 4 accepted drafts" in text and "emits 5 tokens" in text and "position 4" in text and "padding" in text
+    assert (
+        "declares 4 accepted drafts" in text and "emits 5 tokens" in text and "position 4" in text and "padding" in text
+    )
 
 
 # --- item 6: efficiency checks state their power --------------------------------------------------
@@ -185,7 +230,7 @@ def test_an_efficiency_check_states_its_samples_and_the_deficit_it_detects():
     assert 0 < check.evidence["min_detectable_deficit"] < 1
     assert f"detected with probability >= {QUICK.power}" in check.message
     page = render_report(result)
-    assert "<th class=\"num\">power</th>" in page and "<th class=\"num\">calls</th>" in page
+    assert '<th class="num">power</th>' in page and '<th class="num">calls</th>' in page
 
 
 def test_a_lossless_suboptimal_page_shows_the_differences_as_evidence_not_failures():
@@ -231,10 +276,18 @@ def test_low_precision_rows_are_normalised_as_well_as_their_dtype_allows():
 
 
 def test_a_repro_snippet_calls_the_sampler_in_the_batches_it_declares():
-    result = specverify.check("isolation_samplers:unbatched_int32", budget="quick", select=["contract.output"], isolation="in-process", spec="isolation_samplers:unbatched_int32")
+    result = specverify.check(
+        "isolation_samplers:unbatched_int32",
+        budget="quick",
+        select=["contract.output"],
+        isolation="in-process",
+        spec="isolation_samplers:unbatched_int32",
+    )
     failing = [c for c in result.checks if c.status == "fail"]
     assert failing and failing[0].evidence["violation"] == "shape-dtype"
-    with pytest.raises(specverify.SamplerFault) as info:  # the contract's finding, not the sampler's complaint about its batch
+    with pytest.raises(
+        specverify.SamplerFault
+    ) as info:  # the contract's finding, not the sampler's complaint about its batch
         exec(failing[0].evidence["repro"], {})
     assert info.value.violation.rule == "shape-dtype"
 
@@ -244,21 +297,41 @@ def test_a_repro_snippet_calls_the_sampler_in_the_batches_it_declares():
 
 def _edge(status: str) -> CheckResult:
     finding = "non-canonical" if status == "fail" else None
-    return CheckResult(id="shapes.edge-law[sub-ulp-residual]", family="shapes", case="sub-ulp-residual", status=status, finding=finding, proves="non-canonical")
+    return CheckResult(
+        id="shapes.edge-law[sub-ulp-residual]",
+        family="shapes",
+        case="sub-ulp-residual",
+        status=status,
+        finding=finding,
+        proves="non-canonical",
+    )
 
 
 def test_a_float_edge_result_decides_nothing_and_a_failure_still_does():
     assert judge([law((2, 1025)), _edge("float-edge")]).verdict == "conformant"
     assert judge([law((2, 1025), status="fail"), _edge("float-edge")]).verdict == "lossy"  # the rest decides
     assert judge([law((2, 1025)), _edge("fail")]).verdict == "lossy"  # above the resolution: as before
-    support = CheckResult(id="shapes.edge-law[zeros-next-to-sub-ulp]", family="shapes", status="fail", finding="support")
+    support = CheckResult(
+        id="shapes.edge-law[zeros-next-to-sub-ulp]", family="shapes", status="fail", finding="support"
+    )
     assert judge([law((2, 1025)), _edge("float-edge"), support]).verdict == "non-conformant"  # whatever its frequency
     summary = RunResult(run={}, checks=[law((2, 1025)), _edge("float-edge")]).to_json()["summary"]
     assert summary["float-edge"] == 1 and summary["fail"] == 0
 
 
 def test_cli_prints_a_float_edge_finding_on_its_own_line_with_both_sizes(capsys):
-    code = main(["check", "specverify.zoo:target_fallback_below_1e_12", "--only", "shapes.edge-law[*]", "--budget", "quick", "--no-progress", "--in-process"])
+    code = main(
+        [
+            "check",
+            "specverify.zoo:target_fallback_below_1e_12",
+            "--only",
+            "shapes.edge-law[*]",
+            "--budget",
+            "quick",
+            "--no-progress",
+            "--in-process",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 3  # a subset: never a pass; nothing failed
     after = " ".join(out.split("target-fallback-below-1e-12 (")[-1].split())  # after the verdict, unwrapped

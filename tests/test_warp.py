@@ -75,7 +75,10 @@ def test_parameters_broadcast_over_positions_and_sum_to_one():
     warped = warp(logits, params([0.7, 0.0, 1.3], [3, 0, 9], [0.8, 1.0, 0.5], [0.0, 0.2, 0.1]))
     assert torch.allclose(warped.sum(-1), torch.ones(3, 5, dtype=torch.float64))
     for b in range(3):
-        one = warp(logits[b], params([[0.7, 0.0, 1.3][b]] * 5, [[3, 0, 9][b]] * 5, [[0.8, 1.0, 0.5][b]] * 5, [[0.0, 0.2, 0.1][b]] * 5))
+        one = warp(
+            logits[b],
+            params([[0.7, 0.0, 1.3][b]] * 5, [[3, 0, 9][b]] * 5, [[0.8, 1.0, 0.5][b]] * 5, [[0.0, 0.2, 0.1][b]] * 5),
+        )
         assert torch.equal(warped[b], one)
 
 
@@ -83,7 +86,12 @@ def test_edges_reduce_to_the_argmax_or_leave_the_law_alone():
     logits = torch.tensor([[0.3, 2.0, -1.0, 1.9, float("-inf")]], dtype=torch.float64)
     argmax = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
     softmax = torch.softmax(logits, dim=-1)
-    one = lambda **kw: SamplingParams(**{n: torch.tensor([v], dtype=torch.int64 if n == "top_k" else torch.float64) for n, v in kw.items()})
+
+    def one(**kw):
+        return SamplingParams(
+            **{n: torch.tensor([v], dtype=torch.int64 if n == "top_k" else torch.float64) for n, v in kw.items()}
+        )
+
     assert torch.equal(warp(logits, one(temperature=0.0)), argmax)
     assert torch.equal(warp(logits, one(top_k=1)), argmax)
     assert torch.equal(warp(logits, one(top_p=1e-9)), argmax)

@@ -22,14 +22,14 @@ from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, UnitDone,
 from specverify._calling.sut import SamplerUnderTest
 from specverify._cases import ModelCase, StepCase
 from specverify._models import ChainModel
-from specverify.report import reproducible
 from specverify.checks import Context
 from specverify.checks import _shape_base as shape_base
-from specverify.checks._loop import LoopContext
+from specverify.checks._loop_context import LoopContext
 from specverify.checks._shape_base import count_lumped, lumped_units, run_together, shape_spans
 from specverify.checks._shape_target import tally_completed
 from specverify.checks._tally import adjacent_counts, model_tallies, model_tally, step_counts
 from specverify.errors import SamplerFault
+from specverify.report import reproducible
 from specverify.samplers import loop_reference, reference
 from specverify.strategies._internal.shapes import active_tokens, cell_map, structured_case
 
@@ -61,7 +61,11 @@ def _pools(sizes=(1, 2, 3)):
 def test_units_keep_the_experiment_seed_for_the_first_and_derive_the_rest():
     assert unit_seed(11, 0) == 11
     assert len({unit_seed(11, i) for i in range(100)}) == 100
-    assert unit_spans(2 * UNIT_ROWS + 1) == [(0, 0, UNIT_ROWS), (1, UNIT_ROWS, 2 * UNIT_ROWS), (2, 2 * UNIT_ROWS, 2 * UNIT_ROWS + 1)]
+    assert unit_spans(2 * UNIT_ROWS + 1) == [
+        (0, 0, UNIT_ROWS),
+        (1, UNIT_ROWS, 2 * UNIT_ROWS),
+        (2, 2 * UNIT_ROWS, 2 * UNIT_ROWS + 1),
+    ]
     assert unit_spans(0) == []
 
 
@@ -144,16 +148,43 @@ def test_loop_tallies_are_the_counts_of_the_generations_for_any_worker_count():
     for n in (1, 2):
         pool = SerialPool(loop_reference) if n == 1 else LocalPool([loop_reference, loop_reference])
         ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=rows, seed=0, alpha=0.0, pool=pool)
-        sequences = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, 3, groups, 8, LoopTally(4, False, np.ones((3, 64)), groups=3))
-        pairs = ctx.tally(target, draft, torch.ones((1, 1), dtype=torch.int64), rows, 5, groups, 9, LoopTally(4, True, np.ones((4, 16))))
+        sequences = ctx.tally(
+            target,
+            draft,
+            torch.ones((1, 1), dtype=torch.int64),
+            rows,
+            3,
+            groups,
+            8,
+            LoopTally(4, False, np.ones((3, 64)), groups=3),
+        )
+        pairs = ctx.tally(
+            target,
+            draft,
+            torch.ones((1, 1), dtype=torch.int64),
+            rows,
+            5,
+            groups,
+            9,
+            LoopTally(4, True, np.ones((4, 16))),
+        )
         counted[n] = sequences, pairs
         if n == 1:  # the same units' tokens, counted here
             which = torch.arange(rows) % 3
-            out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=8)
+            out = ctx.run(
+                target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=8
+            )
             code = (out * torch.tensor([16, 4, 1])).sum(-1)
-            assert np.array_equal(sequences, np.stack([np.bincount(code[which == g].numpy(), minlength=64) for g in range(3)]))
-            out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 5, _params(groups, which, names), seed=9)
-            assert np.array_equal(pairs, np.stack([np.bincount((out[:, t - 1] * 4 + out[:, t]).numpy(), minlength=16) for t in range(1, 5)]))
+            assert np.array_equal(
+                sequences, np.stack([np.bincount(code[which == g].numpy(), minlength=64) for g in range(3)])
+            )
+            out = ctx.run(
+                target, draft, torch.ones((rows, 1), dtype=torch.int64), 5, _params(groups, which, names), seed=9
+            )
+            assert np.array_equal(
+                pairs,
+                np.stack([np.bincount((out[:, t - 1] * 4 + out[:, t]).numpy(), minlength=16) for t in range(1, 5)]),
+            )
     assert sequences.sum() == rows and pairs.sum() == 4 * rows
     assert all(np.array_equal(a, b) for a, b in zip(counted[1], counted[2]))
 
@@ -169,13 +200,17 @@ def test_a_loops_phases_are_one_stream_of_units_each_counted_as_it_would_be_alon
     prompt = torch.ones((1, 1), dtype=torch.int64)
     names = loop_parameters(loop_reference)
     alone = []  # each phase generated on its own, untallied, and its tokens counted here
-    ctx = LoopContext(loop_reference, tv=0.1, power=0.9, max_samples=1, seed=0, alpha=0.0, pool=SerialPool(loop_reference))
+    ctx = LoopContext(
+        loop_reference, tv=0.1, power=0.9, max_samples=1, seed=0, alpha=0.0, pool=SerialPool(loop_reference)
+    )
     for rows, seed in phases:
         if rows == 0:
             alone.append(np.zeros((2, 64), dtype=np.int64))
             continue
         which = torch.arange(rows) % 2
-        out = ctx.run(target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=seed)
+        out = ctx.run(
+            target, draft, torch.ones((rows, 1), dtype=torch.int64), 3, _params(groups, which, names), seed=seed
+        )
         code = (out * torch.tensor([16, 4, 1])).sum(-1)
         alone.append(np.stack([np.bincount(code[which == g].numpy(), minlength=64) for g in range(2)]))
     for pool in (SerialPool(loop_reference), LocalPool([loop_reference, loop_reference])):
@@ -217,7 +252,11 @@ def test_leaving_a_map_early_drops_the_units_not_yet_started(monkeypatch):
     monkeypatch.setattr(pool_module, "threading", types.SimpleNamespace(Event=_Left))
     pool = LocalPool([_Gated(ran, started, gate), _Gated(ran, started, gate)])
     landed = pool.map(None, range(100))
-    assert [next(landed).result for _ in range(3)] == [0, 1, 2]  # units 3-5 in flight: two running, one waiting for a worker
+    assert [next(landed).result for _ in range(3)] == [
+        0,
+        1,
+        2,
+    ]  # units 3-5 in flight: two running, one waiting for a worker
     assert started.acquire(timeout=60) and started.acquire(timeout=60)
     landed.close()
     assert sorted(ran)[:3] == [0, 1, 2] and len(ran) == 5  # the two running finished; the third never started
@@ -274,10 +313,30 @@ def test_a_worker_that_finishes_first_starts_the_next_unit_while_the_oldest_runs
 
 def _cli(*extra: str, tmp_path, name: str) -> dict:
     path = tmp_path / f"{name}.json"
-    command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:reference", "--budget", "quick", "--seed", "4",
-               "--only", "fit.conditional[[]zero-residual[]]", "--only", "fit.step*", "--json", str(path), "-q", "--no-progress", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        "specverify.samplers:reference",
+        "--budget",
+        "quick",
+        "--seed",
+        "4",
+        "--only",
+        "fit.conditional[[]zero-residual[]]",
+        "--only",
+        "fit.step*",
+        "--json",
+        str(path),
+        "-q",
+        "--no-progress",
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 3 and done.stdout.startswith("inconclusive"), done.stdout + done.stderr  # a subset passes nothing
+    assert done.returncode == 3 and done.stdout.startswith("inconclusive"), (
+        done.stdout + done.stderr
+    )  # a subset passes nothing
     result = json.loads(path.read_text())
     assert all(c["status"] == "pass" for c in result["checks"])
     return result
@@ -299,7 +358,10 @@ BAD_WORKER_OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("options", "message"), [*BAD_WORKER_OPTIONS, (["--devices", "cuda:7"], "cuda:7"), (["--device", "cuda:7"], "cuda:7")])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [*BAD_WORKER_OPTIONS, (["--devices", "cuda:7"], "cuda:7"), (["--device", "cuda:7"], "cuda:7")],
+)
 def test_bad_worker_options_are_one_line_and_exit_2(options, message, tmp_path, capsys):
     _refused(["check", "specverify.samplers:reference", "--no-progress", *options], message, tmp_path, capsys)
 
@@ -393,7 +455,12 @@ def test_isolated_workers_tally_in_their_processes_and_agree_with_one_in_process
     ("spec", "timeout", "rule", "words"),
     [
         ("isolation_samplers:raises", None, "raised", "IndexError: index 7 is out of bounds"),
-        ("isolation_samplers:segfaults", None, "crashed", "process died"),  # no short limit: a core dump may take seconds
+        (
+            "isolation_samplers:segfaults",
+            None,
+            "crashed",
+            "process died",
+        ),  # no short limit: a core dump may take seconds
         ("isolation_samplers:hangs", 2.0, "hang", "did not return within 2 s"),
     ],
 )
@@ -417,7 +484,9 @@ def _shape_experiments(ctx, rows=3_000):
     for vocab, k in ((4097, 3), (1025, 2)):
         case = structured_case(vocab, k, 7)
         cells, labels = cell_map(active_tokens(case), vocab)
-        experiments.append(lumped_units(ctx, case, cells, len(labels), rows, seed=vocab, per_call=100, harness=vocab + 1))
+        experiments.append(
+            lumped_units(ctx, case, cells, len(labels), rows, seed=vocab, per_call=100, harness=vocab + 1)
+        )
     return experiments
 
 
@@ -428,7 +497,9 @@ def test_shape_experiments_are_identical_for_any_worker_count(work, monkeypatch)
     for n, pool in _pools((1, 2)).items():
         ctx = _context(pool)
         experiments = _shape_experiments(ctx)
-        assert all(len(units) > 2 for units in experiments) and {u.rows for u in experiments[0][:-1]} == {experiments[0][0].rows}
+        assert all(len(units) > 2 for units in experiments) and {u.rows for u in experiments[0][:-1]} == {
+            experiments[0][0].rows
+        }
         ran[n] = run_together(ctx, work, experiments, ["a", "b"])
         assert all(m.rows > 0 for m in getattr(pool, "members", [pool.primary])), f"a worker of {n} ran no unit"
         assert [r.reach.rows for r in ran[n]] == [3_000, 3_000]  # what each experiment gave the sampler

@@ -20,22 +20,9 @@ import torch
 from .._contract import Violation
 from .._kinds import ChainLayout
 from .._layout import StepInputs
-from .supervised import (
-    UNBATCHED_AUDIT_ROWS,
-    CallThread,
-    Supervised,
-    last_frames,
-    raised,
-)
-from .._worker import (
-    PendingCall,
-    WorkerDied,
-    WorkerHung,
-    WorkerRaised,
-    identity,
-    unchanged,
-)
+from .._worker import PendingCall, WorkerDied, WorkerHung, WorkerRaised, identity, unchanged
 from ..errors import SamplerFault
+from .supervised import UNBATCHED_AUDIT_ROWS, CallThread, Supervised, last_frames, raised
 
 __all__ = ["DEFAULT_CHUNK", "ChainCalls"]
 
@@ -70,11 +57,15 @@ class ChainCalls(Supervised):
             return torch.empty((0, k + 1), dtype=torch.int64), torch.empty(0, dtype=torch.int64)
         dtype = dtype or self.dtype
         if self._process is not None and self.capabilities.batched and uniforms is None and seeds is None:
-            (output,) = self.steps([(target_probs, draft_probs, draft_tokens)], generator=generator, dtype=dtype)  # its chunks overlap
+            (output,) = self.steps(
+                [(target_probs, draft_probs, draft_tokens)], generator=generator, dtype=dtype
+            )  # its chunks overlap
             return output
         chunk, per_row = self._chunking()
         outputs = []
-        for rows, parts in self._chunks(target_probs, draft_probs, draft_tokens, uniforms, seeds, chunk):  # chunks of rows, not rows
+        for rows, parts in self._chunks(
+            target_probs, draft_probs, draft_tokens, uniforms, seeds, chunk
+        ):  # chunks of rows, not rows
             if self._process is not None:
                 outputs.append(self._finish(self._send(parts, dtype, generator, per_row=per_row, start=rows.start)))
             else:
@@ -123,7 +114,16 @@ class ChainCalls(Supervised):
                         output = self._landed(flying, done)
                         if output is not None:
                             yield output
-                    flying.append(self._send(parts, dtype, own[0] if own else generator, per_row=False, start=rows.start, last=rows.stop >= drafts.shape[0]))
+                    flying.append(
+                        self._send(
+                            parts,
+                            dtype,
+                            own[0] if own else generator,
+                            per_row=False,
+                            start=rows.start,
+                            last=rows.stop >= drafts.shape[0],
+                        )
+                    )
             while flying:
                 output = self._landed(flying, done)
                 if output is not None:
@@ -136,7 +136,9 @@ class ChainCalls(Supervised):
             if flying and self._process.alive():  # left early, or a call failed: the call behind it is dropped
                 self._process.drain(self.limit(flying[0].elements))
 
-    def _landed(self, flying: collections.deque[_Flight], done: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def _landed(
+        self, flying: collections.deque[_Flight], done: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Finish the oldest call in flight: its batch's outputs once that was the batch's last call."""
         flight = flying.popleft()
         done.append(self._finish(flight))
@@ -154,7 +156,13 @@ class ChainCalls(Supervised):
         return (chunk - chunk % 2 if chunk > 1 else chunk), False  # adjacent row pairs (2i, 2i+1) stay in one call
 
     def _chunks(
-        self, target: torch.Tensor, draft: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None, seeds: torch.Tensor | None, chunk: int
+        self,
+        target: torch.Tensor,
+        draft: torch.Tensor,
+        drafts: torch.Tensor,
+        uniforms: torch.Tensor | None,
+        seeds: torch.Tensor | None,
+        chunk: int,
     ) -> Iterator[tuple[slice, list[torch.Tensor | None]]]:
         """A batch's rows, ``chunk`` at a time, where the sampler reads them (a worker: shared CPU memory)."""
         place = self.device if self._process is None else torch.device("cpu")
@@ -169,10 +177,21 @@ class ChainCalls(Supervised):
         batch = drafts.shape[0]
         for start in range(0, batch, chunk):
             rows = slice(start, min(start + chunk, batch))
-            yield rows, [target[rows], draft[rows], drafts[rows], None if uniforms is None else uniforms[rows], None if seeds is None else seeds[rows]]
+            yield (
+                rows,
+                [
+                    target[rows],
+                    draft[rows],
+                    drafts[rows],
+                    None if uniforms is None else uniforms[rows],
+                    None if seeds is None else seeds[rows],
+                ],
+            )
 
     @staticmethod
-    def _described(parts: list[torch.Tensor | None], dtype: torch.dtype, per_row: bool) -> tuple[int, str, dict[str, Any]]:
+    def _described(
+        parts: list[torch.Tensor | None], dtype: torch.dtype, per_row: bool
+    ) -> tuple[int, str, dict[str, Any]]:
         """A chunk's calls: the input elements of one call, where they are in words, and what the
         check's reach records of them."""
         drafts, target = parts[2], parts[0]
@@ -181,9 +200,21 @@ class ChainCalls(Supervised):
         vocab = target.shape[-1]
         name = str(dtype).removeprefix("torch.")
         where = f"{'one row' if per_row else f'a batch of {rows} rows'}, K={k}, V={vocab}, {name}"
-        return (1 if per_row else rows) * (2 * k + 1) * vocab, where, {"batch": 1 if per_row else rows, "rows": rows, "k": k, "vocab": vocab, "dtype": name}
+        return (
+            (1 if per_row else rows) * (2 * k + 1) * vocab,
+            where,
+            {"batch": 1 if per_row else rows, "rows": rows, "k": k, "vocab": vocab, "dtype": name},
+        )
 
-    def _direct(self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _direct(
+        self,
+        parts: list[torch.Tensor | None],
+        dtype: torch.dtype,
+        generator: torch.Generator | None,
+        *,
+        per_row: bool,
+        start: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """In process: a chunk's calls (one, or one per row), each time-limited, audited."""
         elements, _, given_shape = self._described(parts, dtype, per_row)
         self.reach.record(**given_shape)
@@ -191,7 +222,14 @@ class ChainCalls(Supervised):
         return self._accepted(outputs, seconds, given, changed, parts, per_row=per_row, start=start, elements=elements)
 
     def _send(
-        self, parts: list[torch.Tensor | None], dtype: torch.dtype, generator: torch.Generator | None, *, per_row: bool, start: int, last: bool = True
+        self,
+        parts: list[torch.Tensor | None],
+        dtype: torch.dtype,
+        generator: torch.Generator | None,
+        *,
+        per_row: bool,
+        start: int,
+        last: bool = True,
     ) -> _Flight:
         """Isolated: stage a chunk's calls in the worker's arena and send them; :meth:`_finish` waits."""
         assert self._process is not None
@@ -211,10 +249,28 @@ class ChainCalls(Supervised):
         except (WorkerRaised, WorkerHung, WorkerDied) as exc:
             raise self._worker_fault(exc, flight.first_call, flight.where) from None
         given = [t for t in staged[:3] if t is not None]
-        return self._accepted(outputs, seconds, given, changed, flight.parts, per_row=flight.per_row, start=flight.start, elements=flight.elements)
+        return self._accepted(
+            outputs,
+            seconds,
+            given,
+            changed,
+            flight.parts,
+            per_row=flight.per_row,
+            start=flight.start,
+            elements=flight.elements,
+        )
 
     def _accepted(
-        self, outputs: list[Any], seconds: list[float], given: list[torch.Tensor], changed: list[int], parts: list[torch.Tensor | None], *, per_row: bool, start: int, elements: int
+        self,
+        outputs: list[Any],
+        seconds: list[float],
+        given: list[torch.Tensor],
+        changed: list[int],
+        parts: list[torch.Tensor | None],
+        *,
+        per_row: bool,
+        start: int,
+        elements: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Account for a chunk's calls and audit their output: the chunk's (tokens, num_accepted),
         or the :class:`SamplerFault` that says which rule it broke, at which row of the batch."""
@@ -232,7 +288,9 @@ class ChainCalls(Supervised):
         device = drafts.device if self._process is None else self.device
         for index, output in enumerate(outputs):
             self.rows += 1 if per_row else rows
-            problems = layout.structure(inputs.rows(slice(index, index + 1)) if per_row else inputs, output, device=device)
+            problems = layout.structure(
+                inputs.rows(slice(index, index + 1)) if per_row else inputs, output, device=device
+            )
             if problems:
                 raise self._fault(problems[0])
         output = outputs[0] if not per_row else (torch.cat([c[0] for c in outputs]), torch.cat([c[1] for c in outputs]))
@@ -255,7 +313,11 @@ class ChainCalls(Supervised):
         uniforms, seeds = parts[3], parts[4]
         slices = [slice(i, i + 1) for i in range(drafts.shape[0])] if per_row else [slice(None)]
         requests = [
-            ((target[s], draft[s], drafts[s], generator), ({} if uniforms is None else {"uniforms": uniforms[s]}) | ({} if seeds is None else {"seeds": seeds[s]}))
+            (
+                (target[s], draft[s], drafts[s], generator),
+                ({} if uniforms is None else {"uniforms": uniforms[s]})
+                | ({} if seeds is None else {"seeds": seeds[s]}),
+            )
             for s in slices
         ]
         try:
@@ -286,7 +348,6 @@ class ChainCalls(Supervised):
         except SamplerFault:
             self._staging.forget()  # whatever it did to its inputs, the next call gets fresh copies
             raise
-
 
 
 @dataclasses.dataclass
@@ -338,5 +399,3 @@ class _Staging:
 
     def forget(self) -> None:
         self._held = [None, None, None]
-
-

@@ -19,10 +19,10 @@ import torch
 
 from .._contract import Violation
 from .._loop import MarkovLM
-from .supervised import Supervised
 from .._warps.rules import SamplingParams
 from .._worker import WorkerDied, WorkerHung, WorkerRaised
 from ..errors import SamplerFault, SamplerSpecError
+from .supervised import Supervised
 
 __all__ = ["DEFAULT_TIMEOUT", "LoopCalls"]
 
@@ -42,7 +42,13 @@ class LoopCalls(Supervised):
         return tuple(getattr(self.kind, "parameters", ()))
 
     def __call__(
-        self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, generator: torch.Generator
+        self,
+        target: MarkovLM,
+        draft: MarkovLM,
+        prompt: torch.Tensor,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator,
     ) -> Any:
         """One generation, timed: its seconds (the loop's own, with the model calls it makes; in a
         worker, the round trip too) are the sampler's share of the run's time."""
@@ -54,7 +60,13 @@ class LoopCalls(Supervised):
             self.seconds += time.perf_counter() - started
 
     def _generate(
-        self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, generator: torch.Generator
+        self,
+        target: MarkovLM,
+        draft: MarkovLM,
+        prompt: torch.Tensor,
+        num_tokens: int,
+        params: SamplingParams,
+        generator: torch.Generator,
     ) -> Any:
         if self._process is None:
             assert self.sampler is not None
@@ -62,7 +74,10 @@ class LoopCalls(Supervised):
                 return self.sampler(target, draft, prompt, num_tokens, params, generator)
             except Exception as exc:  # noqa: BLE001 - everything the loop raises is evidence
                 trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))
-                raise SamplerFault(Violation("raised", f"the loop raised {type(exc).__name__}: {_first_line(str(exc))}"), {"traceback": trace}) from exc
+                raise SamplerFault(
+                    Violation("raised", f"the loop raised {type(exc).__name__}: {_first_line(str(exc))}"),
+                    {"traceback": trace},
+                ) from exc
         if not self._process.alive():  # it died or hung in an earlier call: a fresh one
             self.worker_starts += 1
             try:
@@ -81,20 +96,31 @@ class LoopCalls(Supervised):
         try:
             output, _ = self._process.call_loop(request, limit=self.limit(0))
         except WorkerRaised as exc:
-            raise SamplerFault(Violation("raised", f"the loop raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)) from None
+            raise SamplerFault(
+                Violation("raised", f"the loop raised {exc.type_name}: {exc.text}"), self._evidence(exc.trace)
+            ) from None
         except WorkerHung as exc:
             self.hangs += 1
             message = f"the loop made no model call and did not return within {exc.limit:g} s (after {exc.calls} model calls); its process was killed"
             raise SamplerFault(Violation("hang", message), self._evidence()) from None
         except WorkerDied as exc:
             self.crashes += 1
-            raise SamplerFault(Violation("crashed", f"the loop's process died (after {exc.calls} model calls): {exc.how}"), self._evidence()) from None
+            raise SamplerFault(
+                Violation("crashed", f"the loop's process died (after {exc.calls} model calls): {exc.how}"),
+                self._evidence(),
+            ) from None
         return output
 
     def info(self) -> dict[str, Any]:
         """What ``run["isolation"]`` records of a loop."""
-        return {"mode": self.isolation, "reason": self.reason, "timeout": self.timeout if self.isolation == "process" else None,
-                "crashes": self.crashes, "hangs": self.hangs, "worker_starts": self.worker_starts}
+        return {
+            "mode": self.isolation,
+            "reason": self.reason,
+            "timeout": self.timeout if self.isolation == "process" else None,
+            "crashes": self.crashes,
+            "hangs": self.hangs,
+            "worker_starts": self.worker_starts,
+        }
 
 
 def _first_line(text: str) -> str:

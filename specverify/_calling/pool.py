@@ -36,7 +36,18 @@ from .._reach import Reach, ReachRecorder
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 
-__all__ = ["COUNTERS", "IN_FLIGHT_PER_WORKER", "LocalPool", "Pool", "SerialPool", "UNIT_ROWS", "UnitDone", "run_unit", "unit_seed", "unit_spans"]
+__all__ = [
+    "COUNTERS",
+    "IN_FLIGHT_PER_WORKER",
+    "LocalPool",
+    "Pool",
+    "SerialPool",
+    "UNIT_ROWS",
+    "UnitDone",
+    "run_unit",
+    "unit_seed",
+    "unit_spans",
+]
 
 #: Rows in one unit of an experiment: the grain at which work is spread and seeds derive.  Not a
 #: function of the worker count, nor of the sampler's ``max_batch`` (a unit is cut into its calls).
@@ -116,7 +127,9 @@ class SerialPool:
 
     def map(self, work: Callable[[Any, U], Any], units: Iterable[U]) -> Generator[UnitDone, None, None]:
         streamed = getattr(work, "streamed", None)
-        if streamed is not None and hasattr(self.primary, "reach"):  # what it gives the sampler is recorded in the sampler's own reach
+        if streamed is not None and hasattr(
+            self.primary, "reach"
+        ):  # what it gives the sampler is recorded in the sampler's own reach
             for result in streamed(self.primary, units):
                 yield UnitDone(result, None, dict.fromkeys(COUNTERS, 0))
             return
@@ -151,7 +164,9 @@ class LocalPool:
         self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for member in members:
             self._free.put(member)
-        self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=self.depth, thread_name_prefix="specverify-unit")
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.depth, thread_name_prefix="specverify-unit"
+        )
 
     @property
     def depth(self) -> int:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import collections
 import sys
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
-from .pool import COUNTERS, IN_FLIGHT_PER_WORKER, UnitDone, run_unit
 from ..errors import SamplerFault, SamplerSpecError, UsageError
+from .pool import COUNTERS, IN_FLIGHT_PER_WORKER, UnitDone, run_unit
 
 __all__ = ["ACTOR_RESTARTS", "RayPool", "ray_usable"]
 
@@ -32,7 +32,9 @@ class _Worker:
     """The body of a Ray actor: one sampler under test, loaded as the run's own was."""
 
     def __init__(self, sampler: Any, device: str | None, options: dict[str, Any], path: list[str]) -> None:
-        sys.path.extend(p for p in path if p not in sys.path)  # a spec that loads in the driver loads here (same machine)
+        sys.path.extend(
+            p for p in path if p not in sys.path
+        )  # a spec that loads in the driver loads here (same machine)
         from .sut import SamplerUnderTest
 
         self.sut = SamplerUnderTest(sampler, isolation="auto", device=device, **options)
@@ -69,7 +71,9 @@ def ray_usable(address: str | None, seconds: float = 5.0) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
     except OSError as exc:
-        raise UsageError(f"no Ray cluster could be joined at {address!r}: nothing answers there ({exc.strerror or exc})") from None
+        raise UsageError(
+            f"no Ray cluster could be joined at {address!r}: nothing answers there ({exc.strerror or exc})"
+        ) from None
 
 
 def _joined_as_asked(ray: Any, address: str | None) -> None:
@@ -104,7 +108,16 @@ class RayPool:
         self._usage = {name: sum(s.get(name, 0) for s in started) for name in COUNTERS}
 
     @classmethod
-    def start(cls, subject: Any, sampler: Any, placement: Any, *, spec: str | None, timeout: float | None, first_timeout: float) -> RayPool:
+    def start(
+        cls,
+        subject: Any,
+        sampler: Any,
+        placement: Any,
+        *,
+        spec: str | None,
+        timeout: float | None,
+        first_timeout: float,
+    ) -> RayPool:
         """Join the cluster at ``placement.address`` (or start a local one) and load the sampler on
         ``placement.workers`` actors.
 
@@ -120,15 +133,29 @@ class RayPool:
             _joined_as_asked(ray, placement.address)
         else:
             try:
-                ray.init(address=placement.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+                ray.init(
+                    address=placement.address, include_dashboard=False, log_to_driver=False, configure_logging=False
+                )
             except Exception as exc:  # noqa: BLE001 - whatever Ray says of an address that does not answer
                 where = f"at {placement.address!r}" if placement.address else "locally"
-                raise UsageError(f"no Ray cluster could be joined {where}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                raise UsageError(
+                    f"no Ray cluster could be joined {where}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from None
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= placement.workers else 0
-        remote: Any = ray.remote(_Worker).options(num_cpus=1, num_gpus=gpus, max_restarts=ACTOR_RESTARTS, max_task_retries=ACTOR_RESTARTS)
-        options = {"timeout": timeout, "first_timeout": first_timeout, "generation": subject.kind.generation, "spec": spec}
+        remote: Any = ray.remote(_Worker).options(
+            num_cpus=1, num_gpus=gpus, max_restarts=ACTOR_RESTARTS, max_task_retries=ACTOR_RESTARTS
+        )
+        options = {
+            "timeout": timeout,
+            "first_timeout": first_timeout,
+            "generation": subject.kind.generation,
+            "spec": spec,
+        }
         loaded = spec if spec is not None else sampler
-        actors: list[Any] = [remote.remote(loaded, None if gpus else placement.device(i), options, list(sys.path)) for i in range(placement.workers)]
+        actors: list[Any] = [
+            remote.remote(loaded, None if gpus else placement.device(i), options, list(sys.path))
+            for i in range(placement.workers)
+        ]
         try:
             started = ray.get([actor.ready.remote() for actor in actors])
         except Exception as exc:  # noqa: BLE001 - the actor's load failure, wrapped by Ray
@@ -139,7 +166,9 @@ class RayPool:
         return cls(subject, actors, started, ray)
 
     def map(self, work: Callable[[Any, Any], Any], units: Iterable[Any]) -> Generator[UnitDone, None, None]:
-        free = collections.deque(self._actors * IN_FLIGHT_PER_WORKER)  # an actor queues its next unit behind the one it runs
+        free = collections.deque(
+            self._actors * IN_FLIGHT_PER_WORKER
+        )  # an actor queues its next unit behind the one it runs
         flying: collections.deque[tuple[Any, Any]] = collections.deque()  # (result ref, its actor), in unit order
         try:
             for unit in units:
@@ -163,7 +192,9 @@ class RayPool:
                 raise cause from None
             raise
         except self._ray.exceptions.RayActorError as exc:
-            raise RuntimeError(f"a Ray actor was lost more than {ACTOR_RESTARTS} times running one unit: {exc}") from None
+            raise RuntimeError(
+                f"a Ray actor was lost more than {ACTOR_RESTARTS} times running one unit: {exc}"
+            ) from None
         free.append(actor)
         for name, value in done.usage.items():
             self._usage[name] = self._usage.get(name, 0) + value

@@ -26,13 +26,7 @@ from .._evidence import Evidence
 from .._kinds import Kind
 from .._layout import StepLayout
 from .._reach import ReachRecorder
-from .._worker import (
-    SamplerProcess,
-    WorkerDied,
-    WorkerHung,
-    WorkerLoadError,
-    WorkerRaised,
-)
+from .._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 from ..errors import SamplerFault, SamplerSpecError
 
 __all__ = [
@@ -86,11 +80,17 @@ def importable_source(sampler: Any, spec: str | None = None) -> tuple[str, ...] 
         module, _, attr = spec.partition(":")
         candidates.append((module, attr))
     home: str | None = getattr(sampler, "__module__", None)
-    qualname = getattr(sampler, "__qualname__", None) if inspect.isfunction(sampler) or inspect.isclass(sampler) else None
+    qualname = (
+        getattr(sampler, "__qualname__", None) if inspect.isfunction(sampler) or inspect.isclass(sampler) else None
+    )
     if home and qualname:
         candidates.append((home, qualname))
     if home in sys.modules:
-        candidates += [(home, name) for name, value in vars(sys.modules[home]).items() if value is sampler and not name.startswith("__")]
+        candidates += [
+            (home, name)
+            for name, value in vars(sys.modules[home]).items()
+            if value is sampler and not name.startswith("__")
+        ]
     for module, attr in candidates:
         if module == "__main__" or "<locals>" in attr or "<lambda>" in attr:
             continue
@@ -233,9 +233,15 @@ class Supervised:
         self._fresh_process()
         started = time.perf_counter()
         try:
-            tag, value = self._process.call_unit((work.__module__, work.__qualname__), unit, limit=self.limit(getattr(unit, "call_elements", CallLimit.MEASURED_ELEMENTS)))
+            tag, value = self._process.call_unit(
+                (work.__module__, work.__qualname__),
+                unit,
+                limit=self.limit(getattr(unit, "call_elements", CallLimit.MEASURED_ELEMENTS)),
+            )
         except WorkerRaised as exc:  # the unit's own code, not the sampler: a harness error, never a pass
-            raise RuntimeError(f"a unit failed in the sampler's process: {exc.type_name}: {exc.text}\n{exc.trace}") from None
+            raise RuntimeError(
+                f"a unit failed in the sampler's process: {exc.type_name}: {exc.text}\n{exc.trace}"
+            ) from None
         except (WorkerHung, WorkerDied) as exc:
             raise self._worker_fault(exc, self.calls + 1, "a unit of an experiment, run in its process") from None
         if tag == "fault":
@@ -252,14 +258,19 @@ class Supervised:
     def _worker_fault(self, exc: WorkerRaised | WorkerHung | WorkerDied, first_call: int, where: str) -> SamplerFault:
         """The fault a call's end in the sampler's process is: it raised, hung (and was killed), or died."""
         if isinstance(exc, WorkerRaised):
-            return self._fault(Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(trace=exc.trace))
+            return self._fault(
+                Violation("raised", f"the sampler raised {exc.type_name}: {exc.text}"), self._evidence(trace=exc.trace)
+            )
         if isinstance(exc, WorkerHung):
             self.hangs += 1
             self.limit.hung = True
             message = f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its process was killed"
             return self._fault(Violation("hang", message), self._evidence())
         self.crashes += 1
-        return self._fault(Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"), self._evidence())
+        return self._fault(
+            Violation("crashed", f"the sampler's process died in call {first_call + exc.calls} ({where}): {exc.how}"),
+            self._evidence(),
+        )
 
     def _fault(self, violation: Violation, details: Evidence | None = None) -> SamplerFault:
         self.last_fault = SamplerFault(violation, details)
@@ -276,7 +287,6 @@ def process_evidence(process: SamplerProcess | None, trace: str | None = None) -
     if output:
         evidence["sampler_output"] = output[-16_384:]
     return evidence
-
 
 
 class CallThread:
@@ -314,8 +324,16 @@ class CallThread:
                 state["error"] = exc
             done.set()
 
-    def run(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float) -> tuple[list[Any], list[float]]:
-        state: dict[str, Any] = {"beat": time.monotonic(), "results": [], "seconds": [], "error": None, "abandoned": False}
+    def run(
+        self, fn: Callable[..., Any], calls: list[tuple[tuple, dict]], timeout: float
+    ) -> tuple[list[Any], list[float]]:
+        state: dict[str, Any] = {
+            "beat": time.monotonic(),
+            "results": [],
+            "seconds": [],
+            "error": None,
+            "abandoned": False,
+        }
         done = threading.Event()
         self._requests.put((fn, calls, state, done))
         poll = min(0.5, timeout / 8)

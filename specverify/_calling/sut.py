@@ -23,18 +23,18 @@ from typing import Any
 
 import torch
 
-from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
 from .._contract import Capabilities, capabilities_of, resolve_sampler
-from .._warps.declared import DeclaredWarp, declared_warp, from_reference
 from .._kinds import Kind, LoopKind, TreeKind, kind_of
 from .._layout import StepLayout
-from .loop import DEFAULT_TIMEOUT, LoopCalls
 from .._reach import ReachRecorder
-from .supervised import CallLimit, CallThread, check_device, importable_source
-from .tree import TreeCalls
+from .._warps.declared import DeclaredWarp, declared_warp, from_reference
 from .._worker import SamplerProcess
 from .._worker.wire import STEP, TREE_STEP
 from ..errors import SamplerFault, SamplerSpecError
+from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
+from .loop import DEFAULT_TIMEOUT, LoopCalls
+from .supervised import CallLimit, CallThread, check_device, importable_source
+from .tree import TreeCalls
 
 __all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
 
@@ -123,7 +123,9 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         if generation and not self.kind.generation:
             if isinstance(sampler, str):
                 self.close()
-                raise SamplerSpecError(f"{sampler!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)")
+                raise SamplerSpecError(
+                    f"{sampler!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
+                )
             self.kind = _taken_for_a_loop(sampler)
         if self.capabilities.tree_limits and not isinstance(self.kind, TreeKind):
             self.close()

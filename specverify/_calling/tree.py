@@ -23,16 +23,10 @@ from typing import Any
 
 import torch
 
+from .._calling.supervised import UNBATCHED_AUDIT_ROWS, CallThread, Supervised, last_frames, raised
 from .._contract import Capabilities, Violation
 from .._evidence import Evidence
 from .._kinds import TreeKind, kind_of
-from .._calling.supervised import (
-    UNBATCHED_AUDIT_ROWS,
-    CallThread,
-    Supervised,
-    last_frames,
-    raised,
-)
 from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
 from .._trees.limits import TreeLimits
 from .._worker import WorkerDied, WorkerHung, WorkerRaised
@@ -102,14 +96,30 @@ class TreeCalls(Supervised):
         per_row = not caps.batched
         # an unbatched sampler isolated: its worker makes one call per row, a chunk of rows a round trip
         rows_in_worker = per_row and self._process is not None
-        chunk = UNBATCHED_AUDIT_ROWS if rows_in_worker else 1 if per_row else caps.max_batch or max(1, MAX_CALL_ELEMENTS // (2 * tree.width * tree.vocab))
+        chunk = (
+            UNBATCHED_AUDIT_ROWS
+            if rows_in_worker
+            else 1
+            if per_row
+            else caps.max_batch or max(1, MAX_CALL_ELEMENTS // (2 * tree.width * tree.vocab))
+        )
         paths, tokens = [], []
         for start in range(0, tree.batch, chunk):  # loops over chunks of rows, not rows
             rows = slice(start, start + chunk)
             part = rows_of(tree, rows)
             given = self._placed(part)
-            u = None if uniforms is None else uniforms[rows].to(device=given.parents.device, dtype=torch.float64).contiguous()
-            self.reach.record(batch=1 if per_row else part.batch, rows=part.batch, k=part.width - 1, vocab=part.vocab, dtype=str(self.dtype).removeprefix("torch."))
+            u = (
+                None
+                if uniforms is None
+                else uniforms[rows].to(device=given.parents.device, dtype=torch.float64).contiguous()
+            )
+            self.reach.record(
+                batch=1 if per_row else part.batch,
+                rows=part.batch,
+                k=part.width - 1,
+                vocab=part.vocab,
+                dtype=str(self.dtype).removeprefix("torch."),
+            )
             output, changed = self._call(given, generator, u, per_row=rows_in_worker)
             if changed:
                 label = ("parents", "tokens", "target_probs")[changed[0]]
@@ -147,10 +157,19 @@ class TreeCalls(Supervised):
         broken = self._first_broken_row(given, output, given.batch if first_bad is None else first_bad)
         if broken is not None:
             row = rows_of(given, slice(broken, broken + 1))
-            self._audit(row, (output[0][broken : broken + 1, : row.depth + 1].contiguous(), output[1][broken : broken + 1]), broken + start)
+            self._audit(
+                row,
+                (output[0][broken : broken + 1, : row.depth + 1].contiguous(), output[1][broken : broken + 1]),
+                broken + start,
+            )
         if first_bad is not None:
             self._audit(rows_of(given, slice(first_bad, first_bad + 1)), returned, first_bad + start)
-            raise self._fault(Violation("shape-dtype", f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}"))
+            raise self._fault(
+                Violation(
+                    "shape-dtype",
+                    f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}",
+                )
+            )
 
     def _first_broken_row(self, given: TreeBatch, output: tuple[torch.Tensor, torch.Tensor], end: int) -> int | None:
         """The first of rows ``[0, end)`` whose output breaks a rule, as auditing them one by one
@@ -169,8 +188,12 @@ class TreeCalls(Supervised):
 
     def _placed(self, tree: TreeBatch) -> TreeBatch:
         place = self.device if self._process is None else torch.device("cpu")  # a worker reads shared CPU memory
-        tensors = [tree.parents, tree.tokens, tree.target_probs] + ([] if tree.draft_probs is None else [tree.draft_probs])
-        if all(t.device == place and t.is_contiguous() for t in tensors) and all(t.dtype == self.dtype for t in tensors[2:]):
+        tensors = [tree.parents, tree.tokens, tree.target_probs] + (
+            [] if tree.draft_probs is None else [tree.draft_probs]
+        )
+        if all(t.device == place and t.is_contiguous() for t in tensors) and all(
+            t.dtype == self.dtype for t in tensors[2:]
+        ):
             return tree  # already as the sampler takes it: no copy, no second validation
         draft = None if tree.draft_probs is None else tree.draft_probs.to(device=place, dtype=self.dtype).contiguous()
         return TreeBatch(
@@ -180,7 +203,14 @@ class TreeCalls(Supervised):
             draft,
         )
 
-    def _call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, *, per_row: bool = False) -> tuple[Any, list[int]]:
+    def _call(
+        self,
+        tree: TreeBatch,
+        generator: torch.Generator | None,
+        uniforms: torch.Tensor | None,
+        *,
+        per_row: bool = False,
+    ) -> tuple[Any, list[int]]:
         """A time-limited call (with ``per_row``, isolated only: one per row, each time-limited):
         its output and which of parents, tokens, target_probs it wrote to."""
         elements = 2 * (1 if per_row else tree.batch) * tree.width * tree.vocab
@@ -197,7 +227,9 @@ class TreeCalls(Supervised):
         self.rows += len(seconds) if per_row else tree.batch
         return output, changed
 
-    def _direct_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int) -> tuple[Any, float, list[int]]:
+    def _direct_call(
+        self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int
+    ) -> tuple[Any, float, list[int]]:
         assert self.sampler is not None  # in-process: the sampler is held here
         kwargs = {} if uniforms is None else {"uniforms": uniforms}
         kept = [tree.parents.clone(), tree.tokens.clone(), tree.target_probs.clone()]
@@ -225,22 +257,37 @@ class TreeCalls(Supervised):
             except Exception as exc:  # noqa: BLE001 - the helper thread itself failing is evidence too
                 raise self._fault(raised(exc), {"traceback": last_frames(exc)}) from exc
             output, seconds = outputs[0], times[0]
-        changed = [i for i, (before, after) in enumerate(zip(kept, (tree.parents, tree.tokens, tree.target_probs))) if not torch.equal(before, after)]
+        changed = [
+            i
+            for i, (before, after) in enumerate(zip(kept, (tree.parents, tree.tokens, tree.target_probs)))
+            if not torch.equal(before, after)
+        ]
         return output, seconds, changed
 
-    def _process_call(self, tree: TreeBatch, generator: torch.Generator | None, uniforms: torch.Tensor | None, elements: int, per_row: bool) -> tuple[Any, list[float], list[int]]:
+    def _process_call(
+        self,
+        tree: TreeBatch,
+        generator: torch.Generator | None,
+        uniforms: torch.Tensor | None,
+        elements: int,
+        per_row: bool,
+    ) -> tuple[Any, list[float], list[int]]:
         assert self._process is not None
         where = f"{'one tree' if per_row else f'a batch of {tree.batch} trees'} of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
         self._fresh_process()
         inputs = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, uniforms]
         try:
             output, seconds, _, changed = self._process.call_tree(
-                inputs, dtype=self.dtype, path_width=tree.depth + 1, generator=generator, limit=self.limit(elements), per_row=per_row
+                inputs,
+                dtype=self.dtype,
+                path_width=tree.depth + 1,
+                generator=generator,
+                limit=self.limit(elements),
+                per_row=per_row,
             )
         except (WorkerRaised, WorkerHung, WorkerDied) as exc:
             raise self._worker_fault(exc, self.calls + 1, where) from None
         return output, seconds, changed
-
 
 
 def _shown(output: Any) -> str:

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .output import print_verdict, result_printer
-from .parser import parser as _parser
 from .._threads import use_default_threads
 from .._vocabulary import Verdict
+from .output import print_verdict, result_printer
+from .parser import parser as _parser
 
 if TYPE_CHECKING:
     from .._result import CheckResult
@@ -127,15 +127,20 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
     result = exc.result if isinstance(exc, Interrupted) else None
     if result is not None and args.report:
         _write_report(result, args.report, err)
-    kept = [f"{what} {path}" for path, what in ((args.json, "JSON"), (args.report, "report")) if path and result is not None]
-    err.print("specverify: interrupted; " + (f"what finished is in {', '.join(kept)}" if kept else "no --json or --report given"))
+    kept = [
+        f"{what} {path}" for path, what in ((args.json, "JSON"), (args.report, "report")) if path and result is not None
+    ]
+    err.print(
+        "specverify: interrupted; "
+        + (f"what finished is in {', '.join(kept)}" if kept else "no --json or --report given")
+    )
     return 130
 
 
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
-    from ..errors import NotStarted, SamplerSpecError, UsageError
     from .._runner import check, load_failure
+    from ..errors import NotStarted, SamplerSpecError, UsageError
 
     def fail(message: str) -> int:
         err.print(f"specverify: error: {message}", markup=False, highlight=False)
@@ -175,12 +180,16 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
         return _interrupted(exc, args, err, exit_now)
     except NotStarted as exc:
         return _not_started(exc, args, err)
-    except UsageError as exc:  # workers that cannot be had (a sampler that cannot run isolated, Ray unreachable): nothing ran
+    except (
+        UsageError
+    ) as exc:  # workers that cannot be had (a sampler that cannot run isolated, Ray unreachable): nothing ran
         return fail(str(exc))
     except SamplerSpecError as exc:  # the sampler could not be imported or built
         from .._budgets import resolve_budget
 
-        failure = load_failure(args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power), args.seed)
+        failure = load_failure(
+            args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power), args.seed
+        )
         if args.json:
             from .._runner import write_json
 
@@ -309,16 +318,27 @@ def _loop(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
-    from ..errors import SamplerSpecError
-    from ..errors import NotStarted
     from .._runner import check_loop
+    from ..errors import NotStarted, SamplerSpecError
 
     try:
         result = check_loop(
-            args.spec, budget=args.budget, seed=args.seed, alpha=args.alpha, select=args.only,
-            isolation="in-process" if args.in_process else "process", timeout=args.timeout,
-            on_result=None if args.quiet else result_printer(out), json_path=args.json, spec=args.spec,
-            tv=args.tv, on_cost=_cost_gate(args, out), workers=args.workers, executor=args.executor, address=args.address, power=args.power,
+            args.spec,
+            budget=args.budget,
+            seed=args.seed,
+            alpha=args.alpha,
+            select=args.only,
+            isolation="in-process" if args.in_process else "process",
+            timeout=args.timeout,
+            on_result=None if args.quiet else result_printer(out),
+            json_path=args.json,
+            spec=args.spec,
+            tv=args.tv,
+            on_cost=_cost_gate(args, out),
+            workers=args.workers,
+            executor=args.executor,
+            address=args.address,
+            power=args.power,
         )
     except KeyboardInterrupt as exc:
         return _interrupted(exc, args, err, exit_now)
@@ -346,11 +366,18 @@ def _zoo(args: argparse.Namespace) -> int:
         console.print(f"[bold red]error[/] --tv must lie in (0, 1), got {args.tv:g}")
         return 2
     label = args.budget if args.tv is None else f"tv-{args.tv:g}"  # the matrix's name: kill-matrix-LABEL.md
-    command = f"specverify zoo --budget {args.budget}" + (f" --tv {args.tv:g}" if args.tv is not None else "") + f" --seeds {args.seeds}" + (
-        " --loops" if args.loops else "") + "".join(f" --members '{pattern}'" for pattern in args.members or ())
+    command = (
+        f"specverify zoo --budget {args.budget}"
+        + (f" --tv {args.tv:g}" if args.tv is not None else "")
+        + f" --seeds {args.seeds}"
+        + (" --loops" if args.loops else "")
+        + "".join(f" --members '{pattern}'" for pattern in args.members or ())
+    )
     work = matrix_work(args.members, seeds=args.seeds, loops=args.loops)
     if not work:
-        console.print(f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like 'reference-sampler', 'tree-*', 'loop:*' with --loops)")
+        console.print(
+            f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like 'reference-sampler', 'tree-*', 'loop:*' with --loops)"
+        )
         return 2
     finished: list = []
 
@@ -367,11 +394,22 @@ def _zoo(args: argparse.Namespace) -> int:
 
     try:
         rows = kill_matrix(
-            args.budget, tv=args.tv, members=args.members, seeds=args.seeds, jobs=args.jobs, timeout=args.timeout, on_row=show, loops=args.loops,
+            args.budget,
+            tv=args.tv,
+            members=args.members,
+            seeds=args.seeds,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            on_row=show,
+            loops=args.loops,
         )
     except KeyboardInterrupt:
-        markdown, _ = write_matrix(in_work_order(finished, work), label, args.output, command, planned=len(work), ended="interrupted")
-        console.print(f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in {markdown}")
+        markdown, _ = write_matrix(
+            in_work_order(finished, work), label, args.output, command, planned=len(work), ended="interrupted"
+        )
+        console.print(
+            f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in {markdown}"
+        )
         return 130
     markdown, data = write_matrix(rows, label, args.output, command)
     console.print(markdown.read_text().split("\n\n")[-1].strip())

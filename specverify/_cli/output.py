@@ -66,7 +66,9 @@ def case_lines(result: CheckResult) -> list[str]:
     for part in shown.parts or [shown]:
         for table in part.tables[:4]:
             if table.columns <= 8 and len(table.rows) <= 5:
-                lines += [f"  {table.title} {label}: [{', '.join(row)}]" for label, row in zip(table.row_labels, table.rows)]
+                lines += [
+                    f"  {table.title} {label}: [{', '.join(row)}]" for label, row in zip(table.row_labels, table.rows)
+                ]
     return lines
 
 
@@ -97,7 +99,9 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 
     def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
-        console.print(f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv, result.p_value)}  [dim]{escape(result.message or '')}[/]")
+        console.print(
+            f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv, result.p_value)}  [dim]{escape(result.message or '')}[/]"
+        )
         if result.status in ("fail", "error"):
             for line in failure_lines(result):
                 console.print(f"{'':>15}[dim]{escape(line)}[/]")
@@ -126,7 +130,9 @@ def print_verdict(console, result, args) -> None:
         if check.status == "float-edge" and "event" in check.evidence:
             from ..checks._event import sizes_text
 
-            console.print(f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}")
+            console.print(
+                f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}"
+            )
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):
         console.print(escape(promise))

@@ -79,7 +79,9 @@ def parser() -> argparse.ArgumentParser:
     """The whole command line: one subcommand each for check, loop, report, zoo and adapters."""
     parser = argparse.ArgumentParser(
         prog="specverify",
-        description=_wrap("Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly."),
+        description=_wrap(
+            "Prove or refute that a speculative-decoding sampler preserves the target model's distribution exactly."
+        ),
         epilog=TOP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -92,8 +94,14 @@ def parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "adapters",
         help="list the built-in adapters and whether each can run here",
-        description=_wrap("List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine."),
-        epilog=_exits("adapters", "0  the list was printed (an adapter that cannot run here is listed with the reason)", _USAGE_ERROR),
+        description=_wrap(
+            "List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine."
+        ),
+        epilog=_exits(
+            "adapters",
+            "0  the list was printed (an adapter that cannot run here is listed with the reason)",
+            _USAGE_ERROR,
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
@@ -123,7 +131,9 @@ def _add_check(commands: Any) -> None:
         "a crash then ends the harness and no call is timed (default: a supervised process of its own)",
     )
     check.add_argument("--device", help="device for a sampler that declares none (default cpu)")
-    check.add_argument("--devices", metavar="LIST", help="one worker a device, in turn (cuda:0,cuda:1); overrides --device")
+    check.add_argument(
+        "--devices", metavar="LIST", help="one worker a device, in turn (cuda:0,cuda:1); overrides --device"
+    )
     check.add_argument("--no-progress", action="store_true", help="no progress bar")
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -157,13 +167,24 @@ def _add_report(commands: Any) -> None:
     report = commands.add_parser(
         "report",
         help="one HTML page comparing several runs (sampler by check family)",
-        description=_wrap("Render each run's JSON as its own HTML page and an index comparing them, sampler by check family."),
-        epilog=_exits("report", "0  the pages and the index were written", "2  an input could not be read as a run's JSON (nothing is written)", _USAGE_ERROR)
+        description=_wrap(
+            "Render each run's JSON as its own HTML page and an index comparing them, sampler by check family."
+        ),
+        epilog=_exits(
+            "report",
+            "0  the pages and the index were written",
+            "2  an input could not be read as a run's JSON (nothing is written)",
+            _USAGE_ERROR,
+        )
         + "\nexample:\n  specverify report a.json b.json -o reports/index.html\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    report.add_argument("inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'")
-    report.add_argument("-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)")
+    report.add_argument(
+        "inputs", nargs="+", metavar="RUN.json", help="JSON results written by 'specverify check --json'"
+    )
+    report.add_argument(
+        "-o", "--output", required=True, metavar="PATH", help="the index page to write (e.g. reports/index.html)"
+    )
 
 
 def _add_zoo(commands: Any) -> None:
@@ -203,8 +224,15 @@ def _add_zoo(commands: Any) -> None:
     zoo.add_argument("--seeds", type=int, default=1, help="run seeds per member (false alarms are counted over all)")
     zoo.add_argument("--members", action="append", metavar="PATTERN", help="glob on member names (repeatable)")
     zoo.add_argument("--jobs", type=int, default=1, help="processes to run members in parallel")
-    zoo.add_argument("--output", default="reports/kill-matrix", metavar="DIR", help="where to write the matrix (default reports/kill-matrix/)")
-    zoo.add_argument("--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)")
+    zoo.add_argument(
+        "--output",
+        default="reports/kill-matrix",
+        metavar="DIR",
+        help="where to write the matrix (default reports/kill-matrix/)",
+    )
+    zoo.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds a sampler call may take before it is a hang (default 60)"
+    )
     zoo.add_argument(
         "--loops",
         action="store_true",
@@ -213,7 +241,13 @@ def _add_zoo(commands: Any) -> None:
 
 
 def _add_run_options(
-    parser: argparse.ArgumentParser, *, what: str, spec_help: str, only_example: str, timeout_help: str, in_process_help: str
+    parser: argparse.ArgumentParser,
+    *,
+    what: str,
+    spec_help: str,
+    only_example: str,
+    timeout_help: str,
+    in_process_help: str,
 ) -> None:
     """The options 'check' and 'loop' share: what to run, its budget and seed, where to write, how to isolate."""
     parser.add_argument("spec", metavar="SPEC", help=spec_help)
@@ -243,8 +277,17 @@ def _add_run_options(
         help="a custom budget sized to detect TV EPS in (0, 1): the nearest preset's settings (or --budget's, when given), "
         "samples scaled by the power analysis, capped where a decision cannot reach EPS (its reach is stated)",
     )
-    parser.add_argument("--plan", action="store_true", help="print the plan and its estimated cost (a short calibration of the sampler), then exit 0")
-    parser.add_argument("--max-time", type=float, metavar="SECONDS", help="stop before starting (exit 2) when the plan's estimated time exceeds SECONDS")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the plan and its estimated cost (a short calibration of the sampler), then exit 0",
+    )
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        metavar="SECONDS",
+        help="stop before starting (exit 2) when the plan's estimated time exceeds SECONDS",
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -265,6 +308,10 @@ def _add_run_options(
         default="local",
         help="run the workers as processes here (local, the default) or as Ray actors (ray: pip install 'specverify[ray]')",
     )
-    parser.add_argument("--address", metavar="ADDR", help="the Ray cluster to run on (--executor ray; default: a local one started for the run)")
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="the Ray cluster to run on (--executor ray; default: a local one started for the run)",
+    )
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help=timeout_help)
     parser.add_argument("--in-process", action="store_true", help=in_process_help)

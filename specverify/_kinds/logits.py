@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._evidence import Warps
-from .logits_posing import PosedSampler, warps_evidence
 from .chain import ChainKind, ChainLayout
+from .logits_posing import PosedSampler, warps_evidence
 
 __all__ = ["LogitsKind", "LogitsLayout"]
 
@@ -60,5 +60,3 @@ class LogitsKind(ChainKind):
 
     def warps(self, example: Any, row: int | None, message: str, warp: Any = None) -> Warps | None:
         return warps_evidence(example, self.params, row, message, warp)
-
-

@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
+from .._evidence import Warps
 from .._warps.declared import DeclaredWarp, declared_warp
 from .._warps.posing import pose_for
-from .._evidence import Warps
 from .._warps.rules import SamplingParams
 
 __all__ = ["PosedSampler", "pose", "warps_evidence"]
@@ -126,8 +126,14 @@ class PosedSampler:
             self.capabilities = capabilities
 
     def __call__(
-        self, target_probs: torch.Tensor, draft_probs: torch.Tensor, draft_tokens: torch.Tensor, generator: Any,
-        *, seeds: torch.Tensor | None = None, **kwargs: Any,
+        self,
+        target_probs: torch.Tensor,
+        draft_probs: torch.Tensor,
+        draft_tokens: torch.Tensor,
+        generator: Any,
+        *,
+        seeds: torch.Tensor | None = None,
+        **kwargs: Any,
     ) -> Any:
         """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
         logits, params = pose_for(target_probs, self.parameters, self.warp, pose)
@@ -144,7 +150,9 @@ EVIDENCE_MAX_VOCAB = 64
 _EMITTED = re.compile(r"emitted token (\d+) at position (\d+)")
 
 
-def warps_evidence(example: Any, parameters: Sequence[str], row: int | None = None, message: str = "", warp: DeclaredWarp | None = None) -> Warps | None:
+def warps_evidence(
+    example: Any, parameters: Sequence[str], row: int | None = None, message: str = "", warp: DeclaredWarp | None = None
+) -> Warps | None:
     """The failing case as the sampler saw it, for the report: the row's parameters and, at each
     position, the law it had to preserve (the warped target) beside the raw target's law (softmax
     of the same logits at temperature 1, no cuts), and the token it emitted where the failure

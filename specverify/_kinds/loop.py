@@ -50,9 +50,21 @@ class LoopLayout(StepLayout[LoopInputs]):
 
     def audit(self, inputs: LoopInputs, output: Any, *, first_only: bool = False) -> list[Violation]:
         rows, num_tokens, vocab = inputs.prompt.shape[0], inputs.num_tokens, inputs.target.vocab_size
-        if not isinstance(output, torch.Tensor) or tuple(output.shape) != (rows, num_tokens) or output.dtype != torch.int64:
-            described = f"a tensor of shape {tuple(output.shape)} and dtype {output.dtype}" if isinstance(output, torch.Tensor) else f"a {type(output).__name__}"
-            return [Violation("output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}")]
+        if (
+            not isinstance(output, torch.Tensor)
+            or tuple(output.shape) != (rows, num_tokens)
+            or output.dtype != torch.int64
+        ):
+            described = (
+                f"a tensor of shape {tuple(output.shape)} and dtype {output.dtype}"
+                if isinstance(output, torch.Tensor)
+                else f"a {type(output).__name__}"
+            )
+            return [
+                Violation(
+                    "output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"
+                )
+            ]
         bad = (output < 0) | (output >= vocab)
         if bool(bad.any()):
             row = int(bad.any(-1).nonzero()[0, 0])
@@ -70,10 +82,14 @@ class LoopLayout(StepLayout[LoopInputs]):
     def law(self, inputs: LoopInputs) -> torch.Tensor:
         """``[B, V**num_tokens]``: each row's law, from its prompt and parameters."""
         rows = inputs.prompt.shape[0]
-        return torch.stack([
-            generation_law(inputs.target, inputs.prompt[r], inputs.num_tokens, inputs.params.select(torch.tensor([r])))
-            for r in range(rows)
-        ])
+        return torch.stack(
+            [
+                generation_law(
+                    inputs.target, inputs.prompt[r], inputs.num_tokens, inputs.params.select(torch.tensor([r]))
+                )
+                for r in range(rows)
+            ]
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,16 @@ from .._kinds import ChainKind, LoopKind
 from ._plan import PlannedCheck
 from ._rehearsal import rehearse, time_groups
 
-__all__ = ["NOT_CALIBRATED", "Calibration", "CheckCost", "RunCost", "calibrate", "plan_cost", "rehearsed_cost", "sized_for"]
+__all__ = [
+    "NOT_CALIBRATED",
+    "Calibration",
+    "CheckCost",
+    "RunCost",
+    "calibrate",
+    "plan_cost",
+    "rehearsed_cost",
+    "sized_for",
+]
 
 #: The shape calibration calls run at: rows of a K=3 chain over V=64 (the battery's small-V cases).
 CALIBRATION_SHAPE = (4_096, 3, 64)
@@ -82,7 +91,8 @@ class RunCost:
     def to_json(self) -> dict[str, Any]:
         return {
             "samples_are": "rows each check draws on a conforming sampler, rehearsed against the exact law where it could be (each check says), an estimate"
-            if self.rehearsed else AT_CAP + ", an estimate",
+            if self.rehearsed
+            else AT_CAP + ", an estimate",
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "total_samples": self.total_samples,
             "estimated_seconds": self.estimated_seconds,
@@ -103,7 +113,9 @@ class RunCost:
                 out.append(f"{c.id:<44} {c.decisions or 'exact':>9} {c.samples:>15,} {shown:>12}{mark}")
             else:
                 out.append(f"{c.id:<44} {'exact':>9}")
-        how = "as the checks draw them on a conforming sampler: rehearsed on the exact law" if self.rehearsed else AT_CAP
+        how = (
+            "as the checks draw them on a conforming sampler: rehearsed on the exact law" if self.rehearsed else AT_CAP
+        )
         out.append(f"total: {self.total_samples:,} samples ({how})")
         seconds = self.estimated_seconds
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
@@ -116,21 +128,27 @@ class RunCost:
 
 def sized_for(budget: Budget) -> str:
     """What a budget sizes each statistical decision for, in words: the TV, the power, the alpha."""
-    return (f"budget {budget.name}: statistical decisions sized to detect TV {budget.tv:g} (the shapes family's, TV {budget.shape_tv:g}) "
-            f"with probability {budget.power:g}, each where its cap allows; false-alarm probability of the run <= {budget.alpha:g}")
+    return (
+        f"budget {budget.name}: statistical decisions sized to detect TV {budget.tv:g} (the shapes family's, TV {budget.shape_tv:g}) "
+        f"with probability {budget.power:g}, each where its cap allows; false-alarm probability of the run <= {budget.alpha:g}"
+    )
 
 
 #: The calibration of a run that asked for no estimate (no --plan, no --max-time): no sampler call spent on it.
 NOT_CALIBRATED = Calibration(None, "not calibrated (ask with --plan or --max-time)")
 
 
-def plan_cost(planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration, *, workers: int = 1) -> RunCost:
+def plan_cost(
+    planned: Sequence[PlannedCheck], budget: Budget, calibration: Calibration, *, workers: int = 1
+) -> RunCost:
     """Each planned check's statistical decisions at the budget's ``max_samples`` each (the cap of
     one test), at ``calibration``'s speed spread over ``workers`` sampler processes."""
     return RunCost([_at_cap(p, budget, calibration, workers) for p in planned], calibration, workers, sized_for(budget))
 
 
-def _at_cap(p: PlannedCheck, budget: Budget, calibration: Calibration, workers: int, counted: str = AT_CAP) -> CheckCost:
+def _at_cap(
+    p: PlannedCheck, budget: Budget, calibration: Calibration, workers: int, counted: str = AT_CAP
+) -> CheckCost:
     decisions = p.check.decisions if p.check.statistical else 0
     samples = decisions * budget.max_samples
     rate = calibration.seconds_per_row
@@ -138,7 +156,15 @@ def _at_cap(p: PlannedCheck, budget: Budget, calibration: Calibration, workers: 
     return CheckCost(p.id, decisions, samples, p.skip_reason is not None, seconds, counted)
 
 
-def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget, seed: int, *, spec: str | None = None, workers: int = 1) -> RunCost:
+def rehearsed_cost(
+    planned: Sequence[PlannedCheck],
+    subject: Any,
+    budget: Budget,
+    seed: int,
+    *,
+    spec: str | None = None,
+    workers: int = 1,
+) -> RunCost:
     """The plan's cost by rehearsal (:mod:`._rehearsal`): each check at the rows its own code draws
     on a conforming sampler, each shape's rows timed on ``subject``; a check that cannot be
     rehearsed is counted at the cap, at the speed of :func:`calibrate`."""
@@ -149,7 +175,12 @@ def rehearsed_cost(planned: Sequence[PlannedCheck], subject: Any, budget: Budget
     try:
         how = time_groups(rehearsed, subject, there=workers > 1)  # several workers tally units in their own processes
     except Exception as exc:  # a sampler that refuses a timing call: no estimate, never a guess
-        return plan_cost(planned, budget, Calibration(None, f"not calibrated: a timing call failed ({type(exc).__name__}: {exc})"), workers=workers)
+        return plan_cost(
+            planned,
+            budget,
+            Calibration(None, f"not calibrated: a timing call failed ({type(exc).__name__}: {exc})"),
+            workers=workers,
+        )
     fallback: Calibration | None = None
     checks = []
     for p, r in zip(planned, rehearsed):
@@ -168,7 +199,9 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
     import torch
 
     if not isinstance(subject.kind, ChainKind):
-        return Calibration(None, f"not calibrated: a {subject.kind.name} subject's speed is measured only on chain samplers")
+        return Calibration(
+            None, f"not calibrated: a {subject.kind.name} subject's speed is measured only on chain samplers"
+        )
     rows, k, vocab = shape
     gen = torch.Generator().manual_seed(0)
     target = torch.softmax(torch.randn(rows, k + 1, vocab, generator=gen), dim=-1)
@@ -180,7 +213,9 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
         try:
             subject.step(target, draft, tokens, generator=torch.Generator().manual_seed(i))
         except Exception as exc:  # a sampler that refuses this shape: no estimate, never a guess
-            return Calibration(None, f"not calibrated: the calibration call at K={k}, V={vocab} failed ({type(exc).__name__}: {exc})")
+            return Calibration(
+                None, f"not calibrated: the calibration call at K={k}, V={vocab} failed ({type(exc).__name__}: {exc})"
+            )
         if i:  # the first call may compile or warm caches
             best = min(best, time.perf_counter() - start)
     how = f"measured: fastest of {calls} calls of {rows:,} rows (K={k}, V={vocab}) after a warm-up, {best / rows * 1e6:.2f} us a row"

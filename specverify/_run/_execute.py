@@ -18,18 +18,20 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._budgets import Budget
-from .._calling.pool import COUNTERS as POOL_COUNTERS, Pool, SerialPool
+from .._calling.pool import COUNTERS as POOL_COUNTERS
+from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
 from .._reach import Reach, merge
 from .._record import Isolation, RunInfo, Timing
 from .._result import CheckResult, RunResult
 from ..checks import Check, Context
 from ..checks._base import fault_result
-from ..checks._loop import LoopCheck, LoopContext
+from ..checks._loop import LoopCheck
+from ..checks._loop_context import LoopContext
+from ..errors import SamplerFault
 from ._cost import NOT_CALIBRATED, plan_cost
 from ._info import run_info
 from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
-from ..errors import SamplerFault
 
 __all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
 
@@ -85,7 +87,9 @@ class Run:
         if not self.is_loop:  # what the subject's declared limits keep from being posed, said once for the run
             self.info.not_posed = [f"{p.id}: {why}" for p in self.planned for why in p.check.not_posed(subject)] or None
         self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
-        self.info.extra["plan"] = plan_cost(self.planned, budget, NOT_CALIBRATED).to_json()  # the samples; timed by --plan
+        self.info.extra["plan"] = plan_cost(
+            self.planned, budget, NOT_CALIBRATED
+        ).to_json()  # the samples; timed by --plan
         self.interrupted = False
         self._since = time.perf_counter() if since is None else since
         self._results: dict[str, list[CheckResult]] = {}
@@ -96,12 +100,16 @@ class Run:
     def is_loop(self) -> bool:
         return subject_kind(self.subject).generation
 
-    def execute(self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None) -> list[CheckResult]:
+    def execute(
+        self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None
+    ) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
         if self.is_loop:
             results = run_loop_check(planned, self.subject, self.budget, self.seed, pool=self.pool)
         else:
-            results = run_check(planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance, pool=self.pool)
+            results = run_check(
+                planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance, pool=self.pool
+            )
         self._results[planned.id] = results
         return results
 
@@ -153,7 +161,9 @@ class Run:
         usage = self.pool.usage()
         count = {name: usage[name] + self._elsewhere[name] for name in COUNTERS}
         seconds = count["seconds"]
-        here = not any(self._elsewhere.values()) and self.pool.size == 1  # else the sampler's time was spent in parallel
+        here = (
+            not any(self._elsewhere.values()) and self.pool.size == 1
+        )  # else the sampler's time was spent in parallel
         timing = Timing(
             total_seconds=round(total, 3),
             sampler_seconds=round(seconds, 3),
@@ -165,9 +175,17 @@ class Run:
             record.timing = timing
             return
         isolation = record.isolation if record.isolation is not None else Isolation()
-        isolation.crashes, isolation.hangs, isolation.worker_starts = int(count["crashes"]), int(count["hangs"]), int(count["worker_starts"])
+        isolation.crashes, isolation.hangs, isolation.worker_starts = (
+            int(count["crashes"]),
+            int(count["hangs"]),
+            int(count["worker_starts"]),
+        )
         record.isolation = isolation
-        record.sampler_calls, record.sampler_rows, record.sampler_seconds = int(count["calls"]), int(count["rows"]), round(seconds, 3)
+        record.sampler_calls, record.sampler_rows, record.sampler_seconds = (
+            int(count["calls"]),
+            int(count["rows"]),
+            round(seconds, 3),
+        )
         record.timing = timing
 
 
@@ -212,7 +230,12 @@ def run_check(
     reach = _reach_of(sut, ctx, check)
     fault, sut.last_fault = sut.last_fault, None
     for result in results:
-        if fault is not None and fault.details and result.status == "fail" and result.evidence.get("violation") == fault.violation.rule:
+        if (
+            fault is not None
+            and fault.details
+            and result.status == "fail"
+            and result.evidence.get("violation") == fault.violation.rule
+        ):
             result.evidence.update(fault.details)  # the sampler's traceback and last output
         result.duration_s = elapsed / len(results)
         if result.reach is None:
@@ -243,10 +266,15 @@ def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault |
 
 def _skips(check: Check, reason: str) -> list[CheckResult]:
     """One skip per result the check would have reported, counted apart from passes."""
-    return [CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason) for i in result_ids(check)]
+    return [
+        CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason)
+        for i in result_ids(check)
+    ]
 
 
-def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int, *, pool: Pool | None = None) -> list[CheckResult]:
+def run_loop_check(
+    planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int, *, pool: Pool | None = None
+) -> list[CheckResult]:
     """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
     failure of the loop is the check's failing result; its generations run on ``pool``."""
     check = planned.check
@@ -254,6 +282,10 @@ def run_loop_check(planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget
     if planned.skip_reason is not None:
         return [check._result("skip", message=planned.skip_reason)]
     start = time.perf_counter()
-    result = check.run(LoopContext(loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool, budget.cap_per_decision))
+    result = check.run(
+        LoopContext(
+            loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool, budget.cap_per_decision
+        )
+    )
     result.duration_s = time.perf_counter() - start
     return [result]

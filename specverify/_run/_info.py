@@ -11,8 +11,8 @@ from typing import Any
 
 from .._budgets import Budget
 from .._record import Isolation, RunInfo, SamplerInfo
-from ..checks._loop import REACH as LOOP_REACH
 from .._warps.separating import warp_record
+from ..checks._loop import REACH as LOOP_REACH
 from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]
@@ -30,7 +30,9 @@ def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunIn
     sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
     record = base_info(sampler, budget, seed, spec)
     record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
-    record.isolation = Isolation(mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first)
+    record.isolation = Isolation(
+        mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first
+    )
     record.contract = kind.contract
     if kind.name == "logits" and getattr(subject, "warp", None) is not None:
         # the warp its cases were posed by, and how it differs from each other preset (informative)

@@ -160,4 +160,8 @@ def check_selection(select: Iterable[str] | None) -> str | None:
         return None
     checks = [*battery(), *tree_battery()]
     missing = [p for p in select if not any(selects(p, c) for c in checks)]
-    return f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')" if missing else None
+    return (
+        f"--only {missing[0]!r} matches no check (ids look like 'contract.output', 'fit.conditional[random]')"
+        if missing
+        else None
+    )

@@ -37,7 +37,7 @@ from .._exact import emitted_law, sequence_offsets, step_law, target_law
 from .._reach import ReachRecorder
 from .._warps.declared import declared_warp
 from ..checks._base import Context
-from ..checks._loop import LoopContext, LoopUnit, generate, tally_generations
+from ..checks._loop_context import LoopContext, LoopUnit, generate, tally_generations
 from ..checks._shape_base import LumpedUnit, count_lumped, lumped_law
 from ..checks._shape_target import accepted_law, tally_completed
 from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_adjacent, count_steps, tally_model
@@ -96,10 +96,16 @@ class Rehearsed:
         """Estimated seconds: direct calls on the first worker, units spread over ``workers``."""
         if any(d.seconds_per_row is None for d in self.drawn.values()):
             return None
-        return sum((d.rows * (d.seconds_per_row or 0.0) + d.calls * d.seconds_per_call) / (workers if d.where == "units" else 1) for d in self.drawn.values())
+        return sum(
+            (d.rows * (d.seconds_per_row or 0.0) + d.calls * d.seconds_per_call)
+            / (workers if d.where == "units" else 1)
+            for d in self.drawn.values()
+        )
 
 
-def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None, loop: bool = False) -> list[Rehearsed]:
+def rehearse(
+    planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None, loop: bool = False
+) -> list[Rehearsed]:
     """Each planned check, run against the stand-ins (never the sampler); ``loop``: ``sut`` is a
     generation loop, whose generations are drawn from its oracle's warped target."""
     out = []
@@ -109,10 +115,15 @@ def rehearse(planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, 
             continue
         drawn: dict[tuple[str, int, int, str], Drawn] = {}
         ctx: Any
+        # stand-ins for the pool and the sampler: they draw from the exact law instead of calling
+        pool: Any = _ExactPool(drawn, oracle=declared_warp(sut)) if loop else _ExactPool(drawn)
         if loop:
-            ctx = LoopContext(sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, _ExactPool(drawn, oracle=declared_warp(sut)), budget.cap_per_decision)  # type: ignore[arg-type]
+            ctx = LoopContext(
+                sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, pool, budget.cap_per_decision
+            )
         else:
-            ctx = Context(sut=_StandIn(sut, drawn), budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=_ExactPool(drawn))  # type: ignore[arg-type]
+            stand_in: Any = _StandIn(sut, drawn)
+            ctx = Context(sut=stand_in, budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=pool)
         try:
             item.check.run(ctx)
             out.append(Rehearsed(item.id, drawn))
@@ -235,7 +246,11 @@ class _ExactPool:
         """``[cases, cells]``: the law given the drafts of each of the unit's cases."""
         held, law = self._last
         if held is not unit.target:  # held, so never a freed tensor's id reused
-            law = step_law(unit.target.double(), unit.draft.double(), unit.drafts).reshape(unit.target.shape[0], -1).numpy()
+            law = (
+                step_law(unit.target.double(), unit.draft.double(), unit.drafts)
+                .reshape(unit.target.shape[0], -1)
+                .numpy()
+            )
             law = law / law.sum(axis=1, keepdims=True)
             self._last = (unit.target, law)
         return law
@@ -248,14 +263,30 @@ class _ExactPool:
         rng = np.random.default_rng(unit.seed)
         counts = np.stack([rng.multinomial(int(n), law[c]) for c, n in enumerate(per_case)])
         k, vocab = unit.drafts.shape[1], unit.target.shape[-1]
-        _add(self._drawn, "units", k, vocab, unit.dtype, unit.stop - unit.start, _unit_example(count_steps, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)))
+        _add(
+            self._drawn,
+            "units",
+            k,
+            vocab,
+            unit.dtype,
+            unit.stop - unit.start,
+            _unit_example(count_steps, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)),
+        )
         return counts.reshape(-1)
 
     def _adjacent(self, unit: StepUnit) -> np.ndarray:
         """Pairs of adjacent rows of one case, independent as a conforming sampler's are."""
         law = self._law(unit)[0]
         pairs = (unit.stop - unit.start) // 2
-        _add(self._drawn, "units", unit.drafts.shape[1], unit.target.shape[-1], unit.dtype, unit.stop - unit.start, _unit_example(count_adjacent, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)))
+        _add(
+            self._drawn,
+            "units",
+            unit.drafts.shape[1],
+            unit.target.shape[-1],
+            unit.dtype,
+            unit.stop - unit.start,
+            _unit_example(count_adjacent, unit, lambda u, n: dataclasses.replace(u, stop=u.start + n)),
+        )
         return np.random.default_rng(unit.seed).multinomial(pairs, np.outer(law, law).reshape(-1))
 
     def _model(self, unit: ModelUnit) -> ModelTally:
@@ -270,15 +301,30 @@ class _ExactPool:
             self._last = (case, laws)
         rng = np.random.default_rng(unit.sampler)
         tally = ModelTally(*(rng.multinomial(unit.rows, law) for law in laws))
-        _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(tally_model, unit, lambda u, n: dataclasses.replace(u, rows=n)))
+        _add(
+            self._drawn,
+            "units",
+            case.k,
+            case.vocab_size,
+            unit.dtype,
+            unit.rows,
+            _unit_example(tally_model, unit, lambda u, n: dataclasses.replace(u, rows=n)),
+        )
         return tally
-
 
     def _lumped(self, work: Callable[[Any, Any], Any], unit: LumpedUnit) -> Any:
         """A production shape's counts: (accepted, cell of the last token) from the lumped law
         given the drafts, or each position's completed token and the accepted count."""
         case, rng = unit.case, np.random.default_rng(unit.seed)
-        _add(self._drawn, "units", case.k, case.vocab_size, unit.dtype, unit.rows, _unit_example(work, unit, lambda u, n: dataclasses.replace(u, rows=n)))
+        _add(
+            self._drawn,
+            "units",
+            case.k,
+            case.vocab_size,
+            unit.dtype,
+            unit.rows,
+            _unit_example(work, unit, lambda u, n: dataclasses.replace(u, rows=n)),
+        )
         if work is count_lumped:
             law = lumped_law(case, unit.cells, unit.n_cells)
             return rng.multinomial(unit.rows, law / law.sum())
@@ -299,7 +345,15 @@ class _ExactPool:
             per_row = np.full(len(law), rows)
         else:
             per_row = np.bincount((tally.start + np.arange(rows)) % tally.groups, minlength=tally.groups)
-        _add(self._drawn, "units", unit.num_tokens, unit.target.vocab_size, "loop", rows, _unit_example(tally_generations, unit, _fewer_rows))
+        _add(
+            self._drawn,
+            "units",
+            unit.num_tokens,
+            unit.target.vocab_size,
+            "loop",
+            rows,
+            _unit_example(tally_generations, unit, _fewer_rows),
+        )
         return np.stack([rng.multinomial(int(n), row) for n, row in zip(per_row, law)])
 
     def _generations(self, unit: LoopUnit) -> torch.Tensor:
@@ -313,7 +367,15 @@ class _ExactPool:
             out.append(token)
             prefix = torch.cat([prefix, token], dim=1)
         rows = unit.prompt.shape[0]
-        _add(self._drawn, "units", unit.num_tokens, unit.target.vocab_size, "loop", rows, _unit_example(generate, unit, _fewer_rows))
+        _add(
+            self._drawn,
+            "units",
+            unit.num_tokens,
+            unit.target.vocab_size,
+            "loop",
+            rows,
+            _unit_example(generate, unit, _fewer_rows),
+        )
         return torch.cat(out, dim=1) if out else torch.empty((rows, 0), dtype=torch.int64)
 
 
@@ -322,7 +384,15 @@ def _fewer_rows(unit: LoopUnit, rows: int) -> LoopUnit:
     return dataclasses.replace(unit, prompt=unit.prompt[:rows], params=params)
 
 
-def _add(drawn: dict[tuple[str, int, int, str], Drawn], where: str, k: int, vocab: int, dtype: Any, rows: int, example: Callable[[Any, int], int]) -> None:
+def _add(
+    drawn: dict[tuple[str, int, int, str], Drawn],
+    where: str,
+    k: int,
+    vocab: int,
+    dtype: Any,
+    rows: int,
+    example: Callable[[Any, int], int],
+) -> None:
     name = str(dtype).removeprefix("torch.")
     key = (where, k, vocab, name)
     known = drawn.get(key)

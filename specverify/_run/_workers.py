@@ -35,7 +35,12 @@ class Placement:
 
     @classmethod
     def of(
-        cls, workers: int | None, devices: Sequence[str] | None, executor: str, address: str | None, device: str | None = None
+        cls,
+        workers: int | None,
+        devices: Sequence[str] | None,
+        executor: str,
+        address: str | None,
+        device: str | None = None,
     ) -> Placement:
         """Validate the options; raise :class:`UsageError` (one line) on any that cannot work here."""
         if executor not in EXECUTORS:
@@ -68,10 +73,23 @@ class Placement:
         return self.workers > 1 or self.executor != "local" or self.devices is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"count": self.workers, "executor": self.executor, "devices": list(self.devices) if self.devices else None, "address": self.address}
+        return {
+            "count": self.workers,
+            "executor": self.executor,
+            "devices": list(self.devices) if self.devices else None,
+            "address": self.address,
+        }
 
 
-def open_pool(subject: SamplerUnderTest, sampler: Any, placement: Placement, *, spec: str | None, timeout: float | None, first_timeout: float) -> Pool:
+def open_pool(
+    subject: SamplerUnderTest,
+    sampler: Any,
+    placement: Placement,
+    *,
+    spec: str | None,
+    timeout: float | None,
+    first_timeout: float,
+) -> Pool:
     """The run's workers: ``subject`` and as many more as asked, each a supervised process of its own.
 
     Raises:
@@ -86,14 +104,21 @@ def open_pool(subject: SamplerUnderTest, sampler: Any, placement: Placement, *, 
         return SerialPool(subject)
     if subject.isolation != "process":
         why = f" ({subject.reason})" if subject.reason else ""
-        raise UsageError(f"{placement.workers} workers need a sampler that runs isolated, loaded by name (a spec, or a callable importable by name){why}")
+        raise UsageError(
+            f"{placement.workers} workers need a sampler that runs isolated, loaded by name (a spec, or a callable importable by name){why}"
+        )
     members: list[Any] = [subject]
     try:
         for index in range(1, placement.workers):
             members.append(
                 SamplerUnderTest(
-                    sampler, isolation="process", device=placement.device(index), timeout=timeout,
-                    first_timeout=first_timeout, spec=spec, generation=subject.kind.generation,
+                    sampler,
+                    isolation="process",
+                    device=placement.device(index),
+                    timeout=timeout,
+                    first_timeout=first_timeout,
+                    spec=spec,
+                    generation=subject.kind.generation,
                 )
             )
     except BaseException:

@@ -176,7 +176,9 @@ class TreeBatch:
             torch.cat([pad(t.parents, PADDING) for t in trees]),
             torch.cat([pad(t.tokens, -1) for t in trees]),
             torch.cat([pad(t.target_probs, 0.0) for t in trees]),
-            None if drafts[0] is None else torch.cat([pad(d, 0.0) for d in drafts if d is not None]),  # all or none (above)
+            None
+            if drafts[0] is None
+            else torch.cat([pad(d, 0.0) for d in drafts if d is not None]),  # all or none (above)
         )
 
     def path_tokens(self, path: torch.Tensor) -> torch.Tensor:
@@ -241,7 +243,9 @@ def _validate(tree: TreeBatch) -> None:
             raise ValueError(f"TreeBatch.{name} must be an int64 tensor [B, N], got {_describe(value)}")
     batch, width = parents.shape
     if width < 1 or tokens.shape != parents.shape:
-        raise ValueError(f"TreeBatch.tokens has shape {tuple(tokens.shape)}, parents {tuple(parents.shape)}: need the same [B, N], N >= 1")
+        raise ValueError(
+            f"TreeBatch.tokens has shape {tuple(tokens.shape)}, parents {tuple(parents.shape)}: need the same [B, N], N >= 1"
+        )
     laws: tuple[tuple[str, torch.Tensor | None], ...] = (("target_probs", target), ("draft_probs", draft))
     for name, law in laws:
         if law is None and name == "draft_probs":
@@ -262,7 +266,10 @@ def _validate(tree: TreeBatch) -> None:
 
     fail(parents[:, :1] != -1, lambda b, i: f"the root's parent is {int(parents[b, 0])}, expected -1")
     real = parents != PADDING
-    fail(torch.cat([real[:, :1] & False, real[:, 1:] & ~real[:, :-1]], dim=1), lambda b, i: "a real node after a padding node (padding must be a suffix)")
+    fail(
+        torch.cat([real[:, :1] & False, real[:, 1:] & ~real[:, :-1]], dim=1),
+        lambda b, i: "a real node after a padding node (padding must be a suffix)",
+    )
     index = torch.arange(width, device=parents.device)
     bad_parent = real & (index > 0) & ((parents < 0) | (parents >= index))
     fail(bad_parent, lambda b, i: f"parent {int(parents[b, i])} is not an earlier node (need 0 <= parent < {i})")
@@ -277,10 +284,17 @@ def _validate(tree: TreeBatch) -> None:
 
 
 def _check_rows(
-    probs: torch.Tensor, used: torch.Tensor, name: str, fail: Callable[..., None], nonnegative_only: torch.Tensor | None = None
+    probs: torch.Tensor,
+    used: torch.Tensor,
+    name: str,
+    fail: Callable[..., None],
+    nonnegative_only: torch.Tensor | None = None,
 ) -> None:
     checked = used if nonnegative_only is None else nonnegative_only
-    fail(checked & ~(probs.isfinite() & (probs >= 0)).all(dim=-1), lambda b, i: f"{name} has a negative or non-finite entry")
+    fail(
+        checked & ~(probs.isfinite() & (probs >= 0)).all(dim=-1),
+        lambda b, i: f"{name} has a negative or non-finite entry",
+    )
     fail(used & ~(probs.sum(dim=-1) > 0), lambda b, i: f"{name} sums to 0 where it is read")
 
 
@@ -322,20 +336,68 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
     path, token = (x.to(tree.parents.device) for x in output)
     checks: list[tuple[str, torch.Tensor, Callable[[int], str], str]] = []
     gap = (path[:, :-1] == -1) & (path[:, 1:] != -1)
-    checks.append(("path-root", path[:, 0] != 0, lambda r: f"row {r}: the path starts at node {int(path[r, 0])}, not the root 0", "contract"))
-    checks.append(("path-padding", gap.any(-1), lambda r: f"row {r}: path {path[r].tolist()} has a node after -1 padding", "contract"))
+    checks.append(
+        (
+            "path-root",
+            path[:, 0] != 0,
+            lambda r: f"row {r}: the path starts at node {int(path[r, 0])}, not the root 0",
+            "contract",
+        )
+    )
+    checks.append(
+        (
+            "path-padding",
+            gap.any(-1),
+            lambda r: f"row {r}: path {path[r].tolist()} has a node after -1 padding",
+            "contract",
+        )
+    )
     out_of_range = (path < -1) | (path >= tree.num_nodes[:, None])
-    checks.append(("path-range", out_of_range.any(-1), lambda r: f"row {r}: path node {_first(path[r], out_of_range[r])} is not one of the row's {int(tree.num_nodes[r])} nodes", "contract"))
+    checks.append(
+        (
+            "path-range",
+            out_of_range.any(-1),
+            lambda r: (
+                f"row {r}: path node {_first(path[r], out_of_range[r])} is not one of the row's {int(tree.num_nodes[r])} nodes"
+            ),
+            "contract",
+        )
+    )
     if not out_of_range.any():
         steps = path[:, 1:]
         taken = steps >= 0
         parent_of = tree.parents.gather(1, steps.clamp_min(0))
         broken = taken & (parent_of != path[:, :-1])
-        checks.append(("path-edge", broken.any(-1), lambda r: f"row {r}: path {path[r].tolist()} steps to node {_first(steps[r], broken[r])}, which is not a child of the node before it", "contract"))
+        checks.append(
+            (
+                "path-edge",
+                broken.any(-1),
+                lambda r: (
+                    f"row {r}: path {path[r].tolist()} steps to node {_first(steps[r], broken[r])}, which is not a child of the node before it"
+                ),
+                "contract",
+            )
+        )
         no_token = token < 0
-        checks.append(("no-token", no_token, lambda r: f"row {r}: emitted no token (token {int(token[r])}) after path {path[r][path[r] >= 0].tolist()}: a verifier emits one token after the accepted path, the target's bonus or residual draw", "contract"))
+        checks.append(
+            (
+                "no-token",
+                no_token,
+                lambda r: (
+                    f"row {r}: emitted no token (token {int(token[r])}) after path {path[r][path[r] >= 0].tolist()}: a verifier emits one token after the accepted path, the target's bonus or residual draw"
+                ),
+                "contract",
+            )
+        )
         bad_token = token >= vocab
-        checks.append(("token-range", bad_token, lambda r: f"row {r}: emitted token {int(token[r])} is outside [0, {vocab})", "contract"))
+        checks.append(
+            (
+                "token-range",
+                bad_token,
+                lambda r: f"row {r}: emitted token {int(token[r])} is outside [0, {vocab})",
+                "contract",
+            )
+        )
         bad_token = bad_token | no_token
         if not broken.any() and not bad_token.any():
             rows = torch.arange(batch, device=path.device)
@@ -344,8 +406,26 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
             node_tokens = torch.where(taken, tree.tokens.gather(1, steps.clamp_min(0)), 0)
             at_parent = tree.target_probs[rows[:, None], path[:, :-1].clamp_min(0), node_tokens]
             accepted_zero = taken & (at_parent == 0)
-            checks.append(("zero-target", accepted_zero.any(-1), lambda r: f"row {r}: accepted node {_first(steps[r], accepted_zero[r])} holds token {_first(node_tokens[r], accepted_zero[r])}, of target probability 0 at its parent", "support"))
-            checks.append(("zero-target", emitted_zero, lambda r: f"row {r}: emitted token {int(token[r])} after node {int(last[r])}, where the target probability is 0", "support"))
+            checks.append(
+                (
+                    "zero-target",
+                    accepted_zero.any(-1),
+                    lambda r: (
+                        f"row {r}: accepted node {_first(steps[r], accepted_zero[r])} holds token {_first(node_tokens[r], accepted_zero[r])}, of target probability 0 at its parent"
+                    ),
+                    "support",
+                )
+            )
+            checks.append(
+                (
+                    "zero-target",
+                    emitted_zero,
+                    lambda r: (
+                        f"row {r}: emitted token {int(token[r])} after node {int(last[r])}, where the target probability is 0"
+                    ),
+                    "support",
+                )
+            )
     violations = []
     for rule, mask, describe, finding in checks:
         bad = mask.nonzero()

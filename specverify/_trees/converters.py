@@ -68,7 +68,13 @@ def canonical_order(parents: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return torch.where(valid[:, None], identity, order)
 
 
-def renumbered(order: torch.Tensor, parents_src: torch.Tensor, tokens: torch.Tensor, target: torch.Tensor, draft: torch.Tensor | None) -> TreeBatch:
+def renumbered(
+    order: torch.Tensor,
+    parents_src: torch.Tensor,
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    draft: torch.Tensor | None,
+) -> TreeBatch:
     inverse = torch.full_like(order, -1)
     b, n = (order >= 0).nonzero(as_tuple=True)
     inverse[b, order[b, n]] = n
@@ -124,7 +130,9 @@ class SGLangTree:
         if accept.shape[1] < columns:
             accept = torch.cat([accept, accept.new_full((batch, columns - accept.shape[1]), -1)], dim=1)
         count = accept_token_num.to(torch.int64)
-        flat_of_node = torch.where(self.order >= 0, self.retrive_index.to(torch.int64).gather(1, self.order.clamp_min(0)), -3)
+        flat_of_node = torch.where(
+            self.order >= 0, self.retrive_index.to(torch.int64).gather(1, self.order.clamp_min(0)), -3
+        )
         match = accept[:, :, None] == flat_of_node[:, None, :]
         node = torch.where(match.any(-1), match.to(torch.int64).argmax(-1), width)  # width: no such node
         steps = torch.arange(columns, device=accept.device)
@@ -181,7 +189,9 @@ def from_sglang(
         times.index_put_((b, child), torch.ones_like(child), accumulate=True)
         frontier = torch.where(live, next_sibling.gather(1, frontier.clamp_min(0)), -1)
     if (times > 1).any() or (times[:, 0] > 0).any():
-        raise ValueError("SGLang layout: a node is listed twice by first-child / next-sibling links (or the root is a child)")
+        raise ValueError(
+            "SGLang layout: a node is listed twice by first-child / next-sibling links (or the root is a child)"
+        )
     parents = torch.where(_connected(parents), parents, PADDING)
     order = canonical_order(parents, rank)
     tree = renumbered(order, parents, candidates, target_probs, draft_probs)

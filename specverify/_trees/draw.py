@@ -21,7 +21,9 @@ from .contract import TreeBatch
 __all__ = ["completed_sequences", "draw_tree", "emitted_sequences"]
 
 
-def draw_tree(model: Model, parents: Sequence[int], batch: int, generator: torch.Generator, *, replacement: bool) -> TreeBatch:
+def draw_tree(
+    model: Model, parents: Sequence[int], batch: int, generator: torch.Generator, *, replacement: bool
+) -> TreeBatch:
     """``batch`` rows of the static tree ``parents``, candidates drawn from the model's draft.
 
     Each node's children are drawn from the draft law after the node's prefix, i.i.d.

@@ -46,8 +46,8 @@ from typing import Any
 
 import torch
 
-from .contract import ALGORITHMS, TreeBatch
 from .._oracle import normalise
+from .contract import ALGORITHMS, TreeBatch
 
 __all__ = [
     "accepted_law",
@@ -157,13 +157,17 @@ def block_law(tree: TreeBatch) -> torch.Tensor:
     h, weight = _block_thresholds(p, q, tree.tokens[:, 1:])
     # P(tau = i) = h_i prod_{j > i} (1 - h_j), with h_0 = 1
     h_full = torch.cat([torch.ones_like(h[:, :1]), h], dim=1)
-    later = torch.cat([torch.flip(torch.cumprod(torch.flip(1.0 - h, [1]), dim=1), [1]), torch.ones_like(h[:, :1])], dim=1)
+    later = torch.cat(
+        [torch.flip(torch.cumprod(torch.flip(1.0 - h, [1]), dim=1), [1]), torch.ones_like(h[:, :1])], dim=1
+    )
     stop = h_full * later
     # the residual at tau < K; at tau = K the "residual" against a zero draft row is p_K itself
     q_pad = torch.cat([q[:, :k], torch.zeros_like(q[:, :1])], dim=1)
     r = (weight.unsqueeze(-1) * p - q_pad).clamp_min(0.0)
     mass = r.sum(dim=-1, keepdim=True)
-    dist = torch.where(mass > p.shape[-1] * torch.finfo(torch.float64).eps, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p)
+    dist = torch.where(
+        mass > p.shape[-1] * torch.finfo(torch.float64).eps, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p
+    )
     return stop.unsqueeze(-1) * dist
 
 
@@ -179,7 +183,9 @@ def _block_thresholds(p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor) ->
     weight = torch.stack(weights, dim=1)
     z = (weight[:, 1:k, None] * p[:, 1:k] - q[:, 1:k]).clamp_min(0.0).sum(dim=-1)
     denom = z + 1.0 - weight[:, 1:k]
-    h_inner = torch.where(denom > 0, z / denom.clamp_min(torch.finfo(torch.float64).tiny), 0.0).clamp(0.0, 1.0)  # (z + 1) - w rounds
+    h_inner = torch.where(denom > 0, z / denom.clamp_min(torch.finfo(torch.float64).tiny), 0.0).clamp(
+        0.0, 1.0
+    )  # (z + 1) - w rounds
     return torch.cat([h_inner, weight[:, k:]], dim=1), weight
 
 
@@ -333,7 +339,9 @@ def fixed_emitted_law_scalar(
     return law
 
 
-def _drawn_trees(draft: LawFn, parents: Sequence[int], vocab: int, algorithm: str) -> Iterator[tuple[Any, tuple[int, ...]]]:
+def _drawn_trees(
+    draft: LawFn, parents: Sequence[int], vocab: int, algorithm: str
+) -> Iterator[tuple[Any, tuple[int, ...]]]:
     """Every assignment of candidate tokens with its probability, children drawn from the draft
     at their parent: i.i.d. (``specinfer``) or without replacement (``without-replacement``)."""
     _check_algorithm(algorithm, ("specinfer", "without-replacement"))
@@ -410,7 +418,9 @@ def _drawn_chains(draft: LawFn, vocab: int, k: int) -> Iterator[tuple[tuple[int,
             yield drafts, weight
 
 
-def completed_law_scalar(emitted: dict[tuple[int, ...], Any], target: LawFn, vocab: int, length: int) -> dict[tuple[int, ...], Any]:
+def completed_law_scalar(
+    emitted: dict[tuple[int, ...], Any], target: LawFn, vocab: int, length: int
+) -> dict[tuple[int, ...], Any]:
     """An emitted law completed to ``length`` tokens by the target; lossless means it equals
     :func:`specverify._exact.target_law_scalar` of that length."""
     law: dict[tuple[int, ...], Any] = {}

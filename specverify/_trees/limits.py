@@ -54,7 +54,12 @@ class TreeLimits:
 
     @classmethod
     def of(cls, capabilities: Capabilities) -> TreeLimits:
-        return cls(capabilities.max_children, capabilities.max_depth, capabilities.max_nodes, tuple(capabilities.reserved_tokens))
+        return cls(
+            capabilities.max_children,
+            capabilities.max_depth,
+            capabilities.max_nodes,
+            tuple(capabilities.reserved_tokens),
+        )
 
     @property
     def declared(self) -> bool:
@@ -64,13 +69,19 @@ class TreeLimits:
         """The limits in words (``shape_only``: children, depth, nodes; empty when none is declared)."""
         parts = [
             f"{label} {value}"
-            for label, value in (("at most", self.max_children), ("depth at most", self.max_depth), ("nodes at most", self.max_nodes))
+            for label, value in (
+                ("at most", self.max_children),
+                ("depth at most", self.max_depth),
+                ("nodes at most", self.max_nodes),
+            )
             if value is not None
         ]
         if self.max_children is not None:
             parts[0] += " children a node"
         if self.reserved and not shape_only:
-            parts.append(f"token{'s' if len(self.reserved) > 1 else ''} {', '.join(map(str, self.reserved))} never a candidate")
+            parts.append(
+                f"token{'s' if len(self.reserved) > 1 else ''} {', '.join(map(str, self.reserved))} never a candidate"
+            )
         return "; ".join(parts)
 
     def shape_reason(self, parents: Sequence[int], vocab: int | None = None, *, distinct: bool = False) -> str | None:

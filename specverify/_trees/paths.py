@@ -131,7 +131,9 @@ def _batched(value: torch.Tensor, dims: int, batch: int, name: str) -> torch.Ten
         return value.to(torch.int64)[None].expand(batch, *value.shape)
     if value.dim() == dims + 1 and value.shape[0] == batch:
         return value.to(torch.int64)
-    raise ValueError(f"{name} has shape {tuple(value.shape)}: expected {dims} dimensions (shared) or {dims + 1} with batch {batch} first")
+    raise ValueError(
+        f"{name} has shape {tuple(value.shape)}: expected {dims} dimensions (shared) or {dims + 1} with batch {batch} first"
+    )
 
 
 def _parents_from_rows(paths: torch.Tensor, width: int, where: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,14 +152,20 @@ def _parents_from_rows(paths: torch.Tensor, width: int, where: str) -> tuple[tor
     b = torch.arange(batch, device=paths.device)[:, None, None].expand_as(edge)[edge]
     child, parent = paths[:, :, 1:][edge], paths[:, :, :-1][edge]
     flat = b * width + child
-    low = torch.full((batch * width,), width, dtype=torch.int64, device=paths.device).scatter_reduce(0, flat, parent, "amin")
-    high = torch.full((batch * width,), -1, dtype=torch.int64, device=paths.device).scatter_reduce(0, flat, parent, "amax")
+    low = torch.full((batch * width,), width, dtype=torch.int64, device=paths.device).scatter_reduce(
+        0, flat, parent, "amin"
+    )
+    high = torch.full((batch * width,), -1, dtype=torch.int64, device=paths.device).scatter_reduce(
+        0, flat, parent, "amax"
+    )
     if (high[flat] != low[flat]).any():
         raise ValueError(f"{where}: a node has two different parents in retrieve_indices")
     parents = torch.where(high >= 0, high, PADDING).reshape(batch, width)
     parents[:, 0] = torch.where(live.any(dim=1), -1, PADDING)
     row = torch.arange(leaves, device=paths.device)[None, :, None].expand_as(edge)[edge]
-    first_row = torch.full((batch * width,), leaves, dtype=torch.int64, device=paths.device).scatter_reduce(0, flat, row, "amin")
+    first_row = torch.full((batch * width,), leaves, dtype=torch.int64, device=paths.device).scatter_reduce(
+        0, flat, row, "amin"
+    )
     return parents, first_row.reshape(batch, width)
 
 
@@ -192,7 +200,13 @@ class EagleTree(_LeafPaths):
         parent = self.tree.children[:, :, 0] >= 0
         rank = parent.cumsum(dim=1) - 1
         draft = self._draft()
-        rows = torch.zeros(self.tree.batch, max(int(parent.sum(dim=1).max()), 1), self.tree.vocab, dtype=draft.dtype, device=draft.device)
+        rows = torch.zeros(
+            self.tree.batch,
+            max(int(parent.sum(dim=1).max()), 1),
+            self.tree.vocab,
+            dtype=draft.dtype,
+            device=draft.device,
+        )
         b, n = parent.nonzero(as_tuple=True)
         rows[b, rank[b, n]] = draft[b, n]
         return rows
@@ -225,7 +239,10 @@ class EagleTree(_LeafPaths):
 
 
 def from_eagle(
-    retrieve_indices: torch.Tensor, tokens: torch.Tensor, target_probs: torch.Tensor, draft_probs: torch.Tensor | None = None
+    retrieve_indices: torch.Tensor,
+    tokens: torch.Tensor,
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None = None,
 ) -> EagleTree:
     """EAGLE's leaf-path matrix (``[L, D+1]`` shared or ``[B, L, D+1]``, -1 padded) over per-node
     ``tokens [B, N]``, ``target_probs [B, N, V]`` and ``draft_probs`` (the law each node's children
@@ -276,7 +293,11 @@ class MedusaTree(_LeafPaths):
         mask = torch.zeros(self.tree.batch, self.tree.width, self.tree.width, dtype=torch.float32, device=paths.device)
         b, n, k = (paths >= 0).nonzero(as_tuple=True)
         mask[b, n, paths[b, n, k]] = 1.0
-        return {"medusa_attn_mask": mask, "medusa_position_ids": self.tree.node_depth, "retrieve_indices": self.retrieve_indices}
+        return {
+            "medusa_attn_mask": mask,
+            "medusa_position_ids": self.tree.node_depth,
+            "retrieve_indices": self.retrieve_indices,
+        }
 
 
 def _parents_from_mask(mask: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
@@ -296,7 +317,9 @@ def _parents_from_mask(mask: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
     index = torch.arange(width, device=mask.device)
     child = real & (index > 0)
     if (child & ((strict.sum(dim=2) != depth) | (above.sum(dim=2) != 1))).any():
-        raise ValueError("Medusa layout: a node's ancestors in medusa_attn_mask are not one per depth above it (position ids and mask disagree)")
+        raise ValueError(
+            "Medusa layout: a node's ancestors in medusa_attn_mask are not one per depth above it (position ids and mask disagree)"
+        )
     inherited = torch.gather(strict | eye, 1, parents.clamp_min(0)[:, :, None].expand(-1, -1, width))
     if (child[:, :, None] & (inherited != strict)).any():
         raise ValueError("Medusa layout: a node does not see exactly its parent and the parent's ancestors")
@@ -320,7 +343,9 @@ def from_medusa(
     depth = _batched(medusa_buffers["medusa_position_ids"], 1, batch, "Medusa layout: medusa_position_ids")
     paths = _batched(medusa_buffers["retrieve_indices"], 2, batch, "Medusa layout: retrieve_indices")
     if mask.shape[1:] != (width, width) or depth.shape[1] != width:
-        raise ValueError(f"Medusa layout: medusa_attn_mask {tuple(mask.shape)} and medusa_position_ids {tuple(depth.shape)} need N = {width} nodes")
+        raise ValueError(
+            f"Medusa layout: medusa_attn_mask {tuple(mask.shape)} and medusa_position_ids {tuple(depth.shape)} need N = {width} nodes"
+        )
     parents = _parents_from_mask(mask, depth)
     row_parents, _ = _parents_from_rows(paths, width, "Medusa layout")
     on_rows = row_parents != PADDING

@@ -56,7 +56,9 @@ class SequoiaTree:
         if prefix is None:
             prefix = tree.tokens[:, :1].clamp_min(0).expand(tree.batch, self.prefix_len)
         if prefix.shape != (tree.batch, self.prefix_len):
-            raise ValueError(f"SequoiaTree.sequence: prefix has shape {tuple(prefix.shape)}, expected [{tree.batch}, {self.prefix_len}]")
+            raise ValueError(
+                f"SequoiaTree.sequence: prefix has shape {tuple(prefix.shape)}, expected [{tree.batch}, {self.prefix_len}]"
+            )
         return torch.cat([prefix.to(torch.int64), torch.where(tree.real, tree.tokens, 0)[:, 1:]], dim=1)
 
     def to_path(self, accept_list: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,7 +81,9 @@ class SequoiaTree:
         inverse[b, self.order[b, n]] = n
         path = torch.where(taken, inverse.gather(1, torch.where((local >= 0) & (local < width), local, width)), -1)
         expected = torch.arange(self.prefix_len, device=positions.device)
-        prefix_ok = (positions[:, : self.prefix_len] == expected).all(dim=1) if positions.shape[1] >= self.prefix_len else False
+        prefix_ok = (
+            (positions[:, : self.prefix_len] == expected).all(dim=1) if positions.shape[1] >= self.prefix_len else False
+        )
         path[:, 0] = torch.where(torch.as_tensor(prefix_ok, device=positions.device), path[:, 0], width)
         return path, token.to(torch.int64).reshape(batch)
 
@@ -92,24 +96,32 @@ class SequoiaTree:
         return torch.cat([prefix, nodes], dim=1), token
 
 
-def _successor_tensor(successors: torch.Tensor | Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]], batch: int, width: int) -> torch.Tensor:
+def _successor_tensor(
+    successors: torch.Tensor | Sequence[Sequence[int]] | Sequence[Sequence[Sequence[int]]], batch: int, width: int
+) -> torch.Tensor:
     """``[B, N, C]`` int64 from a tensor (``[N, C]`` shared or ``[B, N, C]``) or Python lists."""
     if not isinstance(successors, torch.Tensor):
         rows: list[Any] = list(successors)
         nested = any(isinstance(x, Sequence) and any(isinstance(y, Sequence) for y in x) for x in rows)
-        per_row: list[list[list[int]]] = [[[int(c) for c in node] for node in row] for row in (rows if nested else [rows] * batch)]
+        per_row: list[list[list[int]]] = [
+            [[int(c) for c in node] for node in row] for row in (rows if nested else [rows] * batch)
+        ]
         most = max((len(c) for row in per_row for c in row), default=0)
         table = torch.full((len(per_row), width, max(most, 1)), -1, dtype=torch.int64)
         for b, row in enumerate(per_row):  # Python lists: one tree of at most N nodes a row
             if len(row) > width:
-                raise ValueError(f"Sequoia layout: row {b} lists successors for {len(row)} nodes, more than N = {width}")
+                raise ValueError(
+                    f"Sequoia layout: row {b} lists successors for {len(row)} nodes, more than N = {width}"
+                )
             for i, children in enumerate(row):
                 table[b, i, : len(children)] = torch.tensor(children, dtype=torch.int64)
         successors = table
     if successors.dim() == 2:
         successors = successors[None].expand(batch, *successors.shape)
     if successors.dim() != 3 or successors.shape[:2] != (batch, width):
-        raise ValueError(f"Sequoia layout: successors has shape {tuple(successors.shape)}, expected [{batch}, {width}, C] or [{width}, C]")
+        raise ValueError(
+            f"Sequoia layout: successors has shape {tuple(successors.shape)}, expected [{batch}, {width}, C] or [{width}, C]"
+        )
     return successors.to(torch.int64)
 
 
@@ -127,7 +139,9 @@ def from_sequoia(
     were drawn from).  Nodes the root's successors never reach are padding."""
     batch, width = target_probs.shape[:2]
     if prefix_len < 1 or tokens.shape != (batch, prefix_len - 1 + width):
-        raise ValueError(f"Sequoia layout: tokens has shape {tuple(tokens.shape)}, expected [{batch}, {prefix_len - 1 + width}] (prefix_len {prefix_len} >= 1, then N = {width} nodes)")
+        raise ValueError(
+            f"Sequoia layout: tokens has shape {tuple(tokens.shape)}, expected [{batch}, {prefix_len - 1 + width}] (prefix_len {prefix_len} >= 1, then N = {width} nodes)"
+        )
     table = _successor_tensor(successors, batch, width)
     listed = table >= 0
     if ((listed & (table >= width)) | (table < -1)).any():
@@ -136,7 +150,9 @@ def from_sequoia(
         raise ValueError("Sequoia layout: a successor list has a -1 before a node")
     node = torch.arange(width, device=table.device)[None, :, None].expand_as(table)
     if (listed & (table <= node)).any():
-        raise ValueError("Sequoia layout: a successor does not come after its node (a parent after its child; Sequoia grows children after their parents)")
+        raise ValueError(
+            "Sequoia layout: a successor does not come after its node (a parent after its child; Sequoia grows children after their parents)"
+        )
     b = torch.arange(batch, device=table.device)[:, None, None].expand_as(table)[listed]
     child = table[listed]
     times = torch.zeros(batch, width, dtype=torch.int64, device=table.device)

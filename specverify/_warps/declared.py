@@ -20,12 +20,20 @@ from typing import Any
 import torch
 
 from .._evidence import DeclaredWarpRecord
+from ..errors import SamplerFault, Violation
 from .findings import DEFAULT_PRESET
 from .presets import PRESETS, WarpFunction, preset
 from .rules import SamplingParams
-from ..errors import SamplerFault, Violation
 
-__all__ = ["DEFAULT_PRESET", "DeclaredWarp", "declared_warp", "from_reference", "resolve_warp", "warp_fault", "warp_reference"]
+__all__ = [
+    "DEFAULT_PRESET",
+    "DeclaredWarp",
+    "declared_warp",
+    "from_reference",
+    "resolve_warp",
+    "warp_fault",
+    "warp_reference",
+]
 
 #: How far a declared warp's row may sum from 1 and still be a law.
 SUM_TOLERANCE = 1e-6
@@ -54,15 +62,21 @@ class DeclaredWarp:
             law = self.function(logits, params)
         except Exception as exc:  # the sampler's own code: anything it raises is evidence
             text = str(exc).strip().splitlines()
-            raise warp_fault(f"the declared warp {self.name} raised {type(exc).__name__}: {text[0] if text else '(no message)'}") from exc
+            raise warp_fault(
+                f"the declared warp {self.name} raised {type(exc).__name__}: {text[0] if text else '(no message)'}"
+            ) from exc
         if not isinstance(law, torch.Tensor) or tuple(law.shape) != tuple(logits.shape):
             shape = tuple(law.shape) if isinstance(law, torch.Tensor) else type(law).__name__
-            raise warp_fault(f"the declared warp {self.name} returned {shape}, expected probabilities of shape {tuple(logits.shape)}")
+            raise warp_fault(
+                f"the declared warp {self.name} returned {shape}, expected probabilities of shape {tuple(logits.shape)}"
+            )
         law = law.to(torch.float64)
         bad = ~torch.isfinite(law).all(-1) | (law < 0).any(-1) | ((law.sum(-1) - 1).abs() > SUM_TOLERANCE)
         if bool(bad.any()):
             where = tuple(int(i) for i in bad.nonzero()[0])
-            raise warp_fault(f"the declared warp {self.name} returned a row that is not probabilities at {where}: {law[where].tolist()}")
+            raise warp_fault(
+                f"the declared warp {self.name} returned a row that is not probabilities at {where}: {law[where].tolist()}"
+            )
         return law
 
     def describe(self) -> DeclaredWarpRecord:
@@ -73,7 +87,11 @@ class DeclaredWarp:
     def statement(self) -> str:
         """One line for the output: which law the sampler was judged by."""
         if self.declared:
-            return f"judged by its declared warp {self.name!r}" if self.preset else f"judged by its declared warp {self.name}"
+            return (
+                f"judged by its declared warp {self.name!r}"
+                if self.preset
+                else f"judged by its declared warp {self.name}"
+            )
         return f"judged by the {DEFAULT_PRESET} preset's warp (no warp declared: declare warp= one of {', '.join(PRESETS)} or a callable)"
 
 
@@ -92,7 +110,9 @@ def resolve_warp(value: Any) -> DeclaredWarp:
     if callable(value):
         name = getattr(value, "__qualname__", None) or type(value).__qualname__
         return DeclaredWarp(f"{getattr(value, '__module__', '?')}.{name}", True, value)
-    raise ValueError(f"warp= takes a preset name ({', '.join(map(repr, PRESETS))}) or a callable (logits, params) -> probabilities, not a {type(value).__name__}")
+    raise ValueError(
+        f"warp= takes a preset name ({', '.join(map(repr, PRESETS))}) or a callable (logits, params) -> probabilities, not a {type(value).__name__}"
+    )
 
 
 def declared_warp(sampler: Any) -> DeclaredWarp:
@@ -121,7 +141,9 @@ def warp_reference(sampler: Any, *, strict: bool = True) -> str | tuple[str, str
     if not module or "<" in name or _imported(module, name) is not value:
         if not strict:
             return None
-        raise ValueError(f"the declared warp {resolved.name} is not importable by name, so an isolated run cannot judge by it: make it a module-level function, or run in-process")
+        raise ValueError(
+            f"the declared warp {resolved.name} is not importable by name, so an isolated run cannot judge by it: make it a module-level function, or run in-process"
+        )
     return (module, name)
 
 

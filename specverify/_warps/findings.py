@@ -54,7 +54,9 @@ class WarpFinding:
     def judged(self) -> str:
         """Which law the run judged by: ``judged against vllm's warp (declared: vllm)``."""
         if not self.declared:
-            return f"judged against {DEFAULT_PRESET}' warp (undeclared: declare warp= to be judged by your engine's own)"
+            return (
+                f"judged against {DEFAULT_PRESET}' warp (undeclared: declare warp= to be judged by your engine's own)"
+            )
         if self.preset is not None:
             return f"judged against {self.preset}'s warp (declared: {self.preset})"
         return f"judged against its own warp {self.name} (declared)"
@@ -90,9 +92,19 @@ def warp_finding(record: Any) -> WarpFinding | None:
         return None
     found = []
     for item in record.get("differences") or ():
-        if isinstance(item, Mapping) and isinstance(item.get("preset"), str) and isinstance(item.get("tv"), (int, float)):
+        if (
+            isinstance(item, Mapping)
+            and isinstance(item.get("preset"), str)
+            and isinstance(item.get("tv"), (int, float))
+        ):
             case = item.get("case")
             found.append(PresetDifference(item["preset"], float(item["tv"]), case if isinstance(case, str) else None))
     preset = record.get("preset")
     fault = record.get("fault")
-    return WarpFinding(record["name"], bool(record.get("declared")), preset if isinstance(preset, str) else None, tuple(found), fault if isinstance(fault, str) else None)
+    return WarpFinding(
+        record["name"],
+        bool(record.get("declared")),
+        preset if isinstance(preset, str) else None,
+        tuple(found),
+        fault if isinstance(fault, str) else None,
+    )

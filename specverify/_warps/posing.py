@@ -45,7 +45,9 @@ _CACHE_MAX_ELEMENTS = 1 << 21
 _OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
-def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing) -> tuple[torch.Tensor, SamplingParams]:
+def pose_for(
+    target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing
+) -> tuple[torch.Tensor, SamplingParams]:
     """Logits ``[B, K+1, V]`` (float64) and per-row parameters whose *declared* warp is
     ``target_probs`` (each row over its sum); ``pose`` is the layout's usual posing
     (:func:`specverify._kinds.logits_posing.pose`, passed in: the layout builds on this module).
@@ -58,7 +60,13 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
         return pose(target_probs, parameters)
     if target_probs.numel() > _CACHE_MAX_ELEMENTS:  # production-sized cases: posed every time, never kept
         return _posed(target_probs, parameters, oracle, pose)
-    key = (oracle.name, tuple(parameters), tuple(target_probs.shape), str(target_probs.dtype), hash(target_probs.detach().to(torch.float64).cpu().numpy().tobytes()))
+    key = (
+        oracle.name,
+        tuple(parameters),
+        tuple(target_probs.shape),
+        str(target_probs.dtype),
+        hash(target_probs.detach().to(torch.float64).cpu().numpy().tobytes()),
+    )
     if key not in _CACHE:  # a statistical check calls the sampler on one case many times
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -67,7 +75,9 @@ def pose_for(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Decl
     return logits.to(target_probs.device).clone(), params.to(target_probs.device)
 
 
-def _posed(target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing) -> tuple[torch.Tensor, SamplingParams]:
+def _posed(
+    target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing
+) -> tuple[torch.Tensor, SamplingParams]:
     logits, params = pose(target_probs, parameters)
     p = target_probs.to(torch.float64)
     p = p / p.sum(dim=-1, keepdim=True)
@@ -94,12 +104,16 @@ def _posed(target_probs: torch.Tensor, parameters: Sequence[str], oracle: Declar
             break
     if bool(left.any()):
         row = int(left.nonzero()[0, 0])
-        raise warp_fault(f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature only): "
-                        "it is not the identity where every cut is off")
+        raise warp_fault(
+            f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature only): "
+            "it is not the identity where every cut is off"
+        )
     return chosen_logits, chosen
 
 
-def _temperature_last(p: torch.Tensor, parameters: Sequence[str], temperature: torch.Tensor, pose: Posing) -> tuple[torch.Tensor, SamplingParams]:
+def _temperature_last(
+    p: torch.Tensor, parameters: Sequence[str], temperature: torch.Tensor, pose: Posing
+) -> tuple[torch.Tensor, SamplingParams]:
     """The cuts set on the temperature-1 law ``p ** T`` (renormalised), the temperature divided last."""
     t = torch.where(temperature == 0, 1.0, temperature).to(p.dtype)[:, None, None]
     q = torch.where(p > 0, p.clamp_min(1e-300).log() * t, -torch.inf).softmax(dim=-1)
@@ -113,13 +127,19 @@ def _no_cuts(p: torch.Tensor, logits: torch.Tensor, params: SamplingParams) -> t
     scale = torch.where(t == 0, 1.0, t).to(p.dtype)[:, None, None]
     plain = torch.where(p > 0, p.clamp_min(1e-300).log() * scale, -torch.inf)
     greedy = (t == 0)[:, None, None]
-    off = {name: torch.full_like(getattr(params, name), _OFF[name]) for name in _OFF if getattr(params, name) is not None}
+    off = {
+        name: torch.full_like(getattr(params, name), _OFF[name]) for name in _OFF if getattr(params, name) is not None
+    }
     return torch.where(greedy, logits, plain), dataclasses.replace(params, **off)
 
 
 def _only_top_k(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, SamplingParams]:
     """The usual posing with only its ``top_k`` cut: the same set whichever the temperature's place."""
-    off = {name: torch.full_like(getattr(params, name), _OFF[name]) for name in ("top_p", "min_p") if getattr(params, name) is not None}
+    off = {
+        name: torch.full_like(getattr(params, name), _OFF[name])
+        for name in ("top_p", "min_p")
+        if getattr(params, name) is not None
+    }
     return logits, dataclasses.replace(params, **off)
 
 

@@ -84,7 +84,9 @@ class Convention:
             probs = torch.where(greedy, one_hot, probs)
         return probs
 
-    def _chain(self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def _chain(
+        self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
         """The cuts one after the other, each on the law the previous one left (renormalised)."""
         keep = probs > 0
         for name in self.order:
@@ -94,17 +96,25 @@ class Convention:
                 continue
             law = torch.where(keep[rows], probs[rows], 0.0)
             law = law / law.sum(dim=-1, keepdim=True)
-            cut = self._min_p(law, per_row(value[rows])) if name == "min_p" else self._sorted_cuts(law, {name: per_row(value[rows])})
+            cut = (
+                self._min_p(law, per_row(value[rows]))
+                if name == "min_p"
+                else self._sorted_cuts(law, {name: per_row(value[rows])})
+            )
             keep[rows] &= cut
         return keep
 
-    def _joint(self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def _joint(
+        self, probs: torch.Tensor, params: SamplingParams, per_row: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
         """Every cut on the same law: ``top_p`` measured on the whole mass, not after ``top_k``
         (one sort serves both ``top_k`` and ``top_p``)."""
         vocab = probs.shape[-1]
         keep = probs > 0
         sorted_on = [(name, value) for name in ("top_k", "top_p") if (value := getattr(params, name)) is not None]
-        rows = asking(torch.stack([cut_on(name, value, vocab) for name, value in sorted_on]).any(0)) if sorted_on else None
+        rows = (
+            asking(torch.stack([cut_on(name, value, vocab) for name, value in sorted_on]).any(0)) if sorted_on else None
+        )
         if rows is not None:
             keep[rows] &= self._sorted_cuts(probs[rows], {name: per_row(value[rows]) for name, value in sorted_on})
         if (min_p := params.min_p) is not None and (rows := asking(cut_on("min_p", min_p, vocab))) is not None:

@@ -111,7 +111,9 @@ class SamplingParams:
         return self._derived({name: None if (v := getattr(self, name)) is None else v[rows] for name in PARAMETERS})
 
     def to(self, device: torch.device | str) -> SamplingParams:
-        return self._derived({name: None if (v := getattr(self, name)) is None else v.to(device) for name in PARAMETERS})
+        return self._derived(
+            {name: None if (v := getattr(self, name)) is None else v.to(device) for name in PARAMETERS}
+        )
 
     @classmethod
     def _derived(cls, fields: dict[str, torch.Tensor | None]) -> SamplingParams:

@@ -18,14 +18,23 @@ import torch
 
 from .._evidence import WarpDifference
 from .._loop import MarkovLM
+from ..errors import SamplerFault
 from .presets import PRESETS, WarpFunction
 from .rules import SamplingParams
-from ..errors import SamplerFault
 
 if TYPE_CHECKING:
     from .declared import DeclaredWarp
 
-__all__ = ["SEPARATING_CASES", "SEPARATING_GROUPS", "Difference", "SeparatingCase", "differences", "separating_chain", "tv_on_cases", "warp_record"]
+__all__ = [
+    "SEPARATING_CASES",
+    "SEPARATING_GROUPS",
+    "Difference",
+    "SeparatingCase",
+    "differences",
+    "separating_chain",
+    "tv_on_cases",
+    "warp_record",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +47,10 @@ class SeparatingCase:
 
     def tensors(self) -> tuple[torch.Tensor, SamplingParams]:
         """``logits [1, V]`` and one row of parameters."""
-        columns = {name: torch.tensor([value], dtype=torch.int64 if name == "top_k" else torch.float64) for name, value in self.params}
+        columns = {
+            name: torch.tensor([value], dtype=torch.int64 if name == "top_k" else torch.float64)
+            for name, value in self.params
+        }
         return torch.tensor([self.logits], dtype=torch.float64), SamplingParams(**columns)
 
     @property
@@ -48,7 +60,12 @@ class SeparatingCase:
 
 
 #: The rows of the loop family's separating chain (order 1 over 4 tokens): ties, exact boundaries.
-CHAIN_ROWS: tuple[tuple[float, ...], ...] = ((0.0, 0.0, 0.0, 0.0), (2.0, 1.0, 0.0, -1.0), (1.0, 0.0, 0.0, -1.0), (0.5, 0.5, -0.5, -2.0))
+CHAIN_ROWS: tuple[tuple[float, ...], ...] = (
+    (0.0, 0.0, 0.0, 0.0),
+    (2.0, 1.0, 0.0, -1.0),
+    (1.0, 0.0, 0.0, -1.0),
+    (0.5, 0.5, -0.5, -2.0),
+)
 #: Parameter groups of the loop family's ``law[separating]`` check, one for each kind of difference.
 SEPARATING_GROUPS: list[dict[str, float]] = [
     {"top_k": 2},
@@ -63,7 +80,9 @@ SEPARATING_CASES: tuple[SeparatingCase, ...] = (
     SeparatingCase("ties at the k-th logit, after others", CHAIN_ROWS[2], (("top_k", 2),)),
     SeparatingCase("mass exactly at the top-p boundary", CHAIN_ROWS[0], (("top_p", 0.5),)),
     SeparatingCase("temperature with top-p", CHAIN_ROWS[1], (("temperature", 1.6), ("top_p", 0.8))),
-    SeparatingCase("min-p with top-k and temperature", CHAIN_ROWS[1], (("temperature", 0.7), ("top_k", 3), ("min_p", 0.3))),
+    SeparatingCase(
+        "min-p with top-k and temperature", CHAIN_ROWS[1], (("temperature", 0.7), ("top_k", 3), ("min_p", 0.3))
+    ),
     SeparatingCase("min-p before or after top-p", CHAIN_ROWS[1], (("top_p", 0.9), ("min_p", 0.1))),
     SeparatingCase("top-p on the mass left by top-k", CHAIN_ROWS[1], (("top_k", 2), ("top_p", 0.7))),
 )

@@ -83,7 +83,6 @@ def _offsets(specs: list[tuple[tuple[int, ...], torch.dtype] | None]) -> tuple[l
 _INPUT_DTYPES: tuple[torch.dtype | None, ...] = (None, None, torch.int64, torch.float64, torch.int64)
 
 
-
 #: What a chain call's input slots hold: target and draft probabilities (``None``: in the sampler's
 #: dtype), draft tokens, uniforms, per-request seeds.
 INPUT_DTYPES: tuple[torch.dtype | None, ...] = (None, None, torch.int64, torch.float64, torch.int64)
@@ -116,17 +115,23 @@ class Lane:
             self.arena = None
         self.slots.clear()
 
-
     def stage(
-        self, inputs: list[torch.Tensor | None], dtypes: list[torch.dtype], outputs: list[tuple[int, ...]], *,
-        keep_pristine: bool, generation: Callable[[], int],
+        self,
+        inputs: list[torch.Tensor | None],
+        dtypes: list[torch.dtype],
+        outputs: list[tuple[int, ...]],
+        *,
+        keep_pristine: bool,
+        generation: Callable[[], int],
     ) -> tuple[dict[str, Any], list[torch.Tensor | None], list[int]]:
         """Lay ``inputs`` (each in its dtype; ``None`` for an absent one) out in the arena, those
         passed before unchanged excepted, and room for int64 ``outputs`` after them: the request's
         arena fields, the staged inputs and the outputs' offsets.  Slots 0-2 are the inputs watched
         for writes; ``keep_pristine``: the worker cannot see writes, so the parent keeps copies;
         ``generation`` numbers each input written (a worker keeps a device copy while it stands)."""
-        specs: list[tuple[tuple[int, ...], torch.dtype] | None] = [None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)]
+        specs: list[tuple[tuple[int, ...], torch.dtype] | None] = [
+            None if t is None else (tuple(t.shape), d) for t, d in zip(inputs, dtypes)
+        ]
         specs += [(shape, torch.int64) for shape in outputs]
         n = len(inputs)
         offsets, size = _offsets(specs)
@@ -147,11 +152,22 @@ class Lane:
         outputs_at = offsets[n]
         assert outputs_at is not None
         _forget(self.slots, outputs_at, size - outputs_at)  # the worker writes the outputs there
-        request = {"arena": self.arena.path if self.arena.linked else None, "size": self.arena.size, "inputs": sent, "outputs": tuple(offsets[n:])}
+        request = {
+            "arena": self.arena.path if self.arena.linked else None,
+            "size": self.arena.size,
+            "inputs": sent,
+            "outputs": tuple(offsets[n:]),
+        }
         return request, staged, [o for o in offsets[n:] if o is not None]
 
     def _placed(
-        self, slot: int, tensor: torch.Tensor, spec: tuple[tuple[int, ...], torch.dtype], offset: int, keep_pristine: bool, generation: Callable[[], int]
+        self,
+        slot: int,
+        tensor: torch.Tensor,
+        spec: tuple[tuple[int, ...], torch.dtype],
+        offset: int,
+        keep_pristine: bool,
+        generation: Callable[[], int],
     ) -> tuple[torch.Tensor, int]:
         """The arena's view of one input, written there unless it holds this very tensor already."""
         assert self.arena is not None
@@ -171,7 +187,15 @@ class Lane:
 def identity(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[Any, ...]:
     """What makes a tensor the same input again: its memory, layout, dtype, version, and the dtype it
     is given in (an in-place change by the harness bumps the version)."""
-    return (tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride(), tensor.device, tensor._version, dtype)
+    return (
+        tensor.data_ptr(),
+        tensor.dtype,
+        tuple(tensor.shape),
+        tensor.stride(),
+        tensor.device,
+        tensor._version,
+        dtype,
+    )
 
 
 def unchanged(given: torch.Tensor, pristine: torch.Tensor) -> bool:
@@ -190,7 +214,11 @@ def _same_bytes(given: torch.Tensor, pristine: torch.Tensor) -> bool:
     if not dense or given.dtype != pristine.dtype or given.shape != pristine.shape or given.numel() == 0:
         return False
     word = torch.int64 if given.numel() * given.element_size() % 8 == 0 else torch.uint8  # wide words compare fastest
-    return bool(np.array_equal(given.view(-1).view(torch.uint8).view(word).numpy(), pristine.view(-1).view(torch.uint8).view(word).numpy()))
+    return bool(
+        np.array_equal(
+            given.view(-1).view(torch.uint8).view(word).numpy(), pristine.view(-1).view(torch.uint8).view(word).numpy()
+        )
+    )
 
 
 class PageWatch:
@@ -210,7 +238,11 @@ class PageWatch:
         page = mmap.PAGESIZE
         first, last = address // page, (address + nbytes - 1) // page
         entries = np.frombuffer(os.pread(self.fd, (last - first + 1) * 8, first * 8), dtype=np.uint64)
-        present, swapped, file_page = (entries >> np.uint64(63)) & 1, (entries >> np.uint64(62)) & 1, (entries >> np.uint64(61)) & 1
+        present, swapped, file_page = (
+            (entries >> np.uint64(63)) & 1,
+            (entries >> np.uint64(62)) & 1,
+            (entries >> np.uint64(61)) & 1,
+        )
         return bool(((present & (1 - file_page)) | swapped).any())
 
     @classmethod
@@ -229,7 +261,12 @@ class PageWatch:
                 shared[2 * page : 2 * page + 1] = b"\x03"
                 _ = private[2 * page]  # a read, which must not
                 base = ctypes_address(private)
-                ok = seen and watch.written(base + page, page) and not watch.written(base, page) and not watch.written(base + 2 * page, 2 * page)
+                ok = (
+                    seen
+                    and watch.written(base + page, page)
+                    and not watch.written(base, page)
+                    and not watch.written(base + 2 * page, 2 * page)
+                )
                 ok = ok and shared[page] == 0
                 del base
                 private.close()
@@ -248,7 +285,6 @@ def ctypes_address(buffer: mmap.mmap) -> int:
         return ctypes.addressof(holder)
     finally:
         del holder
-
 
 
 def _forget(slots: dict[int, _Slot], offset: int, nbytes: int) -> None:
@@ -305,7 +341,9 @@ class WorkerArena:
             self.device_copies[slot] = held
         return held[1].clone()
 
-    def written(self, specs: list[Any], staged: list[torch.Tensor | None], given: list[torch.Tensor | None]) -> list[int]:
+    def written(
+        self, specs: list[Any], staged: list[torch.Tensor | None], given: list[torch.Tensor | None]
+    ) -> list[int]:
         """The input slots the sampler wrote to; after a write, the copy-on-write map starts afresh."""
         written, touched = [], False
         for slot, (spec, mapped, sent) in enumerate(zip(specs, staged, given)):
@@ -328,4 +366,3 @@ class WorkerArena:
         if self.watch is not None:
             self.private = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_COPY)
             self.input_bytes = torch.frombuffer(self.private, dtype=torch.uint8)
-

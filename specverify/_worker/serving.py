@@ -26,19 +26,7 @@ from typing import Any
 import torch
 
 from .arena import PageWatch, WorkerArena
-from .wire import (
-    GENERATE,
-    LOAD,
-    STEP,
-    TREE_STEP,
-    UNIT,
-    Channel,
-    encode,
-    encode_value,
-    set_state,
-    state_of,
-    well_formed,
-)
+from .wire import GENERATE, LOAD, STEP, TREE_STEP, UNIT, Channel, encode, encode_value, set_state, state_of, well_formed
 
 __all__ = ["SERVES", "serve"]
 
@@ -98,15 +86,19 @@ def raised(exc: BaseException, *, what: str = "the sampler") -> tuple[Any, ...]:
 def load(worker: Worker, body: dict[str, Any]) -> None:
     """Import and build the sampler, pose it as its kind is called, and say what it is."""
     from .._contract import capabilities_of, name_of, resolve_sampler
-    from .._warps.declared import warp_reference
     from .._kinds import kind_of
+    from .._warps.declared import warp_reference
 
     sys.path[:] = body["sys_path"]
     worker.watch, worker.generator = (worker.page_watch if body["page_watch"] else None), None
     worker.arenas.clear()
     torch.set_num_threads(body["threads"])
     try:
-        sampler = resolve_sampler(body["source"][1]) if body["source"][0] == "spec" else _by_reference(body["source"][1], body["source"][2])
+        sampler = (
+            resolve_sampler(body["source"][1])
+            if body["source"][0] == "spec"
+            else _by_reference(body["source"][1], body["source"][2])
+        )
         kind = kind_of(sampler)
         worker.raw, worker.local = sampler, None
         warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._warps.declared)
@@ -120,10 +112,21 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
         worker.send(("load-error", f"importing or building the sampler called sys.exit({exc.code!r})"))
         return
     except BaseException as exc:  # noqa: BLE001 - the message is the evidence
-        message = str(exc) if type(exc).__name__ == "SamplerSpecError" else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
+        message = (
+            str(exc)
+            if type(exc).__name__ == "SamplerSpecError"
+            else f"loading the sampler raised {type(exc).__name__}: {first_line(exc)}"
+        )
         worker.send(("load-error", message))
         return
-    info = {"name": name_of(sampler), "capabilities": capabilities, "device": str(device), "kind": kind, "page_watch": worker.watch is not None, "warp": warp}
+    info = {
+        "name": name_of(sampler),
+        "capabilities": capabilities,
+        "device": str(device),
+        "kind": kind,
+        "page_watch": worker.watch is not None,
+        "warp": warp,
+    }
     worker.send(("ready", info))
 
 
@@ -142,7 +145,10 @@ def serve_step(worker: Worker, body: dict[str, Any]) -> None:
     staged = [None if spec is None else arena.view(*spec) for spec in body["inputs"]]
     given = list(staged)
     if worker.device.type != "cpu":  # the device keeps its own copies while the parent's are unchanged
-        given = [None if spec is None else arena.on_device(slot, spec, worker.device) for slot, spec in enumerate(body["inputs"])]
+        given = [
+            None if spec is None else arena.on_device(slot, spec, worker.device)
+            for slot, spec in enumerate(body["inputs"])
+        ]
     drafts = given[2]
     assert given[0] is not None and given[1] is not None and drafts is not None, "a chain call has its three inputs"
     rows, k = drafts.shape
@@ -169,8 +175,14 @@ def serve_step(worker: Worker, body: dict[str, Any]) -> None:
 
 
 def _step_call(
-    worker: Worker, given: list[torch.Tensor | None], part: slice, n: int, k: int,
-    outputs: tuple[torch.Tensor, torch.Tensor], encoded: list[Any], seconds: list[float],
+    worker: Worker,
+    given: list[torch.Tensor | None],
+    part: slice,
+    n: int,
+    k: int,
+    outputs: tuple[torch.Tensor, torch.Tensor],
+    encoded: list[Any],
+    seconds: list[float],
 ) -> bool:
     """One call of a chain step on rows ``part``: its output placed in the arena (``True``), or
     encoded as it is for the parent's audit (``False``: no later call is made)."""
@@ -226,7 +238,9 @@ def serve_tree_step(worker: Worker, body: dict[str, Any]) -> None:
                 seconds.append(time.perf_counter() - start)
                 depth = given_tree.depth if per_row else width - 1  # a row's path is as long as its own tree is deep
                 if not well_formed(result, n, depth, worker.device):
-                    output = ("row", part.start, encode(result, worker.device)) if per_row else encode(result, worker.device)
+                    output = (
+                        ("row", part.start, encode(result, worker.device)) if per_row else encode(result, worker.device)
+                    )
                     break  # the parent audits this call's output; no later row is called
                 paths_out[part, : depth + 1].copy_(result[0])
                 paths_out[part, depth + 1 :] = -1
@@ -258,7 +272,9 @@ def _tree_of(worker: Worker, arena: WorkerArena, specs: list[Any]) -> tuple[Any,
     else:
         given = list(staged)
         if device.type != "cpu":
-            given[:4] = [None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(specs[:4])]
+            given[:4] = [
+                None if spec is None else arena.on_device(slot, spec, device) for slot, spec in enumerate(specs[:4])
+            ]
         tree = object.__new__(TreeBatch)  # validated by the parent, which holds the same values
         for name, value in zip(("parents", "tokens", "target_probs", "draft_probs"), given[:4]):
             object.__setattr__(tree, name, value)
@@ -282,7 +298,9 @@ def serve_generate(worker: Worker, body: dict[str, Any]) -> None:
     generator = torch.Generator()
     generator.set_state(body["generator"])
     try:
-        output = worker.sampler(model(body["target"]), model(body["draft"]), body["prompt"], body["num_tokens"], body["params"], generator)
+        output = worker.sampler(
+            model(body["target"]), model(body["draft"]), body["prompt"], body["num_tokens"], body["params"], generator
+        )
     except BaseException as exc:  # noqa: BLE001 - everything the loop raises is evidence
         worker.send(raised(exc, what="the loop"))
         return

@@ -33,14 +33,14 @@ from typing import Any
 
 import torch
 
-from .._threads import sampler_env, sampler_threads
+from .._threads import HarnessThreads, sampler_env, sampler_threads
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
     GENERATE,
-    UNIT,
     LOAD,
     STEP,
     TREE_STEP,
+    UNIT,
     Channel,
     WorkerDied,
     WorkerHung,
@@ -50,7 +50,7 @@ from .wire import (
     state_of,
 )
 
-__all__ = ["OUTPUT_TAIL", "HarnessThreads", "PendingCall", "SamplerProcess", "prestart"]
+__all__ = ["OUTPUT_TAIL", "PendingCall", "SamplerProcess", "prestart"]
 
 #: Bytes of the sampler's stdout and stderr kept (the last ones); older output is dropped.
 OUTPUT_TAIL = 64 * 1024
@@ -70,7 +70,9 @@ def _how_it_ended(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return f"it was killed by {name} (signal {-code})" + (" (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else "")
+        return f"it was killed by {name} (signal {-code})" + (
+            " (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else ""
+        )
     return f"it exited with status {code}"
 
 
@@ -126,11 +128,24 @@ class SamplerProcess:
             self._spawn()
         for lane in self._lanes:  # the worker maps afresh for this sampler
             lane.drop()
-        self._send((LOAD, {"source": self.source, "device": self.device_hint, "sys_path": list(sys.path), "threads": sampler_threads(_HARNESS_THREADS.theirs()), "page_watch": self.page_watch}))
+        self._send(
+            (
+                LOAD,
+                {
+                    "source": self.source,
+                    "device": self.device_hint,
+                    "sys_path": list(sys.path),
+                    "threads": sampler_threads(_HARNESS_THREADS.theirs()),
+                    "page_watch": self.page_watch,
+                },
+            )
+        )
         try:
             reply = self._wait(load_limit, calls_before=self._beat_count())
         except WorkerDied as died:
-            raise WorkerLoadError(f"the sampler's process died while importing and building it: {died.how}" + _tail_note(self.output())) from None
+            raise WorkerLoadError(
+                f"the sampler's process died while importing and building it: {died.how}" + _tail_note(self.output())
+            ) from None
         except WorkerHung:
             raise WorkerLoadError(f"importing and building the sampler took more than {load_limit:g} s") from None
         if reply[0] == "load-error":
@@ -156,7 +171,12 @@ class SamplerProcess:
                 stderr=subprocess.PIPE,
                 pass_fds=(fd,),
                 start_new_session=True,  # the terminal's SIGINT reaches the harness only
-                env={**_ALLOCATOR, **sampler_env(), **os.environ, "PYTHONUNBUFFERED": "1"},  # threads: specverify._threads
+                env={
+                    **_ALLOCATOR,
+                    **sampler_env(),
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                },  # threads: specverify._threads
             )
         finally:
             os.close(fd)
@@ -168,7 +188,9 @@ class SamplerProcess:
         self._recv_from = Channel(Connection(os.dup(proc.stdout.fileno()), writable=False))
         proc.stdin.close()
         proc.stdout.close()
-        threading.Thread(target=self._drain, args=(self._proc.stderr,), name="specverify-sampler-output", daemon=True).start()
+        threading.Thread(
+            target=self._drain, args=(self._proc.stderr,), name="specverify-sampler-output", daemon=True
+        ).start()
         # No wait: the first message waits in the pipe while the worker imports torch, and the
         # harness goes on with its own work (see prestart).
 
@@ -274,7 +296,9 @@ class SamplerProcess:
         """Calls sent whose replies have not been read."""
         return len(self._in_flight)
 
-    def submit(self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, per_row: bool, generator: torch.Generator | None) -> PendingCall:
+    def submit(
+        self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, per_row: bool, generator: torch.Generator | None
+    ) -> PendingCall:
         """Stage and send a call as :meth:`call` would, without waiting for it; :meth:`collect` reads
         its reply.  With a call already in flight (at most one), this one is staged in the other lane
         while that one runs, and the worker goes on with that call's generator, as the next call
@@ -287,18 +311,34 @@ class SamplerProcess:
         rows, k = drafts.shape
         inputs = [*inputs, *[None] * (len(INPUT_DTYPES) - len(inputs))]
         dtypes = [dtype if d is None else d for d in INPUT_DTYPES]
-        request, staged, outputs_at = self._lanes[lane].stage(inputs, dtypes, [(rows, k + 1), (rows,)], keep_pristine=not self.info.get("page_watch"), generation=self._next_generation)
+        request, staged, outputs_at = self._lanes[lane].stage(
+            inputs,
+            dtypes,
+            [(rows, k + 1), (rows,)],
+            keep_pristine=not self.info.get("page_watch"),
+            generation=self._next_generation,
+        )
         follows = bool(self._in_flight)
-        continues = follows and generator is not None and generator is self._in_flight[-1].generator  # another generator (the next unit's) starts from its own state
-        request.update(per_row=per_row, lane=lane, generator="continue" if continues else None if generator is None else state_of(generator))
-        started = self._in_flight[-1].started + 1 if follows else self._beat_count()  # read before sending: a fast worker beats at once
+        continues = (
+            follows and generator is not None and generator is self._in_flight[-1].generator
+        )  # another generator (the next unit's) starts from its own state
+        request.update(
+            per_row=per_row,
+            lane=lane,
+            generator="continue" if continues else None if generator is None else state_of(generator),
+        )
+        started = (
+            self._in_flight[-1].started + 1 if follows else self._beat_count()
+        )  # read before sending: a fast worker beats at once
         self.exchanges += 1
         self._send((STEP, request))
         pending = PendingCall(lane, rows, k, outputs_at, staged, started, generator)
         self._in_flight.append(pending)
         return pending
 
-    def collect(self, pending: PendingCall, *, limit: float) -> tuple[list[Any], list[float], list[torch.Tensor | None], list[int]]:
+    def collect(
+        self, pending: PendingCall, *, limit: float
+    ) -> tuple[list[Any], list[float], list[torch.Tensor | None], list[int]]:
         """The reply to the oldest call in flight, as :meth:`call` returns it (or the exception that
         says how it ended)."""
         assert self._in_flight and self._in_flight[0] is pending, "replies come in the order of the calls"
@@ -312,7 +352,9 @@ class SamplerProcess:
         accepted = arena.view(pending.outputs_at[1], (rows,), torch.int64).clone()
         outputs = [
             (tokens[first : first + n], accepted[first : first + n]) if kind == "placed" else value
-            for kind, first, n, value in ((*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded)
+            for kind, first, n, value in (
+                (*item, None) if item[0] == "placed" else (item[0], 0, 0, item[1]) for item in encoded
+            )
         ]
         return outputs, seconds, pending.staged, changed
 
@@ -330,7 +372,14 @@ class SamplerProcess:
         self._in_flight.clear()
 
     def call_tree(
-        self, inputs: list[torch.Tensor | None], *, dtype: torch.dtype, path_width: int, generator: torch.Generator | None, limit: float, per_row: bool = False
+        self,
+        inputs: list[torch.Tensor | None],
+        *,
+        dtype: torch.dtype,
+        path_width: int,
+        generator: torch.Generator | None,
+        limit: float,
+        per_row: bool = False,
     ) -> tuple[Any, list[float], list[torch.Tensor | None], list[int]]:
         """A tree sampler call (``specverify._trees.contract``), or with ``per_row`` one per row in the worker
         (one round trip for an unbatched sampler's rows): its output, seconds per call, the inputs as
@@ -348,15 +397,29 @@ class SamplerProcess:
         assert parents is not None, "a tree call always has its parents"
         rows = parents.shape[0]
         dtypes = [torch.int64, torch.int64, dtype, dtype, torch.float64]
-        request, staged, (path_at, token_at) = self._lanes[0].stage(inputs, dtypes, [(rows, path_width), (rows,)], keep_pristine=not self.info.get("page_watch"), generation=self._next_generation)
-        request.update(path_width=path_width, per_row=per_row, lane=0, generator=None if generator is None else state_of(generator))
+        request, staged, (path_at, token_at) = self._lanes[0].stage(
+            inputs,
+            dtypes,
+            [(rows, path_width), (rows,)],
+            keep_pristine=not self.info.get("page_watch"),
+            generation=self._next_generation,
+        )
+        request.update(
+            path_width=path_width, per_row=per_row, lane=0, generator=None if generator is None else state_of(generator)
+        )
         started = self._beat_count()  # read before sending: a fast worker beats at once
         self.exchanges += 1
         self._send((TREE_STEP, request))
         (_, output, state, seconds, _), changed = self._exchange(staged, limit, started, 0)
         if generator is not None and state is not None:
             set_state(generator, state)
-        placed = rows if output == "placed" else output[1] if per_row and isinstance(output, tuple) and output[:1] == ("row",) else 0
+        placed = (
+            rows
+            if output == "placed"
+            else output[1]
+            if per_row and isinstance(output, tuple) and output[:1] == ("row",)
+            else 0
+        )
         if placed:
             arena = self._lanes[0].arena
             assert arena is not None
@@ -365,7 +428,9 @@ class SamplerProcess:
             output = (paths, tokens) if output == "placed" else (*output, (paths, tokens))
         return output, seconds, staged, changed
 
-    def _exchange(self, staged: list[torch.Tensor | None], limit: float, started: int, lane_index: int) -> tuple[Any, list[int]]:
+    def _exchange(
+        self, staged: list[torch.Tensor | None], limit: float, started: int, lane_index: int
+    ) -> tuple[Any, list[int]]:
         """Wait for the reply to the oldest call sent: the reply and the inputs the sampler changed,
         or the exception that says how it ended (:class:`WorkerRaised`, :class:`WorkerDied`, :class:`WorkerHung`)."""
         lane = self._lanes[lane_index]
@@ -485,36 +550,6 @@ _LIVE: set[SamplerProcess] = set()
 _IDLE: dict[tuple[Any, ...], list[SamplerProcess]] = {}
 
 
-class HarnessThreads:
-    """The harness computes on one thread while a sampler's process is in use.
-
-    libgomp's idle threads spin-wait after each parallel region: the harness's would spin on the
-    cores the sampler's process computes on, and the sampler's on the harness's (measured: the
-    README's benchmarks, "The sampler's own process"). The harness's work between calls is bookkeeping; the
-    sampler's process gets the thread count the harness had, and the harness gets it back after.
-    """
-
-    def __init__(self) -> None:
-        self.users = 0
-        self.saved: int | None = None
-
-    def enter(self) -> None:
-        if self.users == 0:
-            self.saved = torch.get_num_threads()
-            torch.set_num_threads(1)
-        self.users += 1
-
-    def leave(self) -> None:
-        self.users = max(0, self.users - 1)
-        if self.users == 0 and self.saved is not None:
-            torch.set_num_threads(self.saved)
-            self.saved = None
-
-    def theirs(self) -> int:
-        """The thread count the sampler's process gets: the harness's own before it gave them up."""
-        return self.saved if self.saved is not None else torch.get_num_threads()
-
-
 _HARNESS_THREADS = HarnessThreads()
 
 
@@ -539,4 +574,3 @@ def _tail_note(output: str) -> str:
 def _kill_all() -> None:
     for process in list(_LIVE):
         process.kill()
-

@@ -78,7 +78,6 @@ class WorkerHung(Exception):
         self.limit, self.calls = limit, calls
 
 
-
 class Channel:
     """One direction of the pipe: pickled messages, one per frame."""
 
@@ -135,7 +134,11 @@ class Unpicklable:
 def encode(output: Any, device: torch.device) -> Any:
     """An output that is not of the contract's shapes, each member encoded (:func:`encode_value`)."""
     if isinstance(output, (tuple, list)):
-        return type(output)(encode_value(v, device) for v in output) if isinstance(output, tuple) else [encode_value(v, device) for v in output]
+        return (
+            type(output)(encode_value(v, device) for v in output)
+            if isinstance(output, tuple)
+            else [encode_value(v, device) for v in output]
+        )
     return encode_value(output, device)
 
 

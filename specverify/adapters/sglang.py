@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from ._common import contract_output, cuda_device, float32_kernel_capabilities, import_library, parameter_names
 from ..errors import AdapterUnavailable
+from ._common import contract_output, cuda_device, float32_kernel_capabilities, import_library, parameter_names
 
 __all__ = ["SGLangChainSampler", "relaxed", "sampler"]
 

@@ -40,7 +40,9 @@ def _model_classes(transformers: Any) -> tuple[type, type]:
     from transformers.modeling_outputs import CausalLMOutputWithPast
 
     # transformers 5 names the output's cache ``cache`` (``past_key_values`` deprecated); 4.x only the latter
-    cache_field = "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+    cache_field = (
+        "cache" if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)} else "past_key_values"
+    )
 
     class HarnessConfig(transformers.PretrainedConfig):
         model_type = "specverify-harness-lm"
@@ -58,7 +60,9 @@ def _model_classes(transformers: Any) -> tuple[type, type]:
             self.language_model = language_model
             self.anchor = torch.nn.Parameter(torch.zeros(1))  # a model needs a parameter for its device
 
-        def forward(self, input_ids: torch.Tensor, past_key_values: Any = None, cache: Any = None, **kwargs: Any) -> Any:
+        def forward(
+            self, input_ids: torch.Tensor, past_key_values: Any = None, cache: Any = None, **kwargs: Any
+        ) -> Any:
             # transformers 5 names the cache ``cache``; earlier versions ``past_key_values``
             cache = next((c for c in (cache, past_key_values) if c is not None), None) or transformers.DynamicCache()
             as_keys = input_ids[:, None, :, None].to(torch.float64)

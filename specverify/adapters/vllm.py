@@ -54,8 +54,17 @@ from typing import Any
 
 import torch
 
-from ._common import contract_output, cuda_device, float32_kernel_capabilities, import_library, logits_from_probs, parameter_names, seed_from, seeded_global_rng
 from ..errors import AdapterUnavailable
+from ._common import (
+    contract_output,
+    cuda_device,
+    float32_kernel_capabilities,
+    import_library,
+    logits_from_probs,
+    parameter_names,
+    seed_from,
+    seeded_global_rng,
+)
 
 __all__ = ["VLLMLogitsSampler", "VLLMSampler", "logits", "sampler", "synthetic"]
 
@@ -72,7 +81,7 @@ _LAYOUTS = {
         "target_probs",
         "bonus_token_ids",
         "sampling_metadata",
-    ],
+    ]
 }
 _LAYOUTS["target_logits"] = [*_LAYOUTS["target_probs"][:5], "target_logits", *_LAYOUTS["target_probs"][6:]]
 
@@ -193,7 +202,9 @@ class VLLMLogitsSampler:
         version: str = "?",
     ) -> None:
         if parameter_names(rejection_sample)[:8] != _LAYOUTS["target_logits"]:
-            raise AdapterUnavailable(f"vLLM {version}: rejection_sample takes probabilities (before #32852): no logits path")
+            raise AdapterUnavailable(
+                f"vLLM {version}: rejection_sample takes probabilities (before #32852): no logits path"
+            )
         self._rejection_sample = rejection_sample
         self._constrain = apply_sampling_constraints
         self.name = f"vLLM {version} apply_sampling_constraints + rejection_sample"
@@ -238,13 +249,21 @@ class VLLMLogitsSampler:
             temperature=temperature.to(device=device, dtype=torch.float32),
             generators={},
             # vLLM's "off": top_k = vocabulary size, top_p = 1 (the contract's: top_k = 0)
-            top_k=None if params.top_k is None else torch.where((params.top_k == 0) | (params.top_k > vocab), vocab, params.top_k).to(device=device, dtype=torch.int32),
+            top_k=None
+            if params.top_k is None
+            else torch.where((params.top_k == 0) | (params.top_k > vocab), vocab, params.top_k).to(
+                device=device, dtype=torch.int32
+            ),
             top_p=None if params.top_p is None else params.top_p.to(device=device, dtype=torch.float32),
         )
         counts = torch.full((batch,), k, dtype=torch.int32, device=device)
         cumulative = counts.cumsum(0, dtype=torch.int32)
-        verified = self._constrain(target_logits[:, :k].reshape(batch * k, vocab).to(torch.float32).contiguous(), cumulative, metadata)
-        bonus_law = PRESETS["vllm"](target_logits[:, k], params.only(("temperature", "top_k", "top_p")))  # not vLLM's own bonus path
+        verified = self._constrain(
+            target_logits[:, :k].reshape(batch * k, vocab).to(torch.float32).contiguous(), cumulative, metadata
+        )
+        bonus_law = PRESETS["vllm"](
+            target_logits[:, k], params.only(("temperature", "top_k", "top_p"))
+        )  # not vLLM's own bonus path
         bonus = torch.multinomial(bonus_law.to(torch.float32), 1, generator=generator).to(torch.int32)
         with seeded_global_rng(device, seed_from(generator)):
             output = self._rejection_sample(

@@ -36,8 +36,9 @@ from ._contract import (
     seed_checks,
 )
 from ._efficiency import AcceptanceCheck
+from ._every_shape import EveryShapeCheck
 from ._exact import ConditionalEnumerationCheck, EmittedLawCheck, UniformGridCheck
-from ._fit import EveryShapeCheck, ModelFitCheck, RenormalisationCheck, StepLawCheck
+from ._fit import ModelFitCheck, RenormalisationCheck, StepLawCheck
 from ._robustness import EdgeValidityCheck, LargeVocabCheck
 from ._shapes import EdgeLawCheck, FullSizeGridCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._tree_battery import tree_battery
@@ -47,48 +48,50 @@ __all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
 
 def battery() -> list[Check]:
     """Every check, cheapest and most decisive first (each of a family in :data:`FAMILIES`)."""
-    return registered([
-        OutputContractCheck(),
-        DeterminismCheck(),
-        SeedSensitivityCheck(),
-        *seed_checks(),
-        OneHotCheck(),
-        EdgeValidityCheck("support", "zero-target", "zeros"),
-        EdgeValidityCheck("support", "zero-target", "disjoint"),
-        EdgeValidityCheck("support", "zero-target", "crossed-supports"),
-        UniformGridCheck("random"),
-        UniformGridCheck("zeros"),
-        UniformGridCheck("low-precision"),
-        EdgeValidityCheck("robustness", "edge", "near-equal"),
-        EdgeValidityCheck("robustness", "edge", "zero-residual"),
-        EdgeValidityCheck("robustness", "edge", "low-precision"),
-        EdgeValidityCheck("robustness", "edge", "one-hot"),
-        EdgeValidityCheck("robustness", "edge", "one-ulp"),
-        EdgeValidityCheck("robustness", "edge", "sub-ulp"),
-        LargeVocabCheck(),
-        CallIndependenceCheck(),
-        RowIndependenceCheck(),
-        ConditionalEnumerationCheck(),
-        EmittedLawCheck("seed-chain"),
-        EmittedLawCheck("random"),
-        StepLawCheck("random"),
-        StepLawCheck("near-equal"),
-        StepLawCheck("zero-residual"),
-        StepLawCheck("low-precision"),
-        StepLawCheck("disjoint"),
-        StepLawCheck("zeros"),
-        StepLawCheck("overconfident"),
-        StepLawCheck("draft-narrower"),
-        RenormalisationCheck(),
-        ModelFitCheck("random"),
-        ModelFitCheck("chain"),
-        ModelFitCheck("low-precision"),
-        EveryShapeCheck(),
-        AcceptanceCheck("seed-chain"),
-        AcceptanceCheck("random"),
-        # --- production shapes and float edges (issue 14) ---
-        FullSizeGridCheck(),
-        EdgeLawCheck(),
-        ShapeConditionalCheck(),
-        ShapeTargetLawCheck(),
-    ])
+    return registered(
+        [
+            OutputContractCheck(),
+            DeterminismCheck(),
+            SeedSensitivityCheck(),
+            *seed_checks(),
+            OneHotCheck(),
+            EdgeValidityCheck("support", "zero-target", "zeros"),
+            EdgeValidityCheck("support", "zero-target", "disjoint"),
+            EdgeValidityCheck("support", "zero-target", "crossed-supports"),
+            UniformGridCheck("random"),
+            UniformGridCheck("zeros"),
+            UniformGridCheck("low-precision"),
+            EdgeValidityCheck("robustness", "edge", "near-equal"),
+            EdgeValidityCheck("robustness", "edge", "zero-residual"),
+            EdgeValidityCheck("robustness", "edge", "low-precision"),
+            EdgeValidityCheck("robustness", "edge", "one-hot"),
+            EdgeValidityCheck("robustness", "edge", "one-ulp"),
+            EdgeValidityCheck("robustness", "edge", "sub-ulp"),
+            LargeVocabCheck(),
+            CallIndependenceCheck(),
+            RowIndependenceCheck(),
+            ConditionalEnumerationCheck(),
+            EmittedLawCheck("seed-chain"),
+            EmittedLawCheck("random"),
+            StepLawCheck("random"),
+            StepLawCheck("near-equal"),
+            StepLawCheck("zero-residual"),
+            StepLawCheck("low-precision"),
+            StepLawCheck("disjoint"),
+            StepLawCheck("zeros"),
+            StepLawCheck("overconfident"),
+            StepLawCheck("draft-narrower"),
+            RenormalisationCheck(),
+            ModelFitCheck("random"),
+            ModelFitCheck("chain"),
+            ModelFitCheck("low-precision"),
+            EveryShapeCheck(),
+            AcceptanceCheck("seed-chain"),
+            AcceptanceCheck("random"),
+            # --- production shapes and float edges (issue 14) ---
+            FullSizeGridCheck(),
+            EdgeLawCheck(),
+            ShapeConditionalCheck(),
+            ShapeTargetLawCheck(),
+        ]
+    )

@@ -24,21 +24,15 @@ from .._calling.pool import Pool, SerialPool, UnitDone
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
 from .._evidence import Evidence
-from .._reach import Reach
 from .._families import FAMILIES
+from .._reach import Reach
 from .._result import CheckResult
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 
-__all__ = [
-    "Check", "Context", "Decision", "check_id", "fault_result", "law_verdict", "registered", "step_cases_code"]
+__all__ = ["Check", "Context", "Decision", "check_id", "fault_result", "law_verdict", "registered", "step_cases_code"]
 
-_PRECISION = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+_PRECISION = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def check_id(family: str, name: str, case: str | None = None) -> str:
@@ -152,8 +146,8 @@ def law_verdict(check: str, alpha: float, finding: str | None) -> str:
     return (
         f"print(result)\nalpha = {alpha!r}  # the level the check held this test to\n"
         "if result.pvalue <= alpha:\n"
-        f"    raise SystemExit(f\"{check} fails{what}: p-value {{result.pvalue:.3g}} <= {{alpha:.3g}}\")\n"
-        f"print(\"{check}: not reproduced (p-value above the level)\")"
+        f'    raise SystemExit(f"{check} fails{what}: p-value {{result.pvalue:.3g}} <= {{alpha:.3g}}")\n'
+        f'print("{check}: not reproduced (p-value above the level)")'
     )
 
 

@@ -125,14 +125,18 @@ class OutputContractCheck(_ContractCheck):
             generator = torch.Generator().manual_seed(ctx.seed_for(self.id, index))
             target, draft, drafts = random_step_batch(generator, batch, k, vocab, zeros=zeros)
             try:
-                ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", index)))
+                ctx.sut.step(
+                    target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", index))
+                )
             except SamplerFault as fault:
                 body = (
                     f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = {tensor_code(drafts)}\n"
                     "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
                     "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
                 )
-                return fault_result(self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)})
+                return fault_result(
+                    self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)}
+                )
             rows += batch
             calls += 1
             ctx.advance(batch)
@@ -228,12 +232,20 @@ class OneHotCheck(_ContractCheck):
         target = torch.nn.functional.one_hot(forced, vocab).to(torch.float64)
         _, draft, _ = random_step_batch(generator, batch, k, vocab)
         # drafts that agree with the forced token half of the time
-        drafts = torch.where(torch.rand(batch, k, generator=generator) < 0.5, forced[:, :k], torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator).reshape(batch, k))
-        draft = torch.where(draft.gather(-1, drafts.unsqueeze(-1)) > 0, draft, draft + torch.nn.functional.one_hot(drafts, vocab))
+        drafts = torch.where(
+            torch.rand(batch, k, generator=generator) < 0.5,
+            forced[:, :k],
+            torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator).reshape(batch, k),
+        )
+        draft = torch.where(
+            draft.gather(-1, drafts.unsqueeze(-1)) > 0, draft, draft + torch.nn.functional.one_hot(drafts, vocab)
+        )
         mismatch = (drafts != forced[:, :k]).to(torch.int64)
         expected_accepted = torch.where(mismatch.any(-1), mismatch.argmax(-1), torch.full((batch,), k))
         try:
-            tokens, accepted = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler")))
+            tokens, accepted = ctx.sut.step(
+                target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler"))
+            )
         except SamplerFault as fault:
             return fault_result(self, fault)
         ctx.advance(batch)
@@ -254,7 +266,9 @@ class OneHotCheck(_ContractCheck):
         # lossless verifier that stops earlier is suboptimal, which the efficiency family measures.
         shorter = int((accepted < expected_accepted).sum())
         note = f"; {shorter} rows stopped before the first mismatching draft (fewer accepted drafts)" if shorter else ""
-        return _result(self, "pass", f"{batch} rows with one-hot targets emitted exactly the forced tokens{note}", samples=batch)
+        return _result(
+            self, "pass", f"{batch} rows with one-hot targets emitted exactly the forced tokens{note}", samples=batch
+        )
 
 
 class CallIndependenceCheck(_ContractCheck):
@@ -276,7 +290,9 @@ class CallIndependenceCheck(_ContractCheck):
         generator = ctx.sut.generator(ctx.seed_for(self.id))
         outcomes = []
         try:
-            for output in ctx.sut.steps([(target, draft, drafts)] * calls, generator=generator):  # consecutive calls are the point of this check
+            for output in ctx.sut.steps(
+                [(target, draft, drafts)] * calls, generator=generator
+            ):  # consecutive calls are the point of this check
                 outcomes.append(ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy())
                 ctx.advance(rows)
         except SamplerFault as fault:
@@ -296,7 +312,13 @@ class CallIndependenceCheck(_ContractCheck):
             )
         test = independence_test(outcomes_arr[:-1].reshape(-1), outcomes_arr[1:].reshape(-1))
         claim = test.min_detectable_tv(ctx.alpha, ctx.budget.power)
-        evidence: Evidence = {"statistic": test.statistic, "df": test.df, "cramers_v": test.cramers_v, "calls": calls, "rows": rows}
+        evidence: Evidence = {
+            "statistic": test.statistic,
+            "df": test.df,
+            "cramers_v": test.cramers_v,
+            "calls": calls,
+            "rows": rows,
+        }
         if test.pvalue <= ctx.alpha:
             return _result(
                 self,
@@ -372,13 +394,19 @@ class RowIndependenceCheck(_ContractCheck):
         fields = dict(p_value=p, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, evidence=evidence)
         if p <= ctx.alpha:
             if pvalues["adjacent"] <= pvalues.get("neighbours", 1.0):
-                what = "consecutive one-row calls depend on each other" if one_per_call else "adjacent rows of one batch depend on each other"
+                what = (
+                    "consecutive one-row calls depend on each other"
+                    if one_per_call
+                    else "adjacent rows of one batch depend on each other"
+                )
             else:
                 what = "a row's output law changes with what the other rows of its batch hold"
             return _result(self, "fail", f"{what} (p = {p:.3g})", finding="contract", **fields)
         status = "pass" if claim <= ctx.budget.ceiling_tv else "inconclusive"
         message = (
-            "consecutive one-row calls independent" if one_per_call else "rows independent; a row's law unaffected by its neighbours"
+            "consecutive one-row calls independent"
+            if one_per_call
+            else "rows independent; a row's law unaffected by its neighbours"
         )
         return _result(self, status, message, **fields)
 
@@ -440,7 +468,9 @@ class RequestSeedsCheck(Check):
 
     def _codes(self, ctx: Context, inputs: Sequence[torch.Tensor], seeds: torch.Tensor, generator: str) -> np.ndarray:
         target, draft, drafts = inputs
-        output = ctx.sut.step(target, draft, drafts, seeds=seeds, generator=ctx.sut.generator(ctx.seed_for(self.id, generator)))
+        output = ctx.sut.step(
+            target, draft, drafts, seeds=seeds, generator=ctx.sut.generator(ctx.seed_for(self.id, generator))
+        )
         ctx.advance(seeds.shape[0])
         return ctx.sut.layout.outcome(StepInputs(target, draft, drafts), output).numpy()
 
@@ -451,11 +481,18 @@ class RequestSeedsCheck(Check):
         escape = f"a sampler ignoring its seeds passes with probability {collision ** (ROWS // 2):.2g}"
         if not np.array_equal(first, second):
             row = int(np.flatnonzero(first != second)[0])
-            return self._fail(f"row {row}: the same seed under another generator gave another output: the seeds are not what decides", 2 * ROWS)
+            return self._fail(
+                f"row {row}: the same seed under another generator gave another output: the seeds are not what decides",
+                2 * ROWS,
+            )
         if not np.array_equal(first[0::2], first[1::2]):
             row = 2 * int(np.flatnonzero(first[0::2] != first[1::2])[0])
-            return self._fail(f"rows {row} and {row + 1} share a seed in one batch but gave different outputs", 2 * ROWS)
-        return self._pass(f"same seed, same output: across generators and within a batch ({ROWS} rows, twice; {escape})", 2 * ROWS)
+            return self._fail(
+                f"rows {row} and {row + 1} share a seed in one batch but gave different outputs", 2 * ROWS
+            )
+        return self._pass(
+            f"same seed, same output: across generators and within a batch ({ROWS} rows, twice; {escape})", 2 * ROWS
+        )
 
     def _different_seeds(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
         codes = self._codes(ctx, case.batch(2 * ROWS), seeds, "batch")
@@ -465,7 +502,11 @@ class RequestSeedsCheck(Check):
         chance = float(stats.binom.sf(coincide - 1, ROWS, collision))
         told = f"{coincide} of {ROWS} pairs of rows with different seeds coincide; the law allows up to {limit - 1} (collision probability {collision:.3g} each, false alarm <= {FALSE_ALARM:g})"
         if coincide >= limit:
-            return self._fail(f"{told}: seeds are shared across rows (probability {chance:.2g} for a correct sampler)", 2 * ROWS, p_value=chance)
+            return self._fail(
+                f"{told}: seeds are shared across rows (probability {chance:.2g} for a correct sampler)",
+                2 * ROWS,
+                p_value=chance,
+            )
         return self._pass(told, 2 * ROWS)
 
     def _batch_placement(self, ctx: Context, case: StepCase, seeds: torch.Tensor, collision: float) -> CheckResult:
@@ -489,10 +530,21 @@ class RequestSeedsCheck(Check):
         )
 
     def _fail(self, message: str, samples: int, **fields) -> CheckResult:
-        return CheckResult(id=self.id, family=self.family, case=self.case, status="fail", finding="contract", message=message, samples=samples, **fields)
+        return CheckResult(
+            id=self.id,
+            family=self.family,
+            case=self.case,
+            status="fail",
+            finding="contract",
+            message=message,
+            samples=samples,
+            **fields,
+        )
 
     def _pass(self, message: str, samples: int) -> CheckResult:
-        return CheckResult(id=self.id, family=self.family, case=self.case, status="pass", message=message, samples=samples)
+        return CheckResult(
+            id=self.id, family=self.family, case=self.case, status="pass", message=message, samples=samples
+        )
 
 
 def seed_checks() -> list[RequestSeedsCheck]:

@@ -17,13 +17,14 @@ that its test detects with the budget's power (``power``), on ``samples`` calls.
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import torch
 
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase
-from .._exact import emitted_law, sequence_offsets
 from .._evidence import Evidence
+from .._exact import emitted_law, sequence_offsets
 from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import mean_test
@@ -58,7 +59,9 @@ class AcceptanceCheck(Check):
         max_k = ctx.sut.capabilities.max_k or 4
         if self.case == "seed-chain":
             return seed_chain_case(k=min(4, max_k))
-        return random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id)), 4, min(3, max_k), label=self.case)
+        return random_table_model(
+            torch.Generator().manual_seed(ctx.seed_for(self.id)), 4, min(3, max_k), label=self.case
+        )
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         return sut.capabilities.unsupported(k=1, vocab=4)
@@ -97,8 +100,16 @@ class AcceptanceCheck(Check):
                     + law_verdict(self.id, ctx.alpha / 2, finding).replace("result.pvalue", f"result.accepted.{side}")
                 )
             return CheckResult(
-                id=self.id, family=self.family, case=self.case, alpha=ctx.alpha / 2, samples=tally.samples, evidence=evidence,
-                status=status, finding=finding, p_value=p_value, message=message,
+                id=self.id,
+                family=self.family,
+                case=self.case,
+                alpha=ctx.alpha / 2,
+                samples=tally.samples,
+                evidence=evidence,
+                status=status,
+                finding=finding,
+                p_value=p_value,
+                message=message,
             )
 
         summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f}), {tally.samples} calls"
@@ -106,9 +117,19 @@ class AcceptanceCheck(Check):
             summary += " (canonical=False: measured against the canonical expectation, for comparison)"
         power = f"a drop of {detectable:.3g} accepted drafts per call ({detectable / max(test.expected_mean, 1e-12):.2%} of the canonical) is detected with probability >= {ctx.budget.power}"
         if test.pvalue_low <= ctx.alpha / 2:
-            return result("fail", test.pvalue_low, f"accepts fewer drafts than the canonical algorithm: {summary}; {power}", "suboptimal")
+            return result(
+                "fail",
+                test.pvalue_low,
+                f"accepts fewer drafts than the canonical algorithm: {summary}; {power}",
+                "suboptimal",
+            )
         if test.pvalue_high <= ctx.alpha / 2 and ctx.sut.capabilities.canonical:
-            return result("fail", test.pvalue_high, f"accepts more drafts than the canonical algorithm: {summary}", "non-canonical")
+            return result(
+                "fail",
+                test.pvalue_high,
+                f"accepts more drafts than the canonical algorithm: {summary}",
+                "non-canonical",
+            )
         # A TV deviation t of the accepted count's law moves its mean by at most K t.
         ceiling = case.k * ctx.budget.ceiling_tv
         status = "pass" if detectable <= ceiling else "inconclusive"

@@ -42,7 +42,9 @@ def draft_event(case: StepCase) -> tuple[float, str]:
     classes = torch.where(q <= picked, q, 0.0).sum(-1)  # [K] each position's class of drafts as rare
     position = int(classes.argmin())
     mass, token = float(classes[position]), int(case.draft_tokens[position])
-    words = f"a draft at position {position} as rare as token {token} (draft probability {float(picked[position, 0]):.2g})"
+    words = (
+        f"a draft at position {position} as rare as token {token} (draft probability {float(picked[position, 0]):.2g})"
+    )
     return (math.log10(mass) if mass > 0 else -math.inf), words
 
 

@@ -24,12 +24,12 @@ import torch
 from .. import strategies as sv
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
-from .._layout import StepInputs
-from .._exact import all_sequences, emitted_law, sequence_of
-from .._models import step_inputs
 from .._evidence import Evidence, tv_record
-from .._result import CheckResult
+from .._exact import all_sequences, emitted_law, sequence_of
+from .._layout import StepInputs
+from .._models import step_inputs
 from .._oracle import canonical_emit, normalise, residual_distribution
+from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result, law_verdict, step_cases_code
@@ -97,7 +97,11 @@ class UniformGridCheck(Check):
 
     def run(self, ctx: Context) -> CheckResult:
         caps = ctx.sut.capabilities
-        strategy = sv.step_cases(max_vocab=min(self.max_vocab, caps.max_vocab or self.max_vocab), max_k=min(self.max_k, caps.max_k or self.max_k), kind=self.case)
+        strategy = sv.step_cases(
+            max_vocab=min(self.max_vocab, caps.max_vocab or self.max_vocab),
+            max_k=min(self.max_k, caps.max_k or self.max_k),
+            kind=self.case,
+        )
         points = {"n": 0}
 
         def evaluate(case: StepCase, seed: int, alpha: float, stage: str) -> Outcome:
@@ -107,7 +111,9 @@ class UniformGridCheck(Check):
             expected = canonical_emit(target, draft, drafts, uniforms)
             # the generator is passed as the contract says; a sampler given uniforms must not use it
             generator = ctx.sut.generator(seed)
-            got = ctx.sut.step(target, draft, drafts, generator=generator, uniforms=uniforms, dtype=ctx.dtype_for(case.precision))
+            got = ctx.sut.step(
+                target, draft, drafts, generator=generator, uniforms=uniforms, dtype=ctx.dtype_for(case.precision)
+            )
             ctx.advance(uniforms.shape[0])
             points["n"] += uniforms.shape[0]
             wrong = (got[0] != expected[0]).any(-1) | (got[1] != expected[1])
@@ -126,10 +132,22 @@ class UniformGridCheck(Check):
                 }
             return Outcome({}, int(uniforms.shape[0]), {}, {self.id: evidence}, mismatch=bool(wrong.any()))
 
-        found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint(), examples=ctx.budget.validity_examples, statistical=False)
+        found = search_and_confirm(
+            ctx,
+            self.id,
+            strategy,
+            evaluate,
+            lambda c: c.fingerprint(),
+            examples=ctx.budget.validity_examples,
+            statistical=False,
+        )
         if found.confirmed is None:
             return CheckResult(
-                id=self.id, family=self.family, case=self.case, status="pass" if found.examples else "inconclusive", samples=points["n"],
+                id=self.id,
+                family=self.family,
+                case=self.case,
+                status="pass" if found.examples else "inconclusive",
+                samples=points["n"],
                 message=f"{found.examples} cases, {points['n']} uniform points: every output canonical; induced law exact",
                 evidence={"examples": found.examples, "tie": TIE},
             )
@@ -152,14 +170,25 @@ class UniformGridCheck(Check):
             f"    raise SystemExit({self.id + ' fails (finding: non-canonical): emitted '!r} + str(emitted) + ', canonical ' + str(canonical))"
         )
         return CheckResult(
-            id=self.id, family=self.family, case=self.case, status="fail", finding="non-canonical", samples=points["n"],
+            id=self.id,
+            family=self.family,
+            case=self.case,
+            status="fail",
+            finding="non-canonical",
+            samples=points["n"],
             min_detectable_tv=0.0,
             message=(
                 f"on the smallest failing case, uniforms {[round(u, 6) for u in m['uniforms']]} give {m['got']['tokens']} "
                 f"where the canonical algorithm gives {m['expected']['tokens']}; the law induced over the uniforms differs "
                 f"from the exact law by TV {ev['induced_tv']:.3g}"
             ),
-            evidence={"minimal_example": case.describe(), "repro": repro, "mismatch": outcome.mismatch, **ev, "examples": found.examples},
+            evidence={
+                "minimal_example": case.describe(),
+                "repro": repro,
+                "mismatch": outcome.mismatch,
+                **ev,
+                "examples": found.examples,
+            },
         )
 
 
@@ -192,7 +221,11 @@ class ConditionalEnumerationCheck(Check):
             drafts = all_sequences(vocab, k)
             target, draft = step_inputs(model.model, drafts)
             weight = normalise(draft).gather(-1, drafts[..., None]).squeeze(-1).prod(-1)
-            cases = [ctx.as_passed(StepCase(target[i], draft[i], drafts[i], label="enumerated")) for i in range(drafts.shape[0]) if weight[i] > 0]
+            cases = [
+                ctx.as_passed(StepCase(target[i], draft[i], drafts[i], label="enumerated"))
+                for i in range(drafts.shape[0])
+                if weight[i] > 0
+            ]
             weights = weight[weight > 0]
             laws = np.stack([c.law().reshape(-1).numpy() for c in cases])
             total_df += int(((laws > 0).sum(1) - 1).sum())
@@ -217,16 +250,31 @@ class ConditionalEnumerationCheck(Check):
         claim = gof.min_detectable_tv(ctx.alpha, ctx.budget.power)
         expected = laws_all * observed.sum(1, keepdims=True)
         evidence: Evidence = {
-            "test": gof.method, "df": gof.df, "statistic": gof.statistic, "draft_sequences": len(labels),
+            "test": gof.method,
+            "df": gof.df,
+            "statistic": gof.statistic,
+            "draft_sequences": len(labels),
             "where": largest_deviation(
-                observed, expected, lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})"
+                observed,
+                expected,
+                lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})",
             ),
         }
-        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=gof.samples, min_detectable_tv=claim)
+        common: dict[str, Any] = dict(
+            id=self.id,
+            family=self.family,
+            case=self.case,
+            p_value=gof.pvalue,
+            alpha=ctx.alpha,
+            samples=gof.samples,
+            min_detectable_tv=claim,
+        )
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(observed, laws_all, random_state=0))
             # the draft sequence whose own test is the strongest, on the rows and seed it was given
-            each = [gof_test(observed[g], laws_all[g], alpha=ctx.alpha, random_state=0).pvalue for g in range(len(drawn))]
+            each = [
+                gof_test(observed[g], laws_all[g], alpha=ctx.alpha, random_state=0).pvalue for g in range(len(drawn))
+            ]
             worst_case, worst_rows, seed = drawn[min(range(len(drawn)), key=lambda g: each[g])]
             evidence["minimal_example"] = worst_case.describe()
             evidence["repro"] = ctx.repro(
@@ -234,9 +282,20 @@ class ConditionalEnumerationCheck(Check):
                 f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, alpha={ctx.alpha!r})\n"
                 + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
-            return CheckResult(**common, status="fail", finding="non-canonical", message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
+            return CheckResult(
+                **common,
+                status="fail",
+                finding="non-canonical",
+                message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}",
+                evidence=evidence,
+            )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
-        return CheckResult(**common, status=status, message=f"{len(labels)} draft sequences of {len(plans)} models enumerated; law given the drafts exact", evidence=evidence)
+        return CheckResult(
+            **common,
+            status=status,
+            message=f"{len(labels)} draft sequences of {len(plans)} models enumerated; law given the drafts exact",
+            evidence=evidence,
+        )
 
 
 @dataclasses.dataclass
@@ -255,7 +314,9 @@ class EmittedLawCheck(Check):
     def model(self, ctx: Context) -> ModelCase:
         if self.case == "seed-chain":
             return seed_chain_case(k=2)
-        return random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id)), 3, 2, zeros=0.2, label=self.case)
+        return random_table_model(
+            torch.Generator().manual_seed(ctx.seed_for(self.id)), 3, 2, zeros=0.2, label=self.case
+        )
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         vocab = 4 if self.case == "seed-chain" else 3
@@ -281,7 +342,15 @@ class EmittedLawCheck(Check):
             "expected": expected.tolist(),
             "outcome_labels": [" ".join(map(str, sequence_of(i, case.vocab_size, case.k))) for i in range(law.size)],
         }
-        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=gof.pvalue, alpha=ctx.alpha, samples=tally.samples, min_detectable_tv=claim)
+        common: dict[str, Any] = dict(
+            id=self.id,
+            family=self.family,
+            case=self.case,
+            p_value=gof.pvalue,
+            alpha=ctx.alpha,
+            samples=tally.samples,
+            min_detectable_tv=claim,
+        )
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(tally.emitted, law, random_state=0))
             evidence["where"] = largest_deviation(
@@ -289,8 +358,20 @@ class EmittedLawCheck(Check):
             )
             evidence["repro"] = ctx.repro(
                 f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, "
-                f"precision={case.precision!r}, law='emitted', alpha={ctx.alpha!r})\n" + law_verdict(self.id, ctx.alpha, "non-canonical")
+                f"precision={case.precision!r}, law='emitted', alpha={ctx.alpha!r})\n"
+                + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
-            return CheckResult(**common, status="fail", finding="non-canonical", message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}", evidence=evidence)
+            return CheckResult(
+                **common,
+                status="fail",
+                finding="non-canonical",
+                message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}",
+                evidence=evidence,
+            )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
-        return CheckResult(**common, status=status, message=f"{tally.samples} steps: emitted sequences follow the canonical law", evidence=evidence)
+        return CheckResult(
+            **common,
+            status=status,
+            message=f"{tally.samples} steps: emitted sequences follow the canonical law",
+            evidence=evidence,
+        )

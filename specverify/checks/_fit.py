@@ -9,7 +9,7 @@
   localises a bug to a position); their failure is ``loss``, and every lossless sampler passes
   them, canonical or not.
 * ``fit.every-shape[random]``: each position's law, completed by the target, at every ``(K, V)``
-  the conditional checks use (:class:`EveryShapeCheck`).
+  the conditional checks use (:class:`~specverify.checks._every_shape.EveryShapeCheck`).
 * ``fit.unnormalised[random]``: rows far from normalised, for samplers that declare they take them
   (:class:`RenormalisationCheck`).
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,25 +26,20 @@ import torch
 from .. import strategies as sv
 from .._calling.sut import SamplerUnderTest
 from .._cases import ModelCase, StepCase
-from .._exact import target_law
 from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record
+from .._exact import target_law
 from .._result import CheckResult
 from .._seeds import derive_seed
 from ..errors import SamplerFault
-from ..stats import FutilityPlan, gof_test, min_detectable_tv, mixture_log_e_value, samples_needed, tv_estimate
+from ..stats import FutilityPlan, gof_test, min_detectable_tv, mixture_log_e_value, tv_estimate
 from ..strategies._internal.pairs import FAR_SCALES
 from ._base import Check, Context, Decision, check_id, fault_result, law_verdict, step_cases_code
-from ._fixtures import random_step_batch, random_table_model
-from ._looks import FutilityLooks
+from ._fixtures import random_step_batch
+from ._looks import budget_looks
 from ._search import Outcome, confirm_level, decisions_from_search, p_text, search_and_confirm
-from ._tally import ModelTally, largest_deviation, model_tallies, model_tally, plan_samples, step_counts
+from ._tally import largest_deviation, model_tally, plan_samples, step_counts
 
-__all__ = ["EveryShapeCheck", "ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
-
-
-def _looks(ctx: Context, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int]) -> FutilityLooks | None:
-    """An experiment's futility looks at this budget (``None``: the fixed design)."""
-    return FutilityLooks.where_uncapped(plan, laws, seed, per_decision=ctx.budget.cap_per_decision, cap=ctx.budget.decision_cap())
+__all__ = ["ModelFitCheck", "RenormalisationCheck", "StepLawCheck"]
 
 
 def _limits(sut: SamplerUnderTest, max_vocab: int, max_k: int) -> tuple[int, int]:
@@ -91,8 +85,14 @@ class StepLawCheck(Check):
             power = ctx.budget.stage_power
             # the depth tier's test also ends a passing case early (futility looks; the claim is then the whole procedure's)
             plan = FutilityPlan(ctx.budget.tv, max(df, 1), share, power)
-            looks = _looks(ctx, plan, laws, lambda look, g: derive_seed(seed, "look", look, g)) if stage == "deep" else None
-            rows = drawn[(fingerprint, seed)] = plan_samples(ctx, df, share, groups=len(cases)) if looks is None else plan.final_samples
+            looks = (
+                budget_looks(ctx, plan, laws, lambda look, g: derive_seed(seed, "look", look, g))
+                if stage == "deep"
+                else None
+            )
+            rows = drawn[(fingerprint, seed)] = (
+                plan_samples(ctx, df, share, groups=len(cases)) if looks is None else plan.final_samples
+            )
             threshold = math.log(2.0 / alpha)
             log_e = [0.0]
 
@@ -106,7 +106,10 @@ class StepLawCheck(Check):
             pvalue = min(1.0, tests[worst].pvalue * len(cases))
             if sequential:  # Bonferroni over the fixed test and the e-value (1/e is a valid p-value)
                 pvalue = min(1.0, 2 * pvalue, 2 * math.exp(-min(log_e[0], 700.0)))
-            claim = max(t.min_detectable_tv(share, power) if looks is None else plan.claim(t, laws[g]) for g, t in enumerate(tests))
+            claim = max(
+                t.min_detectable_tv(share, power) if looks is None else plan.claim(t, laws[g])
+                for g, t in enumerate(tests)
+            )
             if stage != "confirm":
                 confirm_share = confirm_alpha / len(cases)
                 planned = plan_samples(ctx, df, confirm_share, groups=len(cases))
@@ -121,14 +124,19 @@ class StepLawCheck(Check):
                 "observed": counts.tolist(),
                 "expected": expected.tolist(),
                 "outcome_labels": [f"a{j}:t{t}" for j in range(cases[0].k + 1) for t in range(vocab_size)],
-                "where": f"case {worst} of {len(cases)}; " + largest_deviation(
-                    counts[worst], expected[worst], lambda g, c: f"outcome (accepted {c // vocab_size}, token {c % vocab_size})"
+                "where": f"case {worst} of {len(cases)}; "
+                + largest_deviation(
+                    counts[worst],
+                    expected[worst],
+                    lambda g, c: f"outcome (accepted {c // vocab_size}, token {c % vocab_size})",
                 ),
             }
             if sequential:
                 evidence["tv"] = tv_record(tv_estimate(counts[worst], laws[worst], random_state=seed))
                 evidence["log_e_value"] = log_e[0]
-                evidence["stopped_early"] = bool(counts.sum() < rows * len(cases)) and (looks is None or looks.stopped_at is None)  # by the e-value
+                evidence["stopped_early"] = bool(counts.sum() < rows * len(cases)) and (
+                    looks is None or looks.stopped_at is None
+                )  # by the e-value
             if looks is not None:
                 evidence["futility"] = looks.record()
             return Outcome({self.id: pvalue}, int(counts.sum()), {self.id: claim}, {self.id: evidence})
@@ -204,7 +212,12 @@ class ModelFitCheck(Check):
             tests: dict[str, Any] = {}
             first_obs = observed.reshape(vocab_size, -1).sum(axis=1)
             first_law = joint.reshape(vocab_size, -1).sum(axis=1)
-            tests[first_id] = (gof_test(first_obs, first_law, alpha=share, random_state=seed), first_obs, first_law, None)
+            tests[first_id] = (
+                gof_test(first_obs, first_law, alpha=share, random_state=seed),
+                first_obs,
+                first_law,
+                None,
+            )
             tests[step_id] = (gof_test(observed, joint, alpha=share, random_state=seed), observed, joint, None)
             # each position given the token before it (positions 1..K), Bonferroni over positions
             position_results = []
@@ -214,7 +227,9 @@ class ModelFitCheck(Check):
                 others = tuple(a for a in range(k_case + 1) if a not in (i - 1, i))
                 obs_i = grid.sum(axis=others)
                 law_i = law_grid.sum(axis=others)
-                position_results.append((gof_test(obs_i, law_i, alpha=share / k_case, random_state=seed + i), obs_i, law_i, i))
+                position_results.append(
+                    (gof_test(obs_i, law_i, alpha=share / k_case, random_state=seed + i), obs_i, law_i, i)
+                )
             worst = min(position_results, key=lambda r: r[0].pvalue)
             pvalues: dict[str, float] = {}
             claims: dict[str, float] = {}
@@ -223,17 +238,21 @@ class ModelFitCheck(Check):
                 pvalues[key] = gof.pvalue
                 claims[key] = gof.min_detectable_tv(share, power)
             pvalues[position_id] = min(1.0, worst[0].pvalue * k_case)
-            claims[position_id] = max(
-                g.min_detectable_tv(share / k_case, power) for g, *_ in position_results
-            )
+            claims[position_id] = max(g.min_detectable_tv(share / k_case, power) for g, *_ in position_results)
             if stage != "confirm":
                 planned = plan_samples(ctx, df_step, confirm_alpha)
                 for key in claims:
                     claims[key] = max(claims[key], min_detectable_tv(planned, max(df_step, 1), confirm_alpha, power))
             for key, (gof, obs, law, _) in {**tests, position_id: worst}.items():
                 length = k_case + 1 if key == step_id else 1
-                where = None if key != position_id else (worst[3], [PositionPValue(position=r[3], pvalue=r[0].pvalue) for r in position_results])
-                evidence[key] = _decision_evidence(gof, obs, law, vocab_size, length, where, seed if stage == "confirm" else None)
+                where = (
+                    None
+                    if key != position_id
+                    else (worst[3], [PositionPValue(position=r[3], pvalue=r[0].pvalue) for r in position_results])
+                )
+                evidence[key] = _decision_evidence(
+                    gof, obs, law, vocab_size, length, where, seed if stage == "confirm" else None
+                )
             return Outcome(pvalues, tally.samples, claims, evidence)
 
         found = search_and_confirm(ctx, self.id, strategy, evaluate, lambda c: c.fingerprint())
@@ -248,14 +267,21 @@ class ModelFitCheck(Check):
                 law, alpha = f"law='given-previous', position={worst['position']}", alpha / max(1, case.k)
             return ctx.repro(
                 f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={outcome.seed or 0}, "
-                f"precision={case.precision!r}, {law}, alpha={alpha!r})\n" + law_verdict(decision.id, alpha, decision.finding)
+                f"precision={case.precision!r}, {law}, alpha={alpha!r})\n"
+                + law_verdict(decision.id, alpha, decision.finding)
             )
 
         return decisions_from_search(ctx, self.decision_list(), found, lambda c: c.describe(), repro)
 
 
 def _decision_evidence(
-    gof: Any, obs: np.ndarray, law: np.ndarray, vocab: int, length: int, position: tuple[int, list[PositionPValue]] | None, tv_seed: int | None
+    gof: Any,
+    obs: np.ndarray,
+    law: np.ndarray,
+    vocab: int,
+    length: int,
+    position: tuple[int, list[PositionPValue]] | None,
+    tv_seed: int | None,
 ) -> Evidence:
     """What one decision of the model fit shows: its test, where the counts stray most from the
     law (for the position decision, at its worst ``position``: (index, every position's p-value)),
@@ -267,7 +293,9 @@ def _decision_evidence(
     entry: Evidence = {"test": gof.method, "df": gof.df, "statistic": gof.statistic}
     if position is not None:
         entry["positions"] = position[1]
-        entry["where"] = f"position {position[0]} given the token before it; " + largest_deviation(obs, expected, lambda g, c: f"token {g} then token {c}")
+        entry["where"] = f"position {position[0]} given the token before it; " + largest_deviation(
+            obs, expected, lambda g, c: f"token {g} then token {c}"
+        )
     else:
         entry["where"] = largest_deviation(obs, expected, lambda g, c: f"sequence {_decode(c, vocab, length)}")
     if obs.size <= 4096:
@@ -279,165 +307,12 @@ def _decision_evidence(
     return entry
 
 
-def _positions(grid: np.ndarray) -> np.ndarray:
-    """``[K + 1, V]``: each position's marginal of a ``(V,) * (K + 1)`` grid of completed sequences."""
-    return np.stack([grid.sum(axis=tuple(a for a in range(grid.ndim) if a != i)) for i in range(grid.ndim)])
-
-
 def _decode(code: int, vocab: int, length: int) -> tuple[int, ...]:
     tokens = []
     for _ in range(length):
         tokens.append(int(code % vocab))
         code //= vocab
     return tuple(reversed(tokens))
-
-
-@dataclasses.dataclass
-class EveryShapeCheck(Check):
-    """Each position's law, completed by the target, on one random model per ``(K, V)``.
-
-    A different algorithm is lossless only where the target's law was seen to hold (see
-    :func:`specverify.judge`), and a ``canonical=False`` sampler is judged on the target's law alone,
-    so a target-law test must reach every ``(K, V)`` the conditional checks reach (``K <= 4``,
-    ``V <= 8``), not only the small models the searching fit checks can afford.  The whole step of a
-    ``V = 8, K = 4`` model has ``8**5`` outcomes, too many to test at the budget's TV; so each
-    position of the completed sequence is tested on its own (its marginal has ``V`` outcomes), on one
-    fixed random model per shape, Bonferroni over shapes and positions.  A sampler that breaks the
-    target's law at one shape only (a bug at ``K = 4``) moves some position's marginal there and
-    fails here.
-    """
-
-    case: str = "random"
-    max_vocab: int = 8
-    max_k: int = 4
-    family: str = "fit"
-    statistical: bool = True
-    proves = "loss"
-
-    @property
-    def id(self) -> str:
-        return check_id(self.family, "every-shape", self.case)
-
-    def shapes(self, sut: SamplerUnderTest) -> list[tuple[int, int]]:
-        """``(K, V)`` pairs the sampler takes, smallest first."""
-        return [
-            (k, vocab)
-            for k in range(1, self.max_k + 1)
-            for vocab in range(2, self.max_vocab + 1)
-            if sut.capabilities.unsupported(k=k, vocab=vocab) is None
-        ]
-
-    def skip_reason(self, sut: SamplerUnderTest) -> str | None:
-        return None if self.shapes(sut) else "no shape with K <= 4 and V <= 8 fits the sampler's declared limits"
-
-    def _shape(self, ctx: Context, k: int, vocab: int, share: float, shapes: int) -> _ShapePlan:
-        """A shape's fixed random model, its positions' laws and its experiment's plan."""
-        model = ctx.model_as_passed(random_table_model(torch.Generator().manual_seed(ctx.seed_for(self.id, k, vocab)), vocab, k, zeros=0.2))
-        joint = target_law(model.model, k + 1).numpy().reshape((vocab,) * (k + 1))
-        laws = _positions(joint)
-        df = max(1, int((laws > 0).sum(axis=1).max()) - 1)
-        # a --tv budget's shape looks for futility after the units that pass each look
-        plan = FutilityPlan(ctx.budget.tv, df, share, ctx.budget.power)
-        looks = _looks(ctx, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
-        samples = plan.final_samples if looks is not None else max(1, min(samples_needed(ctx.budget.tv, df, share, ctx.budget.power), ctx.budget.decision_cap(shapes)))
-        return _ShapePlan(k, vocab, model, joint, laws, plan, looks, samples)
-
-    def run(self, ctx: Context) -> CheckResult:
-        shapes = self.shapes(ctx.sut)
-        tests = sum(k + 1 for k, _ in shapes)
-        share = ctx.alpha / tests
-        power = ctx.budget.power
-        worst: dict[str, Any] | None = None
-        claim, total = 0.0, 0
-        looked: list[FutilityLooks | None] = []  # each shape's looks (None: its plan exceeds the cap)
-        try:
-            planned = [self._shape(ctx, k, vocab, share, len(shapes)) for k, vocab in shapes]
-            experiments = [(shape.model, shape.samples, ctx.seed_for(self.id, "tally", shape.k, shape.vocab)) for shape in planned]
-            if all(shape.looks is None for shape in planned):  # the fixed design: every shape's units in one stream
-                tallies: list[ModelTally | None] = list(model_tallies(ctx, experiments))
-            else:  # a shape's looks decide, after each unit, whether its experiment goes on
-                tallies = [None] * len(planned)
-            for shape, experiment, tally in zip(planned, experiments, tallies):
-                k, vocab, model, laws, plan, looks, samples = shape.k, shape.vocab, shape.model, shape.laws, shape.plan, shape.looks, shape.samples
-                if tally is None:
-                    tally = model_tally(ctx, *experiment, stop=None if looks is None else shape.futile)
-                observed = _positions(tally.completed.reshape(shape.joint.shape))
-                total += tally.samples
-                looked.append(looks)
-                for i in range(k + 1):
-                    gof = gof_test(observed[i], laws[i], alpha=share, random_state=ctx.seed_for(self.id, "mc", k, vocab, i))
-                    claim = max(claim, gof.min_detectable_tv(share, power) if looks is None else plan.claim(gof, laws[i]))
-                    if worst is None or gof.pvalue < worst["gof"].pvalue:
-                        worst = {
-                            "gof": gof, "k": k, "vocab": vocab, "position": i, "observed": observed[i], "law": laws[i], "model": model,
-                            "samples": samples, "seed": ctx.seed_for(self.id, "tally", k, vocab),
-                        }
-        except SamplerFault as fault:
-            return fault_result(self, fault)
-        assert worst is not None  # at least one shape (skip_reason)
-        gof = worst["gof"]
-        pvalue = min(1.0, gof.pvalue * tests)
-        expected = worst["law"] * worst["observed"].sum()
-        where = f"K={worst['k']}, V={worst['vocab']}, position {worst['position']}; " + largest_deviation(
-            worst["observed"], expected, lambda g, c: f"token {c}"
-        )
-        evidence: Evidence = {
-            "test": gof.method,
-            "df": gof.df,
-            "statistic": gof.statistic,
-            "shapes": [list(s) for s in shapes],
-            "tests": tests,
-            "where": where,
-            "observed": np.atleast_2d(worst["observed"]).tolist(),
-            "expected": np.atleast_2d(expected).tolist(),
-            "outcome_labels": [str(t) for t in range(worst["vocab"])],
-        }
-        if any(looked):
-            evidence["futility_by_shape"] = [None if looks is None else looks.record() for looks in looked]
-        common = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=total, min_detectable_tv=claim)
-        if pvalue <= ctx.alpha:
-            evidence["tv"] = tv_record(tv_estimate(worst["observed"], worst["law"], random_state=0))
-            evidence["minimal_example"] = worst["model"].describe()
-            model = worst["model"]
-            evidence["repro"] = ctx.repro(
-                f"{model.to_code()}\n# position {worst['position']} of the completed sequence on its own, at this shape's share of the level\n"
-                f"result = specverify.replay.model_law_test(sampler, model, k, samples={worst['samples']}, seed={worst['seed']}, "
-                f"precision={model.precision!r}, law='position', position={worst['position']}, alpha={share!r})\n"
-                + law_verdict(self.id, share, "loss")
-            )
-            tv = evidence["tv"]
-            return CheckResult(
-                **common, status="fail", finding="loss", evidence=evidence,
-                message=(
-                    f"the emitted tokens do not follow the target's law ({p_text(pvalue)} <= {ctx.alpha:.3g}); "
-                    f"estimated TV {tv['estimate']:.3g} [{tv['low']:.3g}, {tv['high']:.3g}]; {where}"
-                ),
-            )
-        status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
-        message = f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} positions: each follows the target's law"
-        if any(looked):
-            stopped = sum(looks is not None and looks.stopped_at is not None for looks in looked)
-            message += f"; futility looks stopped {stopped} of {len(looked)} shapes early"
-        return CheckResult(**common, status=status, message=message, evidence=evidence)
-
-
-@dataclasses.dataclass(frozen=True)
-class _ShapePlan:
-    """One shape of :class:`EveryShapeCheck`: its model, its positions' laws, its experiment's plan."""
-
-    k: int
-    vocab: int
-    model: ModelCase
-    joint: np.ndarray
-    laws: np.ndarray
-    plan: FutilityPlan
-    looks: FutilityLooks | None
-    samples: int
-
-    def futile(self, so_far: ModelTally) -> bool:
-        """Whether the shape's looks stop its experiment at the tally so far."""
-        assert self.looks is not None
-        return self.looks(_positions(so_far.completed.reshape(self.joint.shape)))
 
 
 @dataclasses.dataclass
@@ -485,7 +360,9 @@ class RenormalisationCheck(Check):
             target, draft, drafts = random_step_batch(generator, 1, k, vocab, zeros=0.2)
             t_scale = scales[(torch.arange(k + 1) + index) % len(FAR_SCALES)][:, None]
             d_scale = scales[(torch.arange(k) + index + 1) % len(FAR_SCALES)][:, None]
-            cases.append(ctx.as_passed(StepCase(target[0] * t_scale, draft[0] * d_scale, drafts[0], label="unnormalised")))
+            cases.append(
+                ctx.as_passed(StepCase(target[0] * t_scale, draft[0] * d_scale, drafts[0], label="unnormalised"))
+            )
         return cases
 
     def run(self, ctx: Context) -> CheckResult:
@@ -508,30 +385,51 @@ class RenormalisationCheck(Check):
         claim = max(t.min_detectable_tv(share, ctx.budget.power) for t in tests)
         vocab = case.vocab_size
         expected = laws[worst] * observed[worst].sum()
-        sums = [round(float(s), 4) for s in case.target_probs.sum(-1)] + [round(float(s), 4) for s in case.draft_probs.sum(-1)]
+        sums = [round(float(s), 4) for s in case.target_probs.sum(-1)] + [
+            round(float(s), 4) for s in case.draft_probs.sum(-1)
+        ]
         evidence: Evidence = {
             "test": gof.method,
             "df": gof.df,
             "statistic": gof.statistic,
             "row_sums": sums,
             "where": f"K={case.k}, V={vocab}; "
-            + largest_deviation(observed[worst], expected, lambda g, c: f"outcome (accepted {c // vocab}, token {c % vocab})"),
+            + largest_deviation(
+                observed[worst], expected, lambda g, c: f"outcome (accepted {c // vocab}, token {c % vocab})"
+            ),
         }
-        common: dict[str, Any] = dict(id=self.id, family=self.family, case=self.case, p_value=pvalue, alpha=ctx.alpha, samples=int(sum(o.sum() for o in observed)), min_detectable_tv=claim)
+        common: dict[str, Any] = dict(
+            id=self.id,
+            family=self.family,
+            case=self.case,
+            p_value=pvalue,
+            alpha=ctx.alpha,
+            samples=int(sum(o.sum() for o in observed)),
+            min_detectable_tv=claim,
+        )
         if pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(observed[worst], laws[worst], random_state=0))
             evidence["minimal_example"] = case.describe()
             evidence["repro"] = ctx.repro(
                 f"{step_cases_code([case])}\n"
                 f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={int(observed[worst].sum())}, "
-                f"seed={ctx.seed_for(self.id, 'rows', worst)}, alpha={share!r})\n" + law_verdict(self.id, share, "renormalisation")
+                f"seed={ctx.seed_for(self.id, 'rows', worst)}, alpha={share!r})\n"
+                + law_verdict(self.id, share, "renormalisation")
             )
             return CheckResult(
-                **common, status="fail", finding="renormalisation", evidence=evidence,
+                **common,
+                status="fail",
+                finding="renormalisation",
+                evidence=evidence,
                 message=(
                     f"does not renormalise its inputs, though it declares unnormalised=True: on rows summing to {sums} "
                     f"the law given the drafts is not that of the normalised rows ({p_text(pvalue)} <= {ctx.alpha:.3g}); {evidence['where']}"
                 ),
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
-        return CheckResult(**common, status=status, evidence=evidence, message=f"{len(cases)} cases with rows scaled by {list(FAR_SCALES)}: renormalised exactly")
+        return CheckResult(
+            **common,
+            status=status,
+            evidence=evidence,
+            message=f"{len(cases)} cases with rows scaled by {list(FAR_SCALES)}: renormalised exactly",
+        )

@@ -42,7 +42,9 @@ def random_step_batch(
     return target, draft, drafts
 
 
-def random_table_model(generator: torch.Generator, vocab: int, k: int, *, zeros: float = 0.0, label: str = "random") -> ModelCase:
+def random_table_model(
+    generator: torch.Generator, vocab: int, k: int, *, zeros: float = 0.0, label: str = "random"
+) -> ModelCase:
     targets = tuple(random_laws(generator, (vocab**d, vocab), zeros=zeros) for d in range(k + 1))
     drafts = tuple(random_laws(generator, (vocab**d, vocab), zeros=zeros) for d in range(k))
     return ModelCase(TableModel(targets, drafts), k, label=label)

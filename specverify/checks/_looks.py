@@ -13,13 +13,17 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._evidence import FutilityRecord
 from ..stats import FutilityPlan, gof_test
 
-__all__ = ["FutilityLooks"]
+if TYPE_CHECKING:
+    from ._base import Context
+
+__all__ = ["FutilityLooks", "budget_looks"]
 
 
 @dataclasses.dataclass
@@ -42,7 +46,10 @@ class FutilityLooks:
             return False  # no new look reached, or the final test's sample reached: no look there
         self._passed = passed
         look = passed - 1
-        tests = (gof_test(counts[d], self.laws[d], alpha=self.plan.alpha, random_state=self.seed(look, d)) for d in range(len(self.laws)))
+        tests = (
+            gof_test(counts[d], self.laws[d], alpha=self.plan.alpha, random_state=self.seed(look, d))
+            for d in range(len(self.laws))
+        )
         if all(self.plan.futile(test, law) for test, law in zip(tests, self.laws)):
             self.stopped_at = samples
             return True
@@ -50,7 +57,7 @@ class FutilityLooks:
 
     @classmethod
     def where_uncapped(
-        cls, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int], *, per_decision: bool, cap: int,
+        cls, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int], *, per_decision: bool, cap: int
     ) -> FutilityLooks | None:
         """The looks of an experiment sized by ``plan``, where each decision may draw up to its own
         ``cap`` (``per_decision``: a ``--tv`` budget) and the plan's final sample fits it; ``None``
@@ -66,3 +73,12 @@ class FutilityLooks:
         if self.stopped_at is None:
             return f"no futility look stopped it (each decision ran to {self.plan.final_samples:,})"
         return f"stopped early by a futility look (at {self.stopped_at:,} of {self.plan.final_samples:,} a decision)"
+
+
+def budget_looks(
+    ctx: Context, plan: FutilityPlan, laws: np.ndarray, seed: Callable[[int, int], int]
+) -> FutilityLooks | None:
+    """An experiment's futility looks at this budget (``None``: the fixed design)."""
+    return FutilityLooks.where_uncapped(
+        plan, laws, seed, per_decision=ctx.budget.cap_per_decision, cap=ctx.budget.decision_cap()
+    )

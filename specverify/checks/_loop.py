@@ -22,31 +22,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
 import torch
 
 from .._budgets import decision_cap
-from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
-from .._warps.declared import DeclaredWarp, declared_warp
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
-from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM, generation_law
-from .._warps.presets import PRESETS
 from .._result import CheckResult
-from .._seeds import derive_seed
+from .._warps.presets import PRESETS
+from .._warps.rules import SamplingParams
 from .._warps.separating import SEPARATING_GROUPS, separating_chain
-from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, samples_needed, tv_estimate
 from ._base import Check, registered
 from ._looks import FutilityLooks
+from ._loop_context import LoopContext, LoopTally, _chain, _needs, _params, loop_parameters
 
-__all__ = ["REACH", "LoopCheck", "LoopContext", "LoopTally", "LoopUnit", "generate", "loop_battery", "loop_parameters", "tally_generations"]
+__all__ = ["REACH", "LoopCheck", "loop_battery"]
 
 #: Parameter sets of the law checks' kinds: each row group gets one.
 KINDS: dict[str, list[dict[str, float]]] = {
@@ -59,160 +55,6 @@ KINDS: dict[str, list[dict[str, float]]] = {
     # where engines' warps differ (ties, exact boundaries, temperature last): specverify._warps.separating
     "separating": SEPARATING_GROUPS,
 }
-_DTYPES = {"top_k": torch.int64, "seeds": torch.int64}
-_OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
-
-
-def loop_parameters(loop: Any) -> tuple[str, ...]:
-    """The sampling parameters a loop declares it honours (attribute ``parameters``; default
-    ``("temperature",)``)."""
-    declared = tuple(getattr(loop, "parameters", ("temperature",)))
-    unknown = set(declared) - set(PARAMETERS)
-    if unknown:
-        raise ValueError(f"{loop!r} declares unknown sampling parameters {sorted(unknown)}; known: {PARAMETERS}")
-    return declared
-
-
-@dataclasses.dataclass(frozen=True)
-class LoopTally:
-    """How a unit's generations are counted where the loop runs, so counts travel back, not
-    tokens (a law check at ``--tv 0.001`` makes 10^8 generations): whole sequences, by row group
-    (row ``start + i`` of the experiment is in group ``(start + i) % groups``), or each position's
-    pair of adjacent tokens.  ``law`` is what a conforming loop's counts follow (one row a group
-    or a position): the plan's rehearsal draws from it instead of generating."""
-
-    vocab: int
-    pairs: bool
-    law: np.ndarray
-    groups: int = 1
-    start: int = 0
-
-    def count(self, out: torch.Tensor) -> np.ndarray:
-        """``[groups, vocab**length]`` sequence counts, or ``[length - 1, vocab**2]`` pair counts."""
-        rows, length = out.shape
-        tokens = out.numpy()
-        if self.pairs:
-            cells = self.vocab * self.vocab
-            index = np.arange(length - 1) * cells + tokens[:, :-1] * self.vocab + tokens[:, 1:]
-            return np.bincount(index.reshape(-1), minlength=(length - 1) * cells).reshape(length - 1, cells)
-        cells = self.vocab**length
-        code = tokens @ (self.vocab ** np.arange(length - 1, -1, -1, dtype=np.int64))
-        group = (self.start + np.arange(rows)) % self.groups
-        return np.bincount(group * cells + code, minlength=self.groups * cells).reshape(self.groups, cells)
-
-
-@dataclasses.dataclass(frozen=True)
-class LoopUnit:
-    """Rows of one generation experiment, their generator seeded ``seed`` (:mod:`specverify._calling.pool`);
-    ``tally``: how :func:`tally_generations` counts them (``None``: their tokens come back)."""
-
-    target: MarkovLM
-    draft: MarkovLM
-    prompt: torch.Tensor
-    num_tokens: int
-    params: SamplingParams
-    seed: int
-    tally: LoopTally | None = None
-
-
-def generate(loop: Any, unit: LoopUnit) -> torch.Tensor:
-    """Call the loop on a unit's rows; audit the output's structure."""
-    out = loop(unit.target, unit.draft, unit.prompt, unit.num_tokens, unit.params, torch.Generator().manual_seed(unit.seed))
-    violations = LoopLayout().audit(LoopInputs(unit.target, unit.prompt, unit.num_tokens, unit.params), out, first_only=True)
-    if violations:
-        raise SamplerFault(violations[0])
-    return out.cpu()
-
-
-def tally_generations(loop: Any, unit: LoopUnit) -> np.ndarray:
-    """Generate a unit's rows and count them by its :class:`LoopTally`."""
-    assert unit.tally is not None, "a tallied unit carries its tally"
-    return unit.tally.count(generate(loop, unit))
-
-
-@dataclasses.dataclass
-class LoopContext:
-    """What a loop check is given: the loop, the budget's numbers, its seed and alpha share, and
-    the workers its generations are spread over (``None``: the loop alone)."""
-
-    loop: Callable[..., torch.Tensor]
-    tv: float
-    power: float
-    max_samples: int
-    seed: int
-    alpha: float
-    pool: Pool | None = None
-    cap_per_decision: bool = False  # a --tv budget's: max_samples caps each group, not their sum
-
-    def seed_for(self, *parts: object) -> int:
-        return derive_seed(self.seed, *parts)
-
-    @property
-    def oracle(self) -> DeclaredWarp:
-        """The warp the loop declares (its engine's own law), or transformers' when it declares none."""
-        return declared_warp(self.loop)
-
-    def run(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int) -> torch.Tensor:
-        """Call the loop with only the parameters it declares, its rows cut into units (each
-        seeded from ``seed`` and its index) run on the run's workers; audit each output's structure."""
-        given = params.only(loop_parameters(self.loop))
-        spans = unit_spans(prompt.shape[0])
-        units = (
-            LoopUnit(target, draft, prompt[a:b], num_tokens, given if len(spans) == 1 else given.select(slice(a, b)), unit_seed(seed, i))
-            for i, a, b in spans
-        )
-        return torch.cat([done.result for done in self._pool.map(generate, units)])
-
-    def tally(self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, rows: int, num_tokens: int, groups: list[dict[str, float]], seed: int, tally: LoopTally) -> np.ndarray:
-        """``rows`` generations from one ``prompt`` row, row ``r`` sampled with ``groups[r % len(groups)]``,
-        in units as :meth:`run`'s, each counted by ``tally`` where the loop runs; the counts summed
-        (the same for any split over workers).  No tensor of all the rows is ever made."""
-        with contextlib.closing(self.tally_phases(target, draft, prompt, [(rows, seed)], num_tokens, groups, tally)) as phases:
-            return next(phases)
-
-    def tally_phases(
-        self, target: MarkovLM, draft: MarkovLM, prompt: torch.Tensor, phases: Sequence[tuple[int, int]], num_tokens: int,
-        groups: list[dict[str, float]], tally: LoopTally,
-    ) -> Generator[np.ndarray, None, None]:
-        """The counts of each phase ``(rows, seed)`` of one experiment in turn, each as :meth:`tally`
-        counts it alone, from one stream of units: the workers start the next phase's units while
-        this phase's last ones land and the caller looks at its counts, so a phase's end idles no
-        worker.  Closing the iterator early drops the units not yet started."""
-        names = loop_parameters(self.loop)
-        spans = [unit_spans(rows) for rows, _ in phases]
-
-        def units() -> Iterator[LoopUnit]:
-            for (_, seed), cut in zip(phases, spans):
-                for i, a, b in cut:
-                    params = _params(groups, torch.arange(a, b) % len(groups), names)
-                    yield LoopUnit(target, draft, prompt.expand(b - a, -1), num_tokens, params, unit_seed(seed, i), dataclasses.replace(tally, start=a))
-
-        with contextlib.closing(self._pool.map(tally_generations, units())) as landed:
-            for cut in spans:
-                yield sum((done.result for done in itertools.islice(landed, len(cut))), np.zeros_like(tally.law, dtype=np.int64))
-
-    @property
-    def _pool(self) -> Pool:
-        return self.pool if self.pool is not None else SerialPool(self.loop)
-
-
-def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovLM:
-    g = torch.Generator().manual_seed(seed)
-    return MarkovLM(torch.randn(vocab**order, vocab, generator=g, dtype=torch.float64) * scale, context=(0,) * order)
-
-
-def _params(groups: list[dict[str, float]], which: torch.Tensor, names: tuple[str, ...]) -> SamplingParams:
-    columns = {}
-    for name in names:
-        if name == "seeds":
-            continue
-        values = torch.tensor([g.get(name, _OFF[name]) for g in groups], dtype=_DTYPES.get(name, torch.float64))
-        columns[name] = values[which]
-    return SamplingParams(**columns)
-
-
-def _needs(groups: list[dict[str, float]]) -> set[str]:
-    return {name for group in groups for name in group}
 
 
 @dataclasses.dataclass
@@ -249,7 +91,12 @@ class LoopCheck(Check):
         try:
             return getattr(self, f"_{self.name}")(ctx)
         except SamplerFault as fault:
-            return self._result("fail", finding="contract", message=str(fault), evidence={"violation": fault.violation.rule, **fault.details})
+            return self._result(
+                "fail",
+                finding="contract",
+                message=str(fault),
+                evidence={"violation": fault.violation.rule, **fault.details},
+            )
         except Exception as exc:  # everything the loop raises is evidence against it
             text = str(exc).strip().splitlines()
             message = f"the loop raised {type(exc).__name__}: {text[0] if text else '(no message)'}"
@@ -262,23 +109,39 @@ class LoopCheck(Check):
 
     def _output(self, ctx: LoopContext) -> CheckResult:
         vocab, length, rows = 5, 8, 96
-        target, draft = _chain(ctx.seed_for(self.id, "target"), vocab, 2), _chain(ctx.seed_for(self.id, "draft"), vocab, 2)
+        target, draft = (
+            _chain(ctx.seed_for(self.id, "target"), vocab, 2),
+            _chain(ctx.seed_for(self.id, "draft"), vocab, 2),
+        )
         names = loop_parameters(ctx.loop)
         groups = [g for g in KINDS["mixed"] if not (_needs([g]) - set(names))] + [{"temperature": 0.0}]
         which = torch.arange(rows) % len(groups)
         params = _params(groups, which, names)
-        prompt = torch.randint(vocab, (rows, 2), generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "prompt")))
+        prompt = torch.randint(
+            vocab, (rows, 2), generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "prompt"))
+        )
         out = ctx.run(target, draft, prompt, length, params, ctx.seed_for(self.id, "loop"))
         history = torch.cat([prompt, out], dim=1)
         wrong = _forbidden(ctx.oracle, target, history, out, params, groups, which)
         if wrong is not None and not ctx.oracle.declared:
-            fits = next((name for name, c in PRESETS.items() if name != ctx.oracle.preset and _forbidden(c, target, history, out, params, groups, which) is None), None)
+            fits = next(
+                (
+                    name
+                    for name, c in PRESETS.items()
+                    if name != ctx.oracle.preset and _forbidden(c, target, history, out, params, groups, which) is None
+                ),
+                None,
+            )
             if fits is not None:  # an undeclared loop warping as another engine does: not a fault
                 message = f"the generations are allowed by the {fits} preset's warp, not by transformers' (the undeclared default): declare warp={fits!r}; against transformers': {wrong[1]}"
                 return self._result("inconclusive", samples=rows, message=message, evidence={"explained_by": fits})
         if wrong is not None:
             return self._result("fail", finding=wrong[0], message=wrong[1])
-        return self._result("pass", samples=rows, message=f"{rows} rows of {length} tokens: valid; greedy rows follow the argmax path; no forbidden token")
+        return self._result(
+            "pass",
+            samples=rows,
+            message=f"{rows} rows of {length} tokens: valid; greedy rows follow the argmax path; no forbidden token",
+        )
 
     def _determinism(self, ctx: LoopContext) -> CheckResult:
         target, draft = _chain(ctx.seed_for(self.id, "target"), 4), _chain(ctx.seed_for(self.id, "draft"), 4)
@@ -286,7 +149,9 @@ class LoopCheck(Check):
         prompt = torch.zeros((64, 1), dtype=torch.int64)
         first, second = (ctx.run(target, draft, prompt, 6, params, ctx.seed_for(self.id)) for _ in range(2))
         if not torch.equal(first, second):
-            return self._result("fail", finding="contract", message="the same generator seed gave different generations")
+            return self._result(
+                "fail", finding="contract", message="the same generator seed gave different generations"
+            )
         return self._result("pass", samples=128, message="the same generator seed gives the same generation")
 
     def _seeds(self, ctx: LoopContext) -> CheckResult:
@@ -297,22 +162,43 @@ class LoopCheck(Check):
         params = dataclasses.replace(_params([{}], torch.zeros(rows, dtype=torch.int64), names), seeds=seeds)
         prompt = torch.zeros((rows, 1), dtype=torch.int64)
         out = ctx.run(target, draft, prompt, length, params, ctx.seed_for(self.id, "a"))
-        order = torch.randperm(rows, generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "order")))[: rows // 2]
+        order = torch.randperm(rows, generator=torch.Generator().manual_seed(ctx.seed_for(self.id, "order")))[
+            : rows // 2
+        ]
         moved = ctx.run(target, draft, prompt[order], length, params.select(order), ctx.seed_for(self.id, "b"))
         if not torch.equal(out[:16], out[16:]):
-            return self._result("fail", finding="contract", message="two rows with the same seed in one batch generated different tokens")
+            return self._result(
+                "fail",
+                finding="contract",
+                message="two rows with the same seed in one batch generated different tokens",
+            )
         if not torch.equal(moved, out[order]):
-            return self._result("fail", finding="contract", message="a seeded row's generation changed with the rest of the batch (or the generator)")
+            return self._result(
+                "fail",
+                finding="contract",
+                message="a seeded row's generation changed with the rest of the batch (or the generator)",
+            )
         if len({tuple(r) for r in out[:16].tolist()}) < 8:
-            return self._result("fail", finding="contract", message="16 different seeds gave fewer than 8 different generations: seeds are ignored or shared")
-        return self._result("pass", samples=rows + rows // 2, message="same seed, same generation wherever the row sits; different seeds, different generations")
+            return self._result(
+                "fail",
+                finding="contract",
+                message="16 different seeds gave fewer than 8 different generations: seeds are ignored or shared",
+            )
+        return self._result(
+            "pass",
+            samples=rows + rows // 2,
+            message="same seed, same generation wherever the row sits; different seeds, different generations",
+        )
 
     # --- statistical checks -------------------------------------------------------------------
 
     def _law(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 3
         groups = KINDS[self.case or "plain"]
-        target, draft = _chain(ctx.seed_for(self.id, "target"), vocab, 2), _chain(ctx.seed_for(self.id, "draft"), vocab, 2)
+        target, draft = (
+            _chain(ctx.seed_for(self.id, "target"), vocab, 2),
+            _chain(ctx.seed_for(self.id, "draft"), vocab, 2),
+        )
         if self.case == "separating":
             target = separating_chain()
         prompt_row = torch.tensor([1, 2])
@@ -320,7 +206,9 @@ class LoopCheck(Check):
 
         def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
             one = torch.zeros(1, dtype=torch.int64)
-            return np.stack([generation_law(target, prompt_row, length, _params([g], one, names), law=law).numpy() for g in groups])
+            return np.stack(
+                [generation_law(target, prompt_row, length, _params([g], one, names), law=law).numpy() for g in groups]
+            )
 
         laws = laws_of(ctx.oracle)
         share = ctx.alpha / len(groups)
@@ -328,12 +216,23 @@ class LoopCheck(Check):
         tally = LoopTally(vocab, pairs=False, law=laws, groups=len(groups))
 
         def draw(phases: list[tuple[int, int]]) -> Generator[np.ndarray, None, None]:
-            return ctx.tally_phases(target, draft, prompt_row[None], [(n * len(groups), seed) for n, seed in phases], length, groups, tally)
+            return ctx.tally_phases(
+                target, draft, prompt_row[None], [(n * len(groups), seed) for n, seed in phases], length, groups, tally
+            )
 
-        counts, looked = self._counts(ctx, laws, share, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw)
+        counts, looked = self._counts(
+            ctx, laws, share, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw
+        )
         return self._decide(
-            ctx, counts, laws, share, [str(g or "no warps") for g in groups], lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))),
-            generations=int(counts.sum()), laws_of=laws_of, looked=looked,
+            ctx,
+            counts,
+            laws,
+            share,
+            [str(g or "no warps") for g in groups],
+            lambda c: " ".join(map(str, np.unravel_index(c, (vocab,) * length))),
+            generations=int(counts.sum()),
+            laws_of=laws_of,
+            looked=looked,
         )
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
@@ -357,16 +256,31 @@ class LoopCheck(Check):
         tally = LoopTally(vocab, pairs=True, law=laws)
 
         def draw(phases: list[tuple[int, int]]) -> Generator[np.ndarray, None, None]:
-            return ctx.tally_phases(target, draft, torch.ones((1, 1), dtype=torch.int64), phases, length, [group], tally)
+            return ctx.tally_phases(
+                target, draft, torch.ones((1, 1), dtype=torch.int64), phases, length, [group], tally
+            )
 
         counts, looked = self._counts(ctx, laws, share, ctx.max_samples, draw)
         return self._decide(
-            ctx, counts, laws, share, [f"tokens {t} and {t + 1}" for t in range(1, length)], lambda c: f"{c // vocab} then {c % vocab}",
-            generations=int(counts[0].sum()), counted=f"{int(counts.sum()):,} pairs of adjacent tokens", laws_of=laws_of, looked=looked,
+            ctx,
+            counts,
+            laws,
+            share,
+            [f"tokens {t} and {t + 1}" for t in range(1, length)],
+            lambda c: f"{c // vocab} then {c % vocab}",
+            generations=int(counts[0].sum()),
+            counted=f"{int(counts.sum()):,} pairs of adjacent tokens",
+            laws_of=laws_of,
+            looked=looked,
         )
 
     def _counts(
-        self, ctx: LoopContext, laws: np.ndarray, share: float, cap: int, draw: Callable[[list[tuple[int, int]]], Generator[np.ndarray, None, None]],
+        self,
+        ctx: LoopContext,
+        laws: np.ndarray,
+        share: float,
+        cap: int,
+        draw: Callable[[list[tuple[int, int]]], Generator[np.ndarray, None, None]],
     ) -> tuple[np.ndarray, FutilityLooks | None]:
         """Counts for the decisions ``laws [D, C]`` of one experiment: ``draw(phases)`` yields, for
         each phase ``(n, seed)`` in turn, the counts of ``n`` more samples of every decision (a law
@@ -383,13 +297,22 @@ class LoopCheck(Check):
         """
         df = max(1, int(((laws > 0).sum(axis=1) - 1).max()))  # the largest law's: every decision draws as many
         plan = FutilityPlan(ctx.tv, df, share, ctx.power)
-        looks = FutilityLooks.where_uncapped(plan, laws, lambda look, d: ctx.seed_for(self.id, "look", look, d), per_decision=ctx.cap_per_decision, cap=cap)
+        looks = FutilityLooks.where_uncapped(
+            plan,
+            laws,
+            lambda look, d: ctx.seed_for(self.id, "look", look, d),
+            per_decision=ctx.cap_per_decision,
+            cap=cap,
+        )
         if looks is None:  # a fixed sample, as large as the cap allows
             n = min(samples_needed(ctx.tv, df, share, ctx.power), cap)
             with contextlib.closing(draw([(n, ctx.seed_for(self.id, "loop"))])) as fixed:
                 return np.asarray(next(fixed), dtype=np.int64), None
         ends = [*plan.look_samples, plan.final_samples]
-        phases = [(end - start, ctx.seed_for(self.id, "loop", phase)) for phase, (start, end) in enumerate(zip([0, *ends], ends))]
+        phases = [
+            (end - start, ctx.seed_for(self.id, "loop", phase))
+            for phase, (start, end) in enumerate(zip([0, *ends], ends))
+        ]
         counts = np.zeros(laws.shape, dtype=np.int64)
         with contextlib.closing(draw(phases)) as drawn:
             for _, part in zip(plan.look_samples, drawn):  # the looks first: zip leaves the final phase unread
@@ -400,15 +323,26 @@ class LoopCheck(Check):
         return counts, looks
 
     def _decide(
-        self, ctx: LoopContext, counts: np.ndarray, laws: np.ndarray, share: float, groups: list[str], label: Callable[[int], str],
-        *, generations: int, counted: str | None = None, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
+        self,
+        ctx: LoopContext,
+        counts: np.ndarray,
+        laws: np.ndarray,
+        share: float,
+        groups: list[str],
+        label: Callable[[int], str],
+        *,
+        generations: int,
+        counted: str | None = None,
+        laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray] | None = None,
         looked: FutilityLooks | None = None,
     ) -> CheckResult:
         """One test per group, Bonferroni over groups; ``generations`` is how many the loop made
         (``counted``: what was tallied from them, where that is not one outcome a generation);
         ``laws_of`` gives the same laws under another warp, to explain an undeclared loop's failure;
         ``looked``: the experiment's futility looks (the claim is then the whole procedure's)."""
-        tests = [gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))]
+        tests = [
+            gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(self.id, g)) for g in range(len(groups))
+        ]
         worst = min(range(len(groups)), key=lambda g: tests[g].pvalue)
         pvalue = min(1.0, tests[worst].pvalue * len(groups))
         if looked is None:
@@ -416,7 +350,11 @@ class LoopCheck(Check):
         else:
             claim = max(looked.plan.claim(test, laws[g]) for g, test in enumerate(tests))
         expected = laws[worst] * counts[worst].sum()
-        score = np.where(laws[worst] > 0, np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)), np.where(counts[worst] > 0, np.inf, 0.0))
+        score = np.where(
+            laws[worst] > 0,
+            np.abs(counts[worst] - expected) / np.sqrt(np.maximum(expected, 1.0)),
+            np.where(counts[worst] > 0, np.inf, 0.0),
+        )
         cell = int(np.argmax(score))
         evidence: Evidence = {
             "test": tests[worst].method,
@@ -433,24 +371,62 @@ class LoopCheck(Check):
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
             evidence["tv"] = tv_record(tv)
             message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
-            explained = None if ctx.oracle.declared or laws_of is None else _explained_by(ctx, self.id, counts, laws_of, share)
+            explained = (
+                None if ctx.oracle.declared or laws_of is None else _explained_by(ctx, self.id, counts, laws_of, share)
+            )
             if explained is not None:  # an undeclared loop warping as another engine does: not a loss
                 evidence["explained_by"] = explained
-                message = (f"the generations fit the {explained} preset's warp, not transformers' (the undeclared default): "
-                           f"declare warp={explained!r} to be judged by your engine's own law; against transformers': {message}")
-                return self._result("inconclusive", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
-            return self._result("fail", finding="loss", p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+                message = (
+                    f"the generations fit the {explained} preset's warp, not transformers' (the undeclared default): "
+                    f"declare warp={explained!r} to be judged by your engine's own law; against transformers': {message}"
+                )
+                return self._result(
+                    "inconclusive",
+                    p_value=pvalue,
+                    alpha=ctx.alpha,
+                    samples=samples,
+                    min_detectable_tv=claim,
+                    message=message,
+                    evidence=evidence,
+                )
+            return self._result(
+                "fail",
+                finding="loss",
+                p_value=pvalue,
+                alpha=ctx.alpha,
+                samples=samples,
+                min_detectable_tv=claim,
+                message=message,
+                evidence=evidence,
+            )
         status = "pass" if claim <= 2 * ctx.tv else "inconclusive"
         made = f"{generations:,} generations" + (f" ({counted})" if counted else "")
-        message = f"{len(groups)} groups, {made}, no deviation found" if status == "pass" else f"{made}: could only detect TV >= {claim:.3g}"
+        message = (
+            f"{len(groups)} groups, {made}, no deviation found"
+            if status == "pass"
+            else f"{made}: could only detect TV >= {claim:.3g}"
+        )
         if looked is not None:
             message += f"; {looked.text()}"
-        return self._result(status, p_value=pvalue, alpha=ctx.alpha, samples=samples, min_detectable_tv=claim, message=message, evidence=evidence)
+        return self._result(
+            status,
+            p_value=pvalue,
+            alpha=ctx.alpha,
+            samples=samples,
+            min_detectable_tv=claim,
+            message=message,
+            evidence=evidence,
+        )
 
 
 def _forbidden(
-    law: Callable[..., torch.Tensor], target: MarkovLM, history: torch.Tensor, out: torch.Tensor, params: SamplingParams,
-    groups: list[dict[str, float]], which: torch.Tensor,
+    law: Callable[..., torch.Tensor],
+    target: MarkovLM,
+    history: torch.Tensor,
+    out: torch.Tensor,
+    params: SamplingParams,
+    groups: list[dict[str, float]],
+    which: torch.Tensor,
 ) -> tuple[str, str] | None:
     """The first generated token the warp ``law`` forbids (a greedy row off its argmax path, or a
     token of probability 0), as ``(finding, message)``; ``None`` when every token is allowed."""
@@ -464,20 +440,35 @@ def _forbidden(
         wrong_greedy = greedy & (out[:, t] != argmax)
         if bool(wrong_greedy.any()):
             row = int(wrong_greedy.nonzero()[0, 0])
-            return "contract", f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}"
+            return (
+                "contract",
+                f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}",
+            )
         if bool((chosen == 0).any()):
             row = int((chosen == 0).nonzero()[0, 0])
-            return "support", f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})"
+            return (
+                "support",
+                f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})",
+            )
     return None
 
 
-def _explained_by(ctx: LoopContext, check_id: str, counts: np.ndarray, laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray], share: float) -> str | None:
+def _explained_by(
+    ctx: LoopContext,
+    check_id: str,
+    counts: np.ndarray,
+    laws_of: Callable[[Callable[..., torch.Tensor]], np.ndarray],
+    share: float,
+) -> str | None:
     """The first other preset whose law fits the same counts at the check's alpha (every group)."""
     for name, convention in PRESETS.items():
         if name == ctx.oracle.preset:
             continue
         laws = laws_of(convention)
-        pvalue = min(gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(check_id, g)).pvalue for g in range(len(laws)))
+        pvalue = min(
+            gof_test(counts[g], laws[g], alpha=share, random_state=ctx.seed_for(check_id, g)).pvalue
+            for g in range(len(laws))
+        )
         if pvalue * len(laws) > ctx.alpha:
             return name
     return None
@@ -485,13 +476,16 @@ def _explained_by(ctx: LoopContext, check_id: str, counts: np.ndarray, laws_of: 
 
 def loop_battery() -> list[LoopCheck]:
     """Every loop check, exact ones first."""
-    return registered([
-        LoopCheck("output"),
-        LoopCheck("determinism"),
-        LoopCheck("seeds"),
-        *[LoopCheck("law", kind) for kind in KINDS],
-        LoopCheck("positions"),
-    ], families=(LOOP_FAMILY,))
+    return registered(
+        [
+            LoopCheck("output"),
+            LoopCheck("determinism"),
+            LoopCheck("seeds"),
+            *[LoopCheck("law", kind) for kind in KINDS],
+            LoopCheck("positions"),
+        ],
+        families=(LOOP_FAMILY,),
+    )
 
 
 #: What the loop family's models and generations cover: the claim of a conformant verdict holds there.
@@ -499,4 +493,3 @@ REACH = (
     "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
     f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
 )
-

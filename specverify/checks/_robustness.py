@@ -13,6 +13,7 @@ does not.  Hypothesis searches each edge-case family and shrinks a failure to th
 from __future__ import annotations
 
 import dataclasses
+
 import torch
 
 from .. import strategies as sv
@@ -82,7 +83,15 @@ class EdgeValidityCheck(Check):
                 f"specverify.replay.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
                 f"print({self.id!r} + ': not reproduced (every output valid)')"
             )
-            result = fault_result(self, outcome.fault, evidence={"minimal_example": {"cases": [c.describe() for c in cases]}, "repro": repro, "examples": found.examples})
+            result = fault_result(
+                self,
+                outcome.fault,
+                evidence={
+                    "minimal_example": {"cases": [c.describe() for c in cases]},
+                    "repro": repro,
+                    "examples": found.examples,
+                },
+            )
             result.message = f"on the smallest failing case: {result.message}"
             result.samples = samples
             return result
@@ -129,7 +138,9 @@ class LargeVocabCheck(Check):
             draft = draft + 0.5 * target[:, :k]
             drafts = torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator).reshape(batch, k)
             try:
-                ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", vocab)))
+                ctx.sut.step(
+                    target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(self.id, "sampler", vocab))
+                )
             except SamplerFault as fault:
                 from ._shapes import remember_hang
 
@@ -143,8 +154,10 @@ class LargeVocabCheck(Check):
             case=self.case,
             status="pass",
             samples=rows,
-            message=f"valid output at V = {' and '.join(map(str, tested))} ({rows} rows)" + (
-                f"; V above {tested[-1]} exceeds the sampler's max_vocab" if len(tested) < len(self.vocabularies) else ""
+            message=f"valid output at V = {' and '.join(map(str, tested))} ({rows} rows)"
+            + (
+                f"; V above {tested[-1]} exceeds the sampler's max_vocab"
+                if len(tested) < len(self.vocabularies)
+                else ""
             ),
         )
-

@@ -183,7 +183,9 @@ def search_and_confirm(
     deep = budget.depth_examples if statistical else 0
     coverage_tv = budget.coverage_tv if deep and budget.coverage_tv is not None else None
     with ctx.at_tv(coverage_tv):
-        _search_rounds(ctx, check_id, strategy, evaluate, fingerprint, screen, seen, excluded, examples, result, statistical)
+        _search_rounds(
+            ctx, check_id, strategy, evaluate, fingerprint, screen, seen, excluded, examples, result, statistical
+        )
     if coverage_tv is not None and result.confirmed is None and not result.exhausted:
         result.depth = _deepen(ctx, check_id, evaluate, fingerprint, seen, cases, excluded, deep, coverage_tv, result)
     result.examples = len(seen)
@@ -274,13 +276,18 @@ def _deepen(
     depth = Depth(coverage_tv, merge([*ctx.reached, ctx.sut.reach.snapshot()]))
     ctx.sut.reach.reset()
     order = {key: i for i, key in enumerate(seen)}
-    ranked = sorted((k for k, o in seen.items() if o.fault is None and k not in excluded), key=lambda k: (-seen[k].samples, order[k]))
+    ranked = sorted(
+        (k for k, o in seen.items() if o.fault is None and k not in excluded),
+        key=lambda k: (-seen[k].samples, order[k]),
+    )
     for key in ranked[:deep]:
         outcome = _guarded(evaluate, cases[key], ctx.seed_for(check_id, "deep", key), ctx.budget.screen_alpha, "deep")
         depth.outcomes.append(outcome)
         if _alarm(outcome, ctx.budget.screen_alpha, True):
             result.minimal = result.first = cases[key]
-            result.confirmed = _confirm(ctx, check_id, [cases[key]], lambda _: outcome, evaluate, fingerprint, result, tag="deep-confirm")
+            result.confirmed = _confirm(
+                ctx, check_id, [cases[key]], lambda _: outcome, evaluate, fingerprint, result, tag="deep-confirm"
+            )
             if result.confirmed is not None:
                 break
     del ctx.reached[:mark]  # the claim is the deep tests'; the coverage screens' reach is kept in depth
@@ -356,7 +363,9 @@ def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:
     return outcome.rejects(alpha)
 
 
-def _guarded(evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: int, alpha: float, stage: str) -> Outcome:
+def _guarded(
+    evaluate: Callable[[C, int, float, str], Outcome], case: C, seed: int, alpha: float, stage: str
+) -> Outcome:
     try:
         outcome = evaluate(case, seed, alpha, stage)
     except SamplerFault as fault:
@@ -395,13 +404,19 @@ def decisions_from_search(
         pvalues = [o.pvalues[key] for o in screens if key in o.pvalues]
         claims = [o.min_detectable_tv[key] for o in claimed if key in o.min_detectable_tv]
         claim = max(claims) if claims else None
-        common: dict[str, Any] = dict(id=decision.id, family=decision.family, case=decision.case, proves=decision.finding)
+        common: dict[str, Any] = dict(
+            id=decision.id, family=decision.family, case=decision.case, proves=decision.finding
+        )
         if confirmed_ids and key not in confirmed_ids:
             results.append(_sibling_result(ctx, decision, found, base_evidence, describe, sorted(confirmed_ids)))
             continue
         if found.confirmed is not None:
             case, outcome = found.confirmed
-            evidence: Evidence = {**base_evidence, "minimal_example": describe(case), "repro": repro(case, outcome, decision)}
+            evidence: Evidence = {
+                **base_evidence,
+                "minimal_example": describe(case),
+                "repro": repro(case, outcome, decision),
+            }
             if outcome.fault is not None:
                 result = fault_result(decision, outcome.fault, evidence=evidence)
                 result.message = f"on the smallest failing case: {result.message}"
@@ -449,6 +464,7 @@ def decisions_from_search(
 
 def _depth_record(depth: Depth, screens: list[Outcome], ids: list[str]) -> DepthRecord:
     """What the depth tier did: the coverage screens' TV, claim and reach, the deep tests' claim."""
+
     def worst(outcomes: list[Outcome]) -> float | None:
         claims = [o.min_detectable_tv[i] for o in outcomes for i in ids if i in o.min_detectable_tv]
         return max(claims) if claims else None
@@ -467,7 +483,9 @@ def _depth_record(depth: Depth, screens: list[Outcome], ids: list[str]) -> Depth
 
 def _stopped(outcomes: list[Outcome]) -> int:
     """How many of these tests a futility look ended early (evidence ``futility``)."""
-    return sum(any("futility" in e and e["futility"]["stopped_at"] is not None for e in o.evidence.values()) for o in outcomes)
+    return sum(
+        any("futility" in e and e["futility"]["stopped_at"] is not None for e in o.evidence.values()) for o in outcomes
+    )
 
 
 def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tuple[str, str]:
@@ -483,12 +501,16 @@ def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tu
     if claim is None:
         return "inconclusive", "no case could be tested"
     if claim > ctx.budget.ceiling_tv:
-        return "inconclusive", f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+        return (
+            "inconclusive",
+            f"could only detect TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}",
+        )
     if found.depth is not None:
         stopped = _stopped(found.depth.outcomes)
         return "pass", (
             f"{found.examples} cases screened at TV {found.depth.coverage_tv:g}, the {len(found.depth.outcomes)} largest "
-            f"tested again at TV {ctx.budget.tv:g}; no deviation found" + (f" ({stopped} ended early by a futility look)" if stopped else "")
+            f"tested again at TV {ctx.budget.tv:g}; no deviation found"
+            + (f" ({stopped} ended early by a futility look)" if stopped else "")
         )
     return "pass", f"{found.examples} cases, no deviation found"
 
@@ -519,13 +541,26 @@ def _sibling_result(
     if claim is None:
         status, message = "inconclusive", message + "; this decision had no test of its own there"
     elif claim > ctx.budget.ceiling_tv:
-        status, message = "inconclusive", message + f"; that test detects only TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}"
+        status, message = (
+            "inconclusive",
+            message
+            + f"; that test detects only TV >= {claim:.3g}, above the budget's ceiling {ctx.budget.ceiling_tv:.3g}",
+        )
     else:
         message += f"; that test detects TV >= {claim:.3g}"
     evidence: Evidence = {**base_evidence, "decided_on": describe(case), **outcome.evidence.get(key, {})}
     return CheckResult(
-        id=decision.id, family=decision.family, case=decision.case, proves=decision.finding, status=status,
-        p_value=p, alpha=found.confirm_alpha, samples=outcome.samples, min_detectable_tv=claim, message=message, evidence=evidence,
+        id=decision.id,
+        family=decision.family,
+        case=decision.case,
+        proves=decision.finding,
+        status=status,
+        p_value=p,
+        alpha=found.confirm_alpha,
+        samples=outcome.samples,
+        min_detectable_tv=claim,
+        message=message,
+        evidence=evidence,
     )
 
 

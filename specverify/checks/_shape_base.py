@@ -139,7 +139,9 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
     k = min(shape.k, caps.max_k or shape.k)
     if (vocab, k) == (shape.vocab, shape.k):
         return shape, None
-    return Shape(vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call, shape.tag), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
+    return Shape(
+        vocab, k, min(shape.accept_until, k), shape.actives, shape.rows_per_call, shape.tag
+    ), f"V={shape.vocab:,}, K={shape.k} reduced to V={vocab:,}, K={k} by the sampler's declared max_vocab/max_k"
 
 
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
@@ -163,7 +165,11 @@ def earlier_hang(ctx: Context) -> SamplerFault | None:
     if earlier is None:
         return None
     v = earlier[1].violation
-    return SamplerFault(Violation(v.rule, f"{v.message} (in {earlier[0]}; the hung call still runs, so no further call is made)", v.finding))
+    return SamplerFault(
+        Violation(
+            v.rule, f"{v.message} (in {earlier[0]}; the hung call still runs, so no further call is made)", v.finding
+        )
+    )
 
 
 def remember_hang(ctx: Context, where: str, fault: SamplerFault) -> None:
@@ -205,7 +211,9 @@ def count_lumped(sut: Any, unit: LumpedUnit) -> np.ndarray:
     """A :class:`LumpedUnit`'s ``[(K+1) * C]`` outcome counts, tallied as its outputs land."""
     case, n_cells = unit.case, unit.n_cells
     counts = np.zeros((case.k + 1) * n_cells, dtype=np.int64)
-    batches = (case.batch(min(unit.per_call, unit.rows - start)) for start in range(0, unit.rows, unit.per_call))  # over calls, not rows
+    batches = (
+        case.batch(min(unit.per_call, unit.rows - start)) for start in range(0, unit.rows, unit.per_call)
+    )  # over calls, not rows
     for tokens, accepted in sut.steps(batches, generator=sut.generator(unit.seed), dtype=unit.dtype):
         last = tokens.gather(1, accepted[:, None])[:, 0]
         counts += np.bincount((accepted * n_cells + unit.cells[last]).numpy(), minlength=counts.size)
@@ -213,14 +221,30 @@ def count_lumped(sut: Any, unit: LumpedUnit) -> np.ndarray:
 
 
 def lumped_units(
-    ctx: Context, case: StepCase, cells: torch.Tensor, n_cells: int, rows: int, seed: int, per_call: int, harness: int | None = None
+    ctx: Context,
+    case: StepCase,
+    cells: torch.Tensor,
+    n_cells: int,
+    rows: int,
+    seed: int,
+    per_call: int,
+    harness: int | None = None,
 ) -> list[LumpedUnit]:
     """The units of ``rows`` rows of ``case`` (unit 0 seeded ``seed``, and ``harness``: one unit
     draws what one stream of calls drew)."""
     dtype = ctx.dtype_for(case.precision)
     spans = shape_spans(rows, per_call, (2 * case.k + 1) * case.vocab_size)
     return [
-        LumpedUnit(case, cells, n_cells, stop - start, unit_seed(seed, i), dtype, per_call, None if harness is None else unit_seed(harness, i))
+        LumpedUnit(
+            case,
+            cells,
+            n_cells,
+            stop - start,
+            unit_seed(seed, i),
+            dtype,
+            per_call,
+            None if harness is None else unit_seed(harness, i),
+        )
         for i, start, stop in spans
     ]
 
@@ -240,7 +264,12 @@ class Ran:
 
 
 def run_together(
-    ctx: Context, work: Callable[[Any, Any], Any], experiments: Sequence[Sequence[Any]], ids: Sequence[str], *, stop_at_fault: bool = False
+    ctx: Context,
+    work: Callable[[Any, Any], Any],
+    experiments: Sequence[Sequence[Any]],
+    ids: Sequence[str],
+    *,
+    stop_at_fault: bool = False,
 ) -> list[Ran]:
     """Every experiment's units (``work(sut, unit)``) in one stream over the run's workers, each
     experiment's results summed (arrays, or tuples of arrays).  A fault ends its experiment (the
@@ -288,5 +317,10 @@ def beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) 
 def not_run(rid: str, family: str, case: str | None, fault: SamplerFault) -> CheckResult:
     """A shape not run because the sampler hung before: a skip naming the hang (the failure is the
     hang's own result), never a pass."""
-    return CheckResult(id=rid, family=family, case=case, status="skip", message=f"not run: {fault.violation.rule}: {fault.violation.message}")
-
+    return CheckResult(
+        id=rid,
+        family=family,
+        case=case,
+        status="skip",
+        message=f"not run: {fault.violation.rule}: {fault.violation.message}",
+    )

@@ -82,7 +82,10 @@ class FullSizeGridCheck(Check):
         return check_id(self.family, "uniform-driven")
 
     def decision_list(self) -> list[Decision]:
-        return [Decision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}") for v, k in self.shapes]
+        return [
+            Decision(check_id(self.family, "uniform-driven", f"{v}x{k}"), self.family, f"{v}x{k}")
+            for v, k in self.shapes
+        ]
 
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         if not sut.capabilities.uniforms:
@@ -94,20 +97,46 @@ class FullSizeGridCheck(Check):
         for decision, (declared_vocab, declared_k) in zip(self.decision_list(), self.shapes):
             shape, reduced = bounded(ctx.sut, Shape(declared_vocab, declared_k))
             if shape.vocab > ctx.budget.shape_max_vocab:
-                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip",
-                                           message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,})"))
+                results.append(
+                    CheckResult(
+                        id=decision.id,
+                        family=self.family,
+                        case=decision.case,
+                        status="skip",
+                        message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,})",
+                    )
+                )
                 continue
             # draft tails above the target's: the residual lives on the active tokens; the bonus
             # row's tail is exact zeros, so every axis has a few cells whatever V
             hang = earlier_hang(ctx)
             if hang is not None:
-                results.append(CheckResult(id=decision.id, family=self.family, case=decision.case, status="skip", message=f"not run: {hang.violation.rule}: {hang.violation.message}"))
+                results.append(
+                    CheckResult(
+                        id=decision.id,
+                        family=self.family,
+                        case=decision.case,
+                        status="skip",
+                        message=f"not run: {hang.violation.rule}: {hang.violation.message}",
+                    )
+                )
                 continue
-            case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(decision.id), tail_mass=(0.1, 0.3), bonus_tail=0.0, accept_until=shape.k // 2))
+            case = ctx.as_passed(
+                structured_case(
+                    shape.vocab,
+                    shape.k,
+                    ctx.seed_for(decision.id),
+                    tail_mass=(0.1, 0.3),
+                    bonus_tail=0.0,
+                    accept_until=shape.k // 2,
+                )
+            )
             results.append(self._grid_result(ctx, decision, case, shape, reduced))
         return results
 
-    def _grid_result(self, ctx: Context, decision: Decision, case: StepCase, shape: Shape, reduced: str | None) -> CheckResult:
+    def _grid_result(
+        self, ctx: Context, decision: Decision, case: StepCase, shape: Shape, reduced: str | None
+    ) -> CheckResult:
         """The grid of ``case`` run through the sampler: a pass, the first mismatch (sized by its
         drafts' probability), or the fault."""
         uniforms, volume, skipped = prefix_grid(case)
@@ -124,25 +153,51 @@ class FullSizeGridCheck(Check):
         induced = torch.zeros((shape.k + 1) * vocab, dtype=torch.float64)
         induced.index_add_(0, outcomes, volume)
         tv = 0.5 * float((induced - case.law().reshape(-1)).abs().sum())
-        evidence: Evidence = {"V": vocab, "K": shape.k, "points": int(uniforms.shape[0]), "rows_per_call": per_call,
-                              "induced_tv": tv, "tie_volume": skipped, "draft_tokens": case.draft_tokens.tolist()}
+        evidence: Evidence = {
+            "V": vocab,
+            "K": shape.k,
+            "points": int(uniforms.shape[0]),
+            "rows_per_call": per_call,
+            "induced_tv": tv,
+            "tie_volume": skipped,
+            "draft_tokens": case.draft_tokens.tolist(),
+        }
         if reduced:
             evidence["reduced"] = reduced
-        new_result = functools.partial(CheckResult, id=decision.id, family=self.family, case=decision.case, samples=int(uniforms.shape[0]), proves="non-canonical")
+        new_result = functools.partial(
+            CheckResult,
+            id=decision.id,
+            family=self.family,
+            case=decision.case,
+            samples=int(uniforms.shape[0]),
+            proves="non-canonical",
+        )
         if wrong.any():
             r = int(wrong.nonzero()[0, 0])
             expected = canonical_emit(*case.batch(1), uniforms[r : r + 1])
             mismatched = float(volume[wrong].sum())
-            evidence["first_mismatch"] = {"uniforms": uniforms[r].tolist(), "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
-                                          "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])}, "mismatched_volume": mismatched}
+            evidence["first_mismatch"] = {
+                "uniforms": uniforms[r].tolist(),
+                "expected": {"tokens": expected[0][0].tolist(), "num_accepted": int(expected[1][0])},
+                "got": {"tokens": tokens[r].tolist(), "num_accepted": int(accepted[r])},
+                "mismatched_volume": mismatched,
+            }
             size = evidence["event"] = event_size(case, tv)
             status = sized_status(size)
-            result = new_result(status=status, finding="non-canonical" if status == "fail" else None, min_detectable_tv=0.0, evidence=evidence,
-                                message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
-                                        f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by {sizes_text(size)}")
+            result = new_result(
+                status=status,
+                finding="non-canonical" if status == "fail" else None,
+                min_detectable_tv=0.0,
+                evidence=evidence,
+                message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
+                f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by {sizes_text(size)}",
+            )
         else:
-            result = new_result(status="pass", evidence=evidence,
-                                message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})")
+            result = new_result(
+                status="pass",
+                evidence=evidence,
+                message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})",
+            )
         result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
         return result
 
@@ -158,7 +213,14 @@ def _run_grid(
         u = uniforms[start : start + per_call]
         target, draft, drafts = case.batch(u.shape[0])
         expected = canonical_emit(target, draft, drafts, u)
-        got = ctx.sut.step(target, draft, drafts, generator=ctx.sut.generator(ctx.seed_for(decision.id, start)), uniforms=u, dtype=dtype)
+        got = ctx.sut.step(
+            target,
+            draft,
+            drafts,
+            generator=ctx.sut.generator(ctx.seed_for(decision.id, start)),
+            uniforms=u,
+            dtype=dtype,
+        )
         ctx.advance(u.shape[0])
         wrong_rows.append((got[0] != expected[0]).any(-1) | (got[1] != expected[1]))
         got_tokens.append(got[0])

@@ -62,7 +62,10 @@ class ShapeTargetLawCheck(Check):
         return check_id(self.family, "target-law")
 
     def decision_list(self) -> list[Decision]:
-        return [Decision(check_id(self.family, name), self.family, None) for name in ("first-token", "position", "acceptance")]
+        return [
+            Decision(check_id(self.family, name), self.family, None)
+            for name in ("first-token", "position", "acceptance")
+        ]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         share = ctx.alpha / len(self.shapes)
@@ -74,23 +77,53 @@ class ShapeTargetLawCheck(Check):
         for declared in self.shapes:
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
-                left_out.append(f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab {ctx.budget.shape_max_vocab:,}")
+                left_out.append(
+                    f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab {ctx.budget.shape_max_vocab:,}"
+                )
                 continue
-            case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(self.id, shape.label), actives=shape.actives, label="position-model"))
+            case = ctx.as_passed(
+                structured_case(
+                    shape.vocab,
+                    shape.k,
+                    ctx.seed_for(self.id, shape.label),
+                    actives=shape.actives,
+                    label="position-model",
+                )
+            )
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             df = len(labels) * (shape.k + 1) - 1
             rows, needed = planned_rows(ctx, shape, df, share / shape.k)
             seed = ctx.seed_for(self.id, shape.label, "rows")
-            units = lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(seed, "sampler"), call_rows(ctx.sut, shape), harness=seed)
+            units = lumped_units(
+                ctx,
+                case,
+                cells,
+                len(labels),
+                rows,
+                ctx.seed_for(seed, "sampler"),
+                call_rows(ctx.sut, shape),
+                harness=seed,
+            )
             posed.append(((shape, reduced, case, cells, labels, rows, needed), units))
-        ran = run_together(ctx, tally_completed, [units for _, units in posed], [self.id] * len(posed), stop_at_fault=True)
+        ran = run_together(
+            ctx, tally_completed, [units for _, units in posed], [self.id] * len(posed), stop_at_fault=True
+        )
         fault = next((r.fault for r in ran if r.fault is not None), None)
         if fault is not None:
             return [fault_result(d, fault) for d in self.decision_list()]
         tallies = [(*what, outcome.result) for (what, _), outcome in zip(posed, ran)]
         note = f" ({'; '.join(left_out)})" if left_out else ""
         if not tallies:
-            return [CheckResult(id=d.id, family=self.family, case=None, status="skip", message=f"no shape within the budget's limits{note}") for d in self.decision_list()]
+            return [
+                CheckResult(
+                    id=d.id,
+                    family=self.family,
+                    case=None,
+                    status="skip",
+                    message=f"no shape within the budget's limits{note}",
+                )
+                for d in self.decision_list()
+            ]
         first_id, position_id, accept_id = (d.id for d in self.decision_list())
         return [
             self._law_result(ctx, first_id, [0], tallies, share, note),
@@ -98,7 +131,9 @@ class ShapeTargetLawCheck(Check):
             self._acceptance_result(ctx, accept_id, tallies, share, note),
         ]
 
-    def _law_result(self, ctx: Context, rid: str, positions: list[int] | None, tallies: list, share: float, note: str) -> CheckResult:
+    def _law_result(
+        self, ctx: Context, rid: str, positions: list[int] | None, tallies: list, share: float, note: str
+    ) -> CheckResult:
         """The completed token's law at ``positions`` (``None``: 1..K), Bonferroni over shapes and positions."""
         worst_p, claim, failure = 1.0, 0.0, None
         evidence: list[ShapeRecord] = []
@@ -114,48 +149,113 @@ class ShapeTargetLawCheck(Check):
                 detectable = gof.min_detectable_tv(level, power)
                 claim = max(claim, detectable)
                 expected = lumped[i] * obs.sum()
-                entry: ShapeRecord = {"V": shape.vocab, "K": shape.k, "position": i, "rows": rows, "rows_needed": needed, "test": gof.method, "df": gof.df,
-                         "pvalue": gof.pvalue, "min_detectable_tv": detectable, "cells": labels, "observed": obs.tolist(), "expected": expected.tolist(),
-                         "where": largest_deviation(obs, expected, lambda g, c: labels[c])}
+                entry: ShapeRecord = {
+                    "V": shape.vocab,
+                    "K": shape.k,
+                    "position": i,
+                    "rows": rows,
+                    "rows_needed": needed,
+                    "test": gof.method,
+                    "df": gof.df,
+                    "pvalue": gof.pvalue,
+                    "min_detectable_tv": detectable,
+                    "cells": labels,
+                    "observed": obs.tolist(),
+                    "expected": expected.tolist(),
+                    "where": largest_deviation(obs, expected, lambda g, c: labels[c]),
+                }
                 if reduced:
                     entry["reduced"] = reduced
                 evidence.append(entry)
                 if gof.pvalue <= level and failure is None:
                     failure = f"V={shape.vocab:,}, K={shape.k}, position {i}: {entry['where']}"
                 worst_p = min(worst_p, min(1.0, gof.pvalue * len(at)))
-        new_result = functools.partial(CheckResult, id=rid, family=self.family, case=None, alpha=ctx.alpha, samples=sum(t[5] for t in tallies), proves="loss",
-                      p_value=min(1.0, worst_p * len(self.shapes)), min_detectable_tv=claim,
-                      evidence={"shapes": evidence, "sized_for_tv": ctx.budget.shape_tv, "ceiling_tv": ctx.budget.shape_ceiling_tv})
+        new_result = functools.partial(
+            CheckResult,
+            id=rid,
+            family=self.family,
+            case=None,
+            alpha=ctx.alpha,
+            samples=sum(t[5] for t in tallies),
+            proves="loss",
+            p_value=min(1.0, worst_p * len(self.shapes)),
+            min_detectable_tv=claim,
+            evidence={
+                "shapes": evidence,
+                "sized_for_tv": ctx.budget.shape_tv,
+                "ceiling_tv": ctx.budget.shape_ceiling_tv,
+            },
+        )
         what = "the first token" if positions == [0] else "each later position's completed token"
         if failure is not None:
-            return new_result(status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}")
+            return new_result(
+                status="fail", finding="loss", message=f"{what} does not follow the target's law: {failure}"
+            )
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
         sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
-        return new_result(status=status, message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}")
+        return new_result(
+            status=status,
+            message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}",
+        )
 
     def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
         """Mean accepted drafts against the exact expectation, both tails at ``share / 2`` per shape."""
         worst_p, inconclusive = 1.0, False
         evidence: list[AcceptedShapeRecord] = []
         for shape, _, case, _, _, rows, _, (_, accepted) in tallies:
-            test = mean_test(np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power)
+            test = mean_test(
+                np.repeat(np.arange(case.k + 1), accepted), accepted_law(case), alpha=share / 2, power=ctx.budget.power
+            )
             drop = test.min_detectable_drop
             assert drop is not None  # mean_test was given alpha
             ceiling = case.k * ctx.budget.shape_ceiling_tv  # a TV deviation t moves the mean by at most K t
-            evidence.append(AcceptedShapeRecord({"V": shape.vocab, "K": shape.k, "rows": rows, "expected_accepted": test.expected_mean, "observed_accepted": test.observed_mean,
-                             "min_detectable_drop": drop, "ceiling_drop": ceiling, "pvalue_low": test.pvalue_low, "pvalue_high": test.pvalue_high}))
+            evidence.append(
+                AcceptedShapeRecord(
+                    {
+                        "V": shape.vocab,
+                        "K": shape.k,
+                        "rows": rows,
+                        "expected_accepted": test.expected_mean,
+                        "observed_accepted": test.observed_mean,
+                        "min_detectable_drop": drop,
+                        "ceiling_drop": ceiling,
+                        "pvalue_low": test.pvalue_low,
+                        "pvalue_high": test.pvalue_high,
+                    }
+                )
+            )
             low = test.pvalue_low <= share / 2
             high = test.pvalue_high <= share / 2 and ctx.sut.capabilities.canonical
             if low or high:
-                return CheckResult(id=rid, family=self.family, case=None, status="fail", finding="suboptimal" if low else "non-canonical", proves="suboptimal",
-                                   p_value=test.pvalue_low if low else test.pvalue_high, alpha=ctx.alpha, samples=rows, evidence={"shapes": evidence},
-                                   message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})")
+                return CheckResult(
+                    id=rid,
+                    family=self.family,
+                    case=None,
+                    status="fail",
+                    finding="suboptimal" if low else "non-canonical",
+                    proves="suboptimal",
+                    p_value=test.pvalue_low if low else test.pvalue_high,
+                    alpha=ctx.alpha,
+                    samples=rows,
+                    evidence={"shapes": evidence},
+                    message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})",
+                )
             worst_p = min(worst_p, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)))
             inconclusive |= drop > ceiling
-        return CheckResult(id=rid, family=self.family, case=None, status="inconclusive" if inconclusive else "pass", proves="suboptimal",
-                           p_value=min(1.0, worst_p * len(self.shapes)), alpha=ctx.alpha, samples=sum(t[5] for t in tallies), evidence={"shapes": evidence},
-                           message="accepted drafts per call match the exact expectation at " + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies) + note)
-
+        return CheckResult(
+            id=rid,
+            family=self.family,
+            case=None,
+            status="inconclusive" if inconclusive else "pass",
+            proves="suboptimal",
+            p_value=min(1.0, worst_p * len(self.shapes)),
+            alpha=ctx.alpha,
+            samples=sum(t[5] for t in tallies),
+            evidence={"shapes": evidence},
+            message="accepted drafts per call match the exact expectation at "
+            + ", ".join(f"V={t[0].vocab:,}, K={t[0].k}" for t in tallies)
+            + note,
+        )
 
 
 def accepted_law(case: StepCase) -> np.ndarray:
@@ -187,7 +287,9 @@ def tally_completed(sut: Any, unit: LumpedUnit) -> tuple[np.ndarray, np.ndarray]
             fills.append(torch.multinomial(p, n, replacement=True, generator=harness).T)  # [n, K+1] target draws
             yield case.target_probs.expand(n, -1, -1), case.draft_probs.expand(n, -1, -1), drafts
 
-    for index, (tokens, accepted) in enumerate(sut.steps(batches(), generator=sut.generator(unit.seed), dtype=unit.dtype)):
+    for index, (tokens, accepted) in enumerate(
+        sut.steps(batches(), generator=sut.generator(unit.seed), dtype=unit.dtype)
+    ):
         fill = fills[index]
         emitted = torch.arange(k + 1)[None, :] <= accepted[:, None]
         full = torch.where(emitted, tokens, fill)

@@ -45,13 +45,7 @@ from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, identity_plan, identity_test, samples_needed, tv_estimate
-from ..strategies._internal.shapes import (
-    EDGE_LAW_KINDS,
-    active_tokens,
-    cell_map,
-    edge_case,
-    structured_case,
-)
+from ..strategies._internal.shapes import EDGE_LAW_KINDS, active_tokens, cell_map, edge_case, structured_case
 from ._base import Check, Context, Decision, check_id, fault_result
 from ._event import event_size, sized_status, sizes_text
 from ._shape_base import (
@@ -61,12 +55,12 @@ from ._shape_base import (
     EDGE_VOCAB,
     FULL_DOMAIN_SHAPE,
     TARGET_SHAPES,
+    LumpedUnit,
+    Ran,
     Shape,
     beyond_budget,
     bounded,
     call_rows,
-    LumpedUnit,
-    Ran,
     count_lumped,
     earlier_hang,
     lumped_law,
@@ -101,7 +95,9 @@ __all__ = [
 
 def _claim_note(ctx: Context, claim: float, rows: int, needed: int) -> str:
     budget = ctx.budget
-    sized = f"sized for TV {budget.shape_tv:g}" + ("" if rows >= needed else f" ({needed:,} rows; the budget's volume affords {rows:,})")
+    sized = f"sized for TV {budget.shape_tv:g}" + (
+        "" if rows >= needed else f" ({needed:,} rows; the budget's volume affords {rows:,})"
+    )
     return f"detects TV >= {claim:.3g} on the lumped cells ({sized}; this family's ceiling {budget.shape_ceiling_tv:g})"
 
 
@@ -121,14 +117,20 @@ class ShapeConditionalCheck(Check):
         return check_id(self.family, "conditional")
 
     def decision_list(self) -> list[Decision]:
-        full = Decision(check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label)
-        return [Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [full]
+        full = Decision(
+            check_id(self.family, "full-law", FULL_DOMAIN_SHAPE.label), self.family, FULL_DOMAIN_SHAPE.label
+        )
+        return [Decision(check_id(self.family, "conditional", s.label), self.family, s.label) for s in self.shapes] + [
+            full
+        ]
 
     def run(self, ctx: Context) -> list[CheckResult]:
         full = ctx.budget.shape_full_domain
         share = ctx.alpha / (len(self.shapes) + full)
         results: list[CheckResult | None] = []
-        posed: list[tuple[int, str, Any, list[LumpedUnit]]] = []  # (index in results, id, how to judge its counts, its units)
+        posed: list[
+            tuple[int, str, Any, list[LumpedUnit]]
+        ] = []  # (index in results, id, how to judge its counts, its units)
         hang = earlier_hang(ctx)
         for declared in self.shapes:
             rid = check_id(self.family, "conditional", declared.label)
@@ -139,31 +141,70 @@ class ShapeConditionalCheck(Check):
             if hang is not None:
                 results.append(not_run(rid, self.family, declared.label, hang))
                 continue
-            case = ctx.as_passed(structured_case(shape.vocab, shape.k, ctx.seed_for(rid, "case"), accept_until=shape.accept_until, actives=shape.actives))
+            case = ctx.as_passed(
+                structured_case(
+                    shape.vocab,
+                    shape.k,
+                    ctx.seed_for(rid, "case"),
+                    accept_until=shape.accept_until,
+                    actives=shape.actives,
+                )
+            )
             cells, labels = cell_map(active_tokens(case), shape.vocab)
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
             rows, needed = planned_rows(ctx, shape, df, share)
             per_call = call_rows(ctx.sut, shape)
-            extra: Evidence = {"V": shape.vocab, "K": shape.k, "rows_per_call": per_call, "rows_needed": needed, "sized_for_tv": ctx.budget.shape_tv}
+            extra: Evidence = {
+                "V": shape.vocab,
+                "K": shape.k,
+                "rows_per_call": per_call,
+                "rows_needed": needed,
+                "sized_for_tv": ctx.budget.shape_tv,
+            }
             if reduced:
                 extra["reduced"] = reduced
             judge = functools.partial(
-                _lumped_result, ctx, Decision(rid, self.family, declared.label), case, labels, law, rows, share,
-                kind="structured", extra=extra, fault_evidence={"V": shape.vocab, "K": shape.k},
-                where=f"V={shape.vocab:,}, K={shape.k}", law_name="law given the drafts",
+                _lumped_result,
+                ctx,
+                Decision(rid, self.family, declared.label),
+                case,
+                labels,
+                law,
+                rows,
+                share,
+                kind="structured",
+                extra=extra,
+                fault_evidence={"V": shape.vocab, "K": shape.k},
+                where=f"V={shape.vocab:,}, K={shape.k}",
+                law_name="law given the drafts",
                 claim_note=functools.partial(_reduced_note, ctx, rows, needed, reduced),
             )
-            posed.append((len(results), rid, judge, lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), per_call)))
+            posed.append(
+                (
+                    len(results),
+                    rid,
+                    judge,
+                    lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), per_call),
+                )
+            )
             results.append(None)
         # the shapes' units in one stream (a hang stops the shapes after it; another fault does not)
         ran = run_together(ctx, count_lumped, [units for *_, units in posed], [rid for _, rid, _, _ in posed])
         for (at, _, judge, _), outcome in zip(posed, ran):
             results[at] = judge(outcome)
         fault = earlier_hang(ctx)
-        results.append(_full_law(ctx, share, fault) if full else CheckResult(
-            id=self.decision_list()[-1].id, family=self.family, case=FULL_DOMAIN_SHAPE.label, status="skip",
-            message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law"))
+        results.append(
+            _full_law(ctx, share, fault)
+            if full
+            else CheckResult(
+                id=self.decision_list()[-1].id,
+                family=self.family,
+                case=FULL_DOMAIN_SHAPE.label,
+                status="skip",
+                message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law",
+            )
+        )
         return [r for r in results if r is not None]
 
 
@@ -200,7 +241,9 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
         start = 0
         for tokens, accepted in ctx.sut.steps(calls, generator=generator, dtype=dtype):
             n = accepted.shape[0]
-            code = batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
+            code = (
+                batch_of[start : start + n] * cells + accepted * shape.vocab + tokens.gather(1, accepted[:, None])[:, 0]
+            )
             tally(counts, code.numpy())
             ctx.advance(n)
             start += n
@@ -211,28 +254,62 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
         return result
     test = identity_test(counts.reshape(batches, cells), law, eps=eps, mean_size=mean_size)
     claim = test.min_detectable_tv(alpha, ctx.budget.power)
-    evidence: Evidence = {"V": shape.vocab, "K": shape.k, "cells": cells, "test": test.method, "batches": batches, "mean_batch_size": mean_size,
-                "planned_batch_size": size, "rejecting_batches": test.rejecting, "statistics": list(test.statistics), "impossible": test.impossible,
-                "power_against": "the spread deviation (every cell moved by a relative factor)", "ceiling_tv": ctx.budget.shape_ceiling_tv}
+    evidence: Evidence = {
+        "V": shape.vocab,
+        "K": shape.k,
+        "cells": cells,
+        "test": test.method,
+        "batches": batches,
+        "mean_batch_size": mean_size,
+        "planned_batch_size": size,
+        "rejecting_batches": test.rejecting,
+        "statistics": list(test.statistics),
+        "impossible": test.impossible,
+        "power_against": "the spread deviation (every cell moved by a relative factor)",
+        "ceiling_tv": ctx.budget.shape_ceiling_tv,
+    }
     if reduced:
         evidence["reduced"] = reduced
-    new_result = functools.partial(CheckResult, id=rid, family=family, case=FULL_DOMAIN_SHAPE.label, p_value=test.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical", evidence=evidence)
+    new_result = functools.partial(
+        CheckResult,
+        id=rid,
+        family=family,
+        case=FULL_DOMAIN_SHAPE.label,
+        p_value=test.pvalue,
+        alpha=alpha,
+        samples=rows,
+        min_detectable_tv=claim,
+        proves="non-canonical",
+        evidence=evidence,
+    )
     if test.pvalue <= alpha:
         tv = evidence["tv"] = tv_record(tv_estimate(counts.reshape(batches, cells).sum(0), law, random_state=0))
         found = evidence["event"] = event_size(case, tv["estimate"])
         status = sized_status(found)
-        result = new_result(status=status, finding="non-canonical" if status == "fail" else None, message=(
-            f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
-            + (f"{test.impossible} outcomes of probability 0" if test.impossible else f"{test.rejecting} of {batches} batches reject (p = {test.pvalue:.3g})")
-            + f"; {sizes_text(found)}"))
+        result = new_result(
+            status=status,
+            finding="non-canonical" if status == "fail" else None,
+            message=(
+                f"V={shape.vocab:,}, K={shape.k}: the whole law (all {cells:,} cells) differs from the exact law: "
+                + (
+                    f"{test.impossible} outcomes of probability 0"
+                    if test.impossible
+                    else f"{test.rejecting} of {batches} batches reject (p = {test.pvalue:.3g})"
+                )
+                + f"; {sizes_text(found)}"
+            ),
+        )
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-        result = new_result(status=status, message=(
-            f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
-            f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"))
+        result = new_result(
+            status=status,
+            message=(
+                f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
+                f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"
+            ),
+        )
     result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
     return result
-
 
 
 def _lumped_result(
@@ -268,20 +345,44 @@ def _lumped_result(
     n_cells = len(labels)
     deviation = largest_deviation(counts, expected, lambda g, c: f"accepted {c // n_cells}, {labels[c % n_cells]}")
     evidence: Evidence = {
-        **extra, "rows": rows, "test": gof.method, "df": gof.df, "statistic": gof.statistic, "cells": labels,
-        "observed": counts.tolist(), "expected": expected.tolist(), "where": deviation, "ceiling_tv": ctx.budget.shape_ceiling_tv,
+        **extra,
+        "rows": rows,
+        "test": gof.method,
+        "df": gof.df,
+        "statistic": gof.statistic,
+        "cells": labels,
+        "observed": counts.tolist(),
+        "expected": expected.tolist(),
+        "where": deviation,
+        "ceiling_tv": ctx.budget.shape_ceiling_tv,
         "draft_tokens": case.draft_tokens.tolist(),
     }
-    new_result = functools.partial(CheckResult, id=decision.id, family=decision.family, case=decision.case, p_value=gof.pvalue, alpha=alpha, samples=rows, min_detectable_tv=claim, proves="non-canonical")
+    new_result = functools.partial(
+        CheckResult,
+        id=decision.id,
+        family=decision.family,
+        case=decision.case,
+        p_value=gof.pvalue,
+        alpha=alpha,
+        samples=rows,
+        min_detectable_tv=claim,
+        proves="non-canonical",
+    )
     if gof.pvalue <= alpha:
         tv = evidence["tv"] = tv_record(tv_estimate(counts, law, random_state=0))
         size = evidence["event"] = event_size(case, tv["estimate"])
         status = sized_status(size)
-        result = new_result(status=status, finding="non-canonical" if status == "fail" else None, evidence=evidence,
-                             message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {sizes_text(size)}; {deviation}")
+        result = new_result(
+            status=status,
+            finding="non-canonical" if status == "fail" else None,
+            evidence=evidence,
+            message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {sizes_text(size)}; {deviation}",
+        )
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"
-        result = new_result(status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}")
+        result = new_result(
+            status=status, evidence=evidence, message=f"{where}, {rows:,} rows: {law_name} exact; {claim_note(claim)}"
+        )
     result.reach = ran.reach_of(kind)
     return result
 
@@ -323,13 +424,35 @@ class EdgeLawCheck(Check):
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
-            rows = max(self.rows, min(samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power), ctx.budget.shape_volume // shape.row_elements()))
-            judges.append(functools.partial(
-                _lumped_result, ctx, Decision(rid, self.family, kind), case, labels, law, rows, share,
-                kind=kind, extra={"case": kind, "V": vocab, "precision": case.precision}, fault_evidence={"case": kind, "V": vocab},
-                where=f"'{kind}' at V={vocab:,}", law_name="emitted law",
-                claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
-            ))
-            experiments.append(lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape)))
-        ran = run_together(ctx, count_lumped, experiments, [check_id(self.family, "edge-law", kind) for kind in self.kinds])
+            rows = max(
+                self.rows,
+                min(
+                    samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power),
+                    ctx.budget.shape_volume // shape.row_elements(),
+                ),
+            )
+            judges.append(
+                functools.partial(
+                    _lumped_result,
+                    ctx,
+                    Decision(rid, self.family, kind),
+                    case,
+                    labels,
+                    law,
+                    rows,
+                    share,
+                    kind=kind,
+                    extra={"case": kind, "V": vocab, "precision": case.precision},
+                    fault_evidence={"case": kind, "V": vocab},
+                    where=f"'{kind}' at V={vocab:,}",
+                    law_name="emitted law",
+                    claim_note=lambda claim: f"detects TV >= {claim:.3g} on the lumped cells",
+                )
+            )
+            experiments.append(
+                lumped_units(ctx, case, cells, len(labels), rows, ctx.seed_for(rid, "rows"), call_rows(ctx.sut, shape))
+            )
+        ran = run_together(
+            ctx, count_lumped, experiments, [check_id(self.family, "edge-law", kind) for kind in self.kinds]
+        )
         return [judge(outcome) for judge, outcome in zip(judges, ran)]

@@ -62,7 +62,9 @@ class StepTable:
         if dtype not in self._cast:
             self._cast[dtype] = (self.target.to(dtype), self.draft.to(dtype))
         target, draft = self._cast[dtype]
-        return StepInputs(target.index_select(0, code), draft.index_select(0, code), self.sequences.index_select(0, code))
+        return StepInputs(
+            target.index_select(0, code), draft.index_select(0, code), self.sequences.index_select(0, code)
+        )
 
     def complete(self, emitted: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Counts of completed ``K + 1`` sequences (base-V index) from counts of emitted ones
@@ -104,7 +106,11 @@ def step_table(model: Any, k: int) -> StepTable | None:
 def _content(model: TableModel | ChainModel) -> bytes:
     """A digest of everything the model's laws are made of."""
     digest = hashlib.blake2b(type(model).__name__.encode(), digest_size=32)
-    tensors = (*model.target_tables, *model.draft_tables) if isinstance(model, TableModel) else (model.target_table, model.draft_table)
+    tensors = (
+        (*model.target_tables, *model.draft_tables)
+        if isinstance(model, TableModel)
+        else (model.target_table, model.draft_table)
+    )
     for tensor in tensors:
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)};".encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
@@ -126,8 +132,12 @@ def _built(model: TableModel | ChainModel, k: int) -> StepTable:
         rows = target[:: vocab ** (k - length), length].double()
         total = rows.sum(-1, keepdim=True)
         # a prefix of target mass 0 is never emitted (the audit stops it): its law is never drawn from
-        completions.append(torch.where(total > 0, rows / total.clamp_min(torch.finfo(torch.float64).tiny), 1.0 / vocab).numpy())
-    return StepTable(sequences, target, draft, positive, torch.from_numpy(accept), torch.from_numpy(alias), tuple(completions))
+        completions.append(
+            torch.where(total > 0, rows / total.clamp_min(torch.finfo(torch.float64).tiny), 1.0 / vocab).numpy()
+        )
+    return StepTable(
+        sequences, target, draft, positive, torch.from_numpy(accept), torch.from_numpy(alias), tuple(completions)
+    )
 
 
 def _alias_table(mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -28,28 +28,44 @@ import numpy as np
 import torch
 
 from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
-from .._calling.sut import DEFAULT_CHUNK
 from .._cases import ModelCase, StepCase
 from .._exact import sequence_offsets
 from .._layout import StepInputs
-from .._seeds import derive_seed
 from .._models import draw_drafts, sample_next, step_inputs
+from .._seeds import derive_seed
 from ..stats import samples_needed
 from ._base import Context
 from ._step_table import step_table
 
 __all__ = [
-    "ModelTally", "ModelUnit", "StepUnit", "adjacent_counts", "count_adjacent", "count_steps", "largest_deviation", "model_tallies", "model_tally", "plan_samples",
-    "stack_cases", "step_counts", "tally", "tally_model", "tally_models",
+    "ModelTally",
+    "ModelUnit",
+    "StepUnit",
+    "adjacent_counts",
+    "count_adjacent",
+    "count_steps",
+    "largest_deviation",
+    "model_tallies",
+    "model_tally",
+    "plan_samples",
+    "stack_cases",
+    "step_counts",
+    "tally",
+    "tally_model",
+    "tally_models",
 ]
 
 CHUNK = 16_384  # rows tallied at a time, as the harness calls a sampler
 
 
-def plan_samples(ctx: Context, df: int, alpha: float, groups: int = 1, *, power: float | None = None, factor: int = 1) -> int:
+def plan_samples(
+    ctx: Context, df: int, alpha: float, groups: int = 1, *, power: float | None = None, factor: int = 1
+) -> int:
     """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV at
     ``power`` (a stage's power unless given), times ``factor``, under the cap of a decision."""
-    needed = factor * samples_needed(ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power if power is None else power)
+    needed = factor * samples_needed(
+        ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power if power is None else power
+    )
     return max(1, min(needed, ctx.budget.decision_cap(groups)))
 
 
@@ -111,7 +127,11 @@ def count_steps_streamed(sut: Any, units: Iterable[StepUnit]) -> Iterator[np.nda
     def fold(unit: StepUnit, counts: np.ndarray, which: torch.Tensor, codes: torch.Tensor) -> None:
         tally(counts, (which * unit.cells + codes).numpy())
 
-    return _streamed(sut, units, lambda unit: _StepCount(sut, unit, np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64), fold))
+    return _streamed(
+        sut,
+        units,
+        lambda unit: _StepCount(sut, unit, np.zeros(unit.target.shape[0] * unit.cells, dtype=np.int64), fold),
+    )
 
 
 def count_adjacent(sut: Any, unit: StepUnit) -> np.ndarray:
@@ -156,7 +176,9 @@ def _streamed(sut: Any, units: Iterable[Any], run_of: Callable[[Any], _Run]) -> 
     first = next(pending, None)
     if first is None:
         return
-    order: collections.deque[tuple[_Run, bool]] = collections.deque()  # each chunk sent: its unit's run, and whether it is the last
+    order: collections.deque[tuple[_Run, bool]] = (
+        collections.deque()
+    )  # each chunk sent: its unit's run, and whether it is the last
 
     def batches() -> Iterator[tuple[Any, ...]]:
         for unit in itertools.chain([first], pending):
@@ -178,7 +200,13 @@ class _StepCount:
     """A :class:`StepUnit` in a stream: ``counts``, added to by ``fold(unit, counts, case index,
     outcome code)`` as each chunk's output lands."""
 
-    def __init__(self, sut: Any, unit: StepUnit, counts: np.ndarray, fold: Callable[[StepUnit, np.ndarray, torch.Tensor, torch.Tensor], None]) -> None:
+    def __init__(
+        self,
+        sut: Any,
+        unit: StepUnit,
+        counts: np.ndarray,
+        fold: Callable[[StepUnit, np.ndarray, torch.Tensor, torch.Tensor], None],
+    ) -> None:
         self.sut, self.unit, self.counts, self._fold = sut, unit, counts, fold
         self.generator = sut.generator(unit.seed)
         self.chunks = len(range(unit.start, unit.stop, CHUNK))
@@ -221,7 +249,11 @@ def _phase_batches(unit: StepUnit) -> dict[tuple[int, int], tuple[torch.Tensor, 
     held = getattr(_held, "batches", None)
     # the stacked cases are small ([cases, K+1, V]): their bytes say it is the same experiment's,
     # also where each unit arrives as fresh tensors (a worker's process)
-    key = (unit.dtype, unit.cells, *((tuple(t.shape), t.dtype, t.numpy().tobytes()) for t in (unit.target, unit.draft, unit.drafts)))
+    key = (
+        unit.dtype,
+        unit.cells,
+        *((tuple(t.shape), t.dtype, t.numpy().tobytes()) for t in (unit.target, unit.draft, unit.drafts)),
+    )
     if held is None or held[0] != key:
         held = (key, {})
         _held.batches = held
@@ -250,7 +282,9 @@ def step_counts(
     counts = np.zeros(len(cases) * cells, dtype=np.int64)
     # units of a whole number of cycles of the cases, so that every full unit is the same batch
     spans = unit_spans(rows_per_case * len(cases), UNIT_ROWS - UNIT_ROWS % len(cases))
-    units = (StepUnit(target, draft, drafts, start, stop_, unit_seed(seed, i), dtype, cells) for i, start, stop_ in spans)
+    units = (
+        StepUnit(target, draft, drafts, start, stop_, unit_seed(seed, i), dtype, cells) for i, start, stop_ in spans
+    )
     for (_, start, stop_), unit_counts in zip(spans, ctx.units(count_steps, units)):
         counts += unit_counts
         ctx.advance(stop_ - start)
@@ -267,7 +301,10 @@ def adjacent_counts(ctx: Context, case: StepCase, pairs: int, seed: int) -> np.n
     target, draft, drafts = stack_cases([case])
     counts = np.zeros(cells * cells, dtype=np.int64)
     spans = unit_spans(2 * pairs)  # UNIT_ROWS and the chunk are even: no pair straddles two units
-    units = (StepUnit(target, draft, drafts, start, stop, unit_seed(seed, i), ctx.dtype_for(case.precision), cells) for i, start, stop in spans)
+    units = (
+        StepUnit(target, draft, drafts, start, stop, unit_seed(seed, i), ctx.dtype_for(case.precision), cells)
+        for i, start, stop in spans
+    )
     for (_, start, stop), unit_counts in zip(spans, ctx.units(count_adjacent, units)):
         counts += unit_counts
         ctx.advance(stop - start)
@@ -337,7 +374,9 @@ class _UnitTally:
 
     def take(self, output: tuple[torch.Tensor, torch.Tensor]) -> None:
         (tokens, accepted), k, vocab, tally = output, self.unit.case.k, self.unit.case.vocab_size, self.tally
-        tally.emitted += np.bincount(self.sut.layout.sequence(self._given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size)
+        tally.emitted += np.bincount(
+            self.sut.layout.sequence(self._given.popleft(), (tokens, accepted)).numpy(), minlength=tally.emitted.size
+        )
         tally.accepted += np.bincount(accepted.numpy(), minlength=k + 1)
         if self._table is None:
             completed = _complete(self.unit.case.model, tokens, accepted, self._completion)
@@ -348,7 +387,9 @@ class _UnitTally:
 
     def result(self) -> ModelTally:
         if self._table is not None:  # the unit's emitted counts completed at once, as counts
-            self.tally.completed += self._table.complete(self.tally.emitted, np.random.default_rng(self.unit.completion))
+            self.tally.completed += self._table.complete(
+                self.tally.emitted, np.random.default_rng(self.unit.completion)
+            )
         return self.tally
 
 
@@ -366,7 +407,9 @@ def tally_model(sut: Any, unit: ModelUnit) -> ModelTally:
 setattr(tally_model, "streamed", tally_models)  # noqa: B010 - the form a pool streams units of this work by (specverify._calling.pool)
 
 
-def model_tally(ctx: Context, case: ModelCase, samples: int, seed: int, *, stop: Callable[[ModelTally], bool] | None = None) -> ModelTally:
+def model_tally(
+    ctx: Context, case: ModelCase, samples: int, seed: int, *, stop: Callable[[ModelTally], bool] | None = None
+) -> ModelTally:
     """Draw drafts from the case's draft model, run the sampler, complete with the target: in units
     on the run's workers (each unit's three streams derive from its own seed).
 
@@ -408,7 +451,11 @@ def _model_units(ctx: Context, case: ModelCase, samples: int, seed: int) -> Iter
 
 def _no_tally(case: ModelCase) -> ModelTally:
     k, vocab = case.k, case.vocab_size
-    return ModelTally(np.zeros(sequence_offsets(vocab, k)[-1], dtype=np.int64), np.zeros(vocab ** (k + 1), dtype=np.int64), np.zeros(k + 1, dtype=np.int64))
+    return ModelTally(
+        np.zeros(sequence_offsets(vocab, k)[-1], dtype=np.int64),
+        np.zeros(vocab ** (k + 1), dtype=np.int64),
+        np.zeros(k + 1, dtype=np.int64),
+    )
 
 
 def _complete(model, tokens: torch.Tensor, accepted: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

@@ -90,10 +90,7 @@ WEIGHTED_RESIDUAL = {
 PRODUCTION_VOCABS = (32_000, 151_936, 262_144)
 PRODUCTION_PARENTS = (-1, 0, 0, 1)
 #: The shapes only the exact audit uses: 64 siblings, and 64 candidates on two levels.
-AUDIT_ONLY = {
-    "siblings-64": TreeShape((-1,) + (0,) * 64, 80),
-    "nodes-64": TreeShape((-1,) + (0,) * 36 + (1,) * 28, 48),
-}
+AUDIT_ONLY = {"siblings-64": TreeShape((-1,) + (0,) * 64, 80), "nodes-64": TreeShape((-1,) + (0,) * 36 + (1,) * 28, 48)}
 #: The one algorithm defined on chains only.
 BLOCK = "block-verification"
 
@@ -156,7 +153,11 @@ def fixed_tree(kind: str, seed: int, algorithm: str | None) -> TreeBatch:
         tokens = torch.cat([torch.tensor([-1]), torch.randperm(v, generator=g)[: n - 1]])[None]
     else:
         tokens = torch.cat([torch.tensor([-1]), torch.randint(v, (n - 1,), generator=g)])[None]
-        if algorithm == WITHOUT_REPLACEMENT and kind != "duplicates" and max(shape.parents.count(p) for p in set(shape.parents[1:])) <= v:
+        if (
+            algorithm == WITHOUT_REPLACEMENT
+            and kind != "duplicates"
+            and max(shape.parents.count(p) for p in set(shape.parents[1:])) <= v
+        ):
             tokens = _distinct_siblings(shape.parents, v, g)
     if kind in ("wide", "siblings-64", "nodes-64"):
         # most of the root's mass on the siblings past rank 32, so the verifier gets there
@@ -210,7 +211,9 @@ def _free(ids: list[int], vocab: int, limits: TreeLimits | None) -> list[int]:
 def production_actives(vocab: int, limits: TreeLimits | None = None) -> torch.Tensor:
     """The conditional case's active tokens: past the first 1,024-token tile, the middle, the last id
     (each moved to the nearest free id where the sampler reserves it: candidates are never reserved)."""
-    return torch.tensor(sorted(set(_free(sorted({1024 % vocab, vocab // 2, vocab - 1}), vocab, limits))), dtype=torch.int64)
+    return torch.tensor(
+        sorted(set(_free(sorted({1024 % vocab, vocab // 2, vocab - 1}), vocab, limits))), dtype=torch.int64
+    )
 
 
 def production_tree(vocab: int, seed: int, limits: TreeLimits | None = None) -> TreeBatch:
@@ -264,7 +267,9 @@ class LumpedModel:
 
     def _law(self, table: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
         a = self.actives.numel()
-        row = self.classes(prefix[:, -1]) if prefix.shape[1] else torch.full((prefix.shape[0],), a + 1, dtype=torch.int64)
+        row = (
+            self.classes(prefix[:, -1]) if prefix.shape[1] else torch.full((prefix.shape[0],), a + 1, dtype=torch.int64)
+        )
         mass = table[row]  # [B, A+1]
         out = (mass[:, a:] / (self.vocab - a)).expand(-1, self.vocab).clone()
         out[:, self.actives] = mass[:, :a]
@@ -326,7 +331,11 @@ def case_json(
     (V <= :data:`ROWS_MAX_VOCAB`) the target and draft rows at the nodes involved with the smallest
     difference between them."""
     real = int(tree.num_nodes[0])
-    out: TreeCase = {"parents": tree.parents[0, :real].tolist(), "tokens": tree.tokens[0, :real].tolist(), "vocab": tree.vocab}
+    out: TreeCase = {
+        "parents": tree.parents[0, :real].tolist(),
+        "tokens": tree.tokens[0, :real].tolist(),
+        "vocab": tree.vocab,
+    }
     details = (fault.details or {}) if fault is not None else {}
     if "failing_path" in details:
         out["path"], out["token"] = details["failing_path"], details["failing_token"]
@@ -339,9 +348,18 @@ def case_json(
     nodes, why = _nodes_involved(tree, out, real)
     if nodes and tree.vocab <= ROWS_MAX_VOCAB:  # what decides the case: the laws at the nodes involved
         draft = tree.draft_probs
-        out["rows"] = [{"node": n, "target": tree.target_probs[0, n].tolist(), "draft": None if draft is None else draft[0, n].tolist()} for n in nodes]
+        out["rows"] = [
+            {
+                "node": n,
+                "target": tree.target_probs[0, n].tolist(),
+                "draft": None if draft is None else draft[0, n].tolist(),
+            }
+            for n in nodes
+        ]
         out["rows_of"] = why
-        out["smallest_difference"] = None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
+        out["smallest_difference"] = (
+            None if draft is None else _smallest_difference(tree.target_probs[0, nodes], draft[0, nodes])
+        )
     mechanism = _mechanism(tree, out, real, fault)
     if mechanism:
         out["mechanism"] = mechanism
@@ -357,7 +375,11 @@ def _mechanism(tree: TreeBatch, case: TreeCase, real: int, fault: SamplerFault |
         path = [n for n in case["path"] if 0 <= n < real]
         token, at = case.get("token", -1), case.get("breaks_at")
         last = path[-1] if path else 0
-        after = f"the bonus after a leaf (node {last}), drawn from the target there" if leaf(last) else f"the residual after node {last}'s children were rejected"
+        after = (
+            f"the bonus after a leaf (node {last}), drawn from the target there"
+            if leaf(last)
+            else f"the residual after node {last}'s children were rejected"
+        )
         if at is not None and at > 0 and float(tree.target_probs[0, parents[at], tree.tokens[0, at]]) == 0.0:
             return f"an accepted child: node {at} (token {int(tree.tokens[0, at])}) was accepted although its target probability at node {parents[at]} is 0"
         if at is not None:
@@ -367,8 +389,11 @@ def _mechanism(tree: TreeBatch, case: TreeCase, real: int, fault: SamplerFault |
     if "ends_observed" in case and "ends_expected" in case:
         gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
         node = int(gaps.argmax())
-        how = (f"a leaf: its token accepted, then the bonus drawn from the target at node {node}" if leaf(node)
-               else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the residual drawn there")
+        how = (
+            f"a leaf: its token accepted, then the bonus drawn from the target at node {node}"
+            if leaf(node)
+            else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the residual drawn there"
+        )
         return f"paths ending at node {node}, {how}: {case['ends_observed'][node]} observed against {case['ends_expected'][node]:.1f} expected"
     return None
 

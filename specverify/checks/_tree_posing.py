@@ -47,7 +47,11 @@ def fixed_within(sut: SamplerUnderTest, kind: str, seed: int) -> TreeBatch:
 def fixed_posed(kind: str, algorithm: str | None, *, distinct: bool = False) -> Posed:
     """The fixed tree of ``kind`` a check poses (:func:`fixed_tree`), as :data:`Posed`."""
     parents = posed_parents(kind, algorithm)
-    shape = TREE_SHAPES[CONDITIONAL_KINDS[kind]] if kind in CONDITIONAL_KINDS else AUDIT_ONLY.get(kind, TREE_SHAPES["binary"])
+    shape = (
+        TREE_SHAPES[CONDITIONAL_KINDS[kind]]
+        if kind in CONDITIONAL_KINDS
+        else AUDIT_ONLY.get(kind, TREE_SHAPES["binary"])
+    )
     return f"the {kind} tree ({len(parents) - 1} candidates)", parents, shape.vocab, distinct
 
 
@@ -75,4 +79,6 @@ def generated_within(case: Any, limits: TreeLimits) -> Any:
     if tree is case.tree:
         return case
     where = {node: i for i, node in enumerate(kept)}
-    return dataclasses.replace(case, tree=tree, zero_child=where.get(case.zero_child), zero_draft_child=where.get(case.zero_draft_child))
+    return dataclasses.replace(
+        case, tree=tree, zero_child=where.get(case.zero_child), zero_draft_child=where.get(case.zero_draft_child)
+    )

@@ -85,10 +85,14 @@ def planned_rows(ctx: Context, df: int, alpha: float, *, large: bool, row_elemen
 
 def expand(tree: TreeBatch, rows: int) -> TreeBatch:
     draft = None if tree.draft_probs is None else tree.draft_probs.expand(rows, -1, -1)
-    return TreeBatch(tree.parents.expand(rows, -1), tree.tokens.expand(rows, -1), tree.target_probs.expand(rows, -1, -1), draft)
+    return TreeBatch(
+        tree.parents.expand(rows, -1), tree.tokens.expand(rows, -1), tree.target_probs.expand(rows, -1, -1), draft
+    )
 
 
-def run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int) -> Iterator[Any]:
+def run_rows(
+    ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int
+) -> Iterator[Any]:
     """Yield ``(tree, path, token)`` over ``rows`` rows (``row_size`` probabilities a row), a chunk a
     call, chunks doubling from :data:`FIRST_LOOK` rows (a caller may stop after any of them)."""
     sut = sut_of(ctx)
@@ -106,9 +110,16 @@ def run_rows(ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch]
 
 
 def tally(
-    ctx: Context, tree_for: Callable[[int, torch.Generator], TreeBatch], rows: int, seed: int, row_size: int, size: int,
+    ctx: Context,
+    tree_for: Callable[[int, torch.Generator], TreeBatch],
+    rows: int,
+    seed: int,
+    row_size: int,
+    size: int,
     cells: Callable[[TreeBatch, torch.Tensor, torch.Tensor], torch.Tensor],
-    *, sequential: LawDecision | None = None, also: Callable[[TreeBatch, torch.Tensor, torch.Tensor], None] | None = None,
+    *,
+    sequential: LawDecision | None = None,
+    also: Callable[[TreeBatch, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> tuple[np.ndarray, TreeBatch | None]:
     """Counts of the ``size`` cells ``cells(tree, path, token)`` puts the sampler's outputs in, over
     ``rows`` rows (see :func:`run_rows`), and the last tree called.  ``also`` sees every chunk too
@@ -155,17 +166,30 @@ class LawDecision:
 
     def record(self, rows: int) -> Evidence:
         """What the sequential half did, for the evidence."""
-        return {"log_e_value": self.test.log_e_value, "sequential_alpha": self.alpha * SEQUENTIAL_SHARE, "fixed_alpha": self.fixed_alpha,
-                "planned_rows": self.planned, "stopped_early": rows < self.planned}
+        return {
+            "log_e_value": self.test.log_e_value,
+            "sequential_alpha": self.alpha * SEQUENTIAL_SHARE,
+            "fixed_alpha": self.fixed_alpha,
+            "planned_rows": self.planned,
+            "stopped_early": rows < self.planned,
+        }
 
-    def gof(self, check_id: str, ctx: Context, counts: np.ndarray, cell_name: Callable[[int], str]) -> tuple[Any, float, float, np.ndarray, str]:
+    def gof(
+        self, check_id: str, ctx: Context, counts: np.ndarray, cell_name: Callable[[int], str]
+    ) -> tuple[Any, float, float, np.ndarray, str]:
         """The fixed G-test of ``counts``: the test, the decision's p-value, the TV it detects, the
         expected counts and the largest deviation."""
         rows = int(counts.sum())
         test = gof_test(counts, self.law, alpha=self.fixed_alpha, random_state=ctx.seed_for(check_id, "gof"))
         expected = self.law * rows
         where = largest_deviation(counts, expected, lambda g, c: cell_name(c))
-        return test, self.pvalue(test.pvalue), test.min_detectable_tv(self.fixed_alpha, ctx.budget.power), expected, where
+        return (
+            test,
+            self.pvalue(test.pvalue),
+            test.min_detectable_tv(self.fixed_alpha, ctx.budget.power),
+            expected,
+            where,
+        )
 
 
 def detects(test: Any, claim: float, power: float, law: str) -> str:
@@ -177,14 +201,34 @@ def detects(test: Any, claim: float, power: float, law: str) -> str:
 
 
 def law_result(
-    check: Any, ctx: Context, test: Any, pvalue: float, claim: float, rows: int, evidence: Evidence, summary: str, failure: str, finding: str, large: bool
+    check: Any,
+    ctx: Context,
+    test: Any,
+    pvalue: float,
+    claim: float,
+    rows: int,
+    evidence: Evidence,
+    summary: str,
+    failure: str,
+    finding: str,
+    large: bool,
 ) -> CheckResult:
     """A law check's result: ``fail`` (with ``finding``) at ``p <= alpha``, else ``pass`` where the
     detectable TV is within the budget's ceiling, ``inconclusive`` where it is not."""
     # outcomes of probability 0 seen: proof with no TV involved, so no TV is claimed (none printed)
-    common = dict(alpha=ctx.alpha, p_value=pvalue, samples=rows, min_detectable_tv=None if test.method == "impossible" else claim, evidence=evidence)
+    common = dict(
+        alpha=ctx.alpha,
+        p_value=pvalue,
+        samples=rows,
+        min_detectable_tv=None if test.method == "impossible" else claim,
+        evidence=evidence,
+    )
     if pvalue <= ctx.alpha:
-        stopped = f" (stopped after {rows} of {evidence['planned_rows']} rows: the anytime-valid test rejected)" if evidence.get("stopped_early") else ""
+        stopped = (
+            f" (stopped after {rows} of {evidence['planned_rows']} rows: the anytime-valid test rejected)"
+            if evidence.get("stopped_early")
+            else ""
+        )
         return check.result("fail", f"{failure}; {summary}{stopped}", finding=finding, **common)
     top = ceiling(ctx, large)
     status = "pass" if claim <= top else "inconclusive"

@@ -31,8 +31,16 @@ from ..errors import SamplerFault
 from ._base import Context, Decision, check_id, fault_result
 from ._fixtures import random_laws
 from ._tree_acceptance import AcceptanceTally
-from ._tree_cases import BLOCK, PRODUCTION_PARENTS, TREE_SHAPES, WITHOUT_REPLACEMENT, TreeShape, lumped_model, rows_slice
-from ._tree_cases import case_json
+from ._tree_cases import (
+    BLOCK,
+    PRODUCTION_PARENTS,
+    TREE_SHAPES,
+    WITHOUT_REPLACEMENT,
+    TreeShape,
+    case_json,
+    lumped_model,
+    rows_slice,
+)
 from ._tree_posing import Posed, drawn_posed, model_drafts
 from ._tree_tally import TARGET_LAW, LawDecision, detects, law_result, planned_rows, sut_of, tally
 from ._trees import TreeCheck
@@ -77,13 +85,17 @@ class TreeTargetLawCheck(TreeCheck):
             return "block verification is defined on chains only"
         return sut.unsupported(int((self.case or "V=0")[2:]))
 
-    def _model(self, ctx: Context, algorithm: str | None) -> tuple[TreeShape, Any, np.ndarray, Callable[[torch.Tensor], torch.Tensor]]:
+    def _model(
+        self, ctx: Context, algorithm: str | None
+    ) -> tuple[TreeShape, Any, np.ndarray, Callable[[torch.Tensor], torch.Tensor]]:
         """The shape, the model candidates are drawn from, the target's law of the completed
         sequences' cells and the map of sequences to cells."""
         seed = ctx.seed_for(self.id, "model")
         if self.case in TREE_SHAPES:
             shape = TREE_SHAPES[self.case]
-            shape = dataclasses.replace(shape, parents=shape.parents if algorithm != BLOCK else tuple(range(-1, shape.nodes - 1)))
+            shape = dataclasses.replace(
+                shape, parents=shape.parents if algorithm != BLOCK else tuple(range(-1, shape.nodes - 1))
+            )
             g = torch.Generator().manual_seed(seed)
             target = random_laws(g, (shape.vocab, shape.vocab), zeros=0.6 if shape.large else 0.0)
             model: Any = ChainModel(target, model_drafts(ctx.sut, random_laws(g, (shape.vocab, shape.vocab))), (0,))
@@ -103,11 +115,20 @@ class TreeTargetLawCheck(TreeCheck):
         sut = sut_of(ctx)
         algorithm = sut.algorithm
         if self.case not in TREE_SHAPES and (vocab := int((self.case or "V=0")[2:])) > ctx.budget.shape_max_vocab:
-            return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
+            return self.result(
+                "skip",
+                f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}",
+            )
         shape, model, law, cells = self._model(ctx, algorithm)
         length = shape.depth + 1
         decision = LawDecision(law, ctx.alpha, ctx.budget.shape_tv if shape.large else ctx.budget.tv)
-        rows = planned_rows(ctx, int((law > 0).sum()) - 1, decision.fixed_alpha, large=shape.large, row_elements=2 * shape.nodes * shape.vocab)
+        rows = planned_rows(
+            ctx,
+            int((law > 0).sum()) - 1,
+            decision.fixed_alpha,
+            large=shape.large,
+            row_elements=2 * shape.nodes * shape.vocab,
+        )
         acceptance = None
         if self.case in TREE_SHAPES:
             acceptance = AcceptanceTally(self.decision_list()[1].id, self.case, algorithm, shape)
@@ -116,20 +137,39 @@ class TreeTargetLawCheck(TreeCheck):
         completion = torch.Generator().manual_seed(ctx.seed_for(self.id, "complete"))
         try:
             counts, last_tree = tally(
-                ctx, _draw(shape, model, algorithm), rows, ctx.seed_for(self.id, "draw"), shape.nodes * shape.vocab, law.size,
-                lambda tree, path, token: cells(completed_sequences(model, emitted_sequences(tree, path, token), completion)),
-                sequential=decision, also=None if acceptance is None else acceptance.add,
+                ctx,
+                _draw(shape, model, algorithm),
+                rows,
+                ctx.seed_for(self.id, "draw"),
+                shape.nodes * shape.vocab,
+                law.size,
+                lambda tree, path, token: cells(
+                    completed_sequences(model, emitted_sequences(tree, path, token), completion)
+                ),
+                sequential=decision,
+                also=None if acceptance is None else acceptance.add,
             )
         except SamplerFault as fault:
             return [fault_result(d, fault) for d in self.decision_list()]
         drawn = int(counts.sum())
-        test, pvalue, claim, expected, where = decision.gof(self.id, ctx, counts, lambda c: f"completed sequence cell {c}")
+        test, pvalue, claim, expected, where = decision.gof(
+            self.id, ctx, counts, lambda c: f"completed sequence cell {c}"
+        )
         draws = "without replacement" if algorithm == WITHOUT_REPLACEMENT else "i.i.d. from the draft"
         lumped = self.case not in TREE_SHAPES
         evidence: Evidence = {
-            "algorithm": algorithm, "candidates": draws, "test": test.method, "df": test.df, "statistic": test.statistic,
-            "power": ctx.budget.power, "observed": counts.tolist(), "expected": expected.tolist(), "where": where,
-            "length": length, "lumped": lumped, **decision.record(drawn),
+            "algorithm": algorithm,
+            "candidates": draws,
+            "test": test.method,
+            "df": test.df,
+            "statistic": test.statistic,
+            "power": ctx.budget.power,
+            "observed": counts.tolist(),
+            "expected": expected.tolist(),
+            "where": where,
+            "length": length,
+            "lumped": lumped,
+            **decision.record(drawn),
         }
         if last_tree is not None and pvalue <= ctx.alpha and last_tree.vocab <= 64:
             evidence["tree_case"] = case_json(rows_slice(last_tree, 0))
@@ -137,7 +177,19 @@ class TreeTargetLawCheck(TreeCheck):
             f"{drawn} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
             f"against the target's law{' (active tokens and a lumped tail)' if lumped else ''}; {detects(test, claim, ctx.budget.power, TARGET_LAW)}"
         )
-        result = law_result(self, ctx, test, pvalue, claim, drawn, evidence, summary, f"the emitted tokens do not follow the target's law: {where}", "loss", shape.large)
+        result = law_result(
+            self,
+            ctx,
+            test,
+            pvalue,
+            claim,
+            drawn,
+            evidence,
+            summary,
+            f"the emitted tokens do not follow the target's law: {where}",
+            "loss",
+            shape.large,
+        )
         if acceptance is None:
             return result
         return [result, acceptance.result(ctx, tallied_with=self.id, planned=rows)]

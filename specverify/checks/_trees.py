@@ -40,14 +40,13 @@ from typing import Any
 import torch
 
 from .._evidence import Evidence
+from .._kinds import TreeKind, kind_of
 from .._result import CheckResult
 from .._trees.contract import last_nodes
-from .._kinds import TreeKind, kind_of
 from ..errors import SamplerFault
 from ..stats import gof_test
 from ._base import Check, Context, check_id, fault_result
 from ._tally import largest_deviation
-from ._tree_tally import DECLARED_LAW, LawDecision, detects, expand, law_result, planned_rows, sut_of, tally
 from ._tree_cases import (
     AUDIT_ONLY,
     CONDITIONAL_KINDS,
@@ -58,16 +57,23 @@ from ._tree_cases import (
     TreeShape,
     case_fingerprint,
     case_json,
-    fixed_tree,
     outside_drafting,
-    posed_parents,
     production_actives,
     production_tree,
 )
 from ._tree_cases import BLOCK as _BLOCK
 from ._tree_posing import NOT_POSED, Posed, fixed_posed, fixed_within, generated_within
+from ._tree_tally import DECLARED_LAW, LawDecision, detects, expand, law_result, planned_rows, sut_of, tally
 
-__all__ = ["TreeCheck", "TreeConditionalCheck", "TreeGeneratedOutputCheck", "TreeOutputCheck", "TreeRobustnessCheck", "TreeSupportCheck"]
+__all__ = [
+    "TreeCheck",
+    "TreeConditionalCheck",
+    "TreeGeneratedOutputCheck",
+    "TreeOutputCheck",
+    "TreeRobustnessCheck",
+    "TreeSupportCheck",
+]
+
 
 def _applies(kind_shape: str, algorithm: str | None) -> str | None:
     if algorithm == _BLOCK and kind_shape != "chain":
@@ -130,7 +136,11 @@ class TreeCheck(Check):
         if not isinstance(kind_of(sut), TreeKind) or not sut.tree_limits.declared or self.unfit(sut):
             return []
         limits = sut.tree_limits
-        return [f"{what}: {why}" for what, parents, vocab, distinct in self.posed(sut.algorithm) if (why := limits.shape_reason(parents, vocab, distinct=distinct))]
+        return [
+            f"{what}: {why}"
+            for what, parents, vocab, distinct in self.posed(sut.algorithm)
+            if (why := limits.shape_reason(parents, vocab, distinct=distinct))
+        ]
 
     def result(self, status: str, message: str, **fields: Any) -> CheckResult:
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, message=message, **fields)
@@ -147,7 +157,11 @@ class TreeOutputCheck(TreeCheck):
 
     @staticmethod
     def kinds(algorithm: str | None) -> list[str]:
-        return [k for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY) if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None]
+        return [
+            k
+            for k in (*CONDITIONAL_KINDS, *AUDIT_ONLY)
+            if _applies(CONDITIONAL_KINDS.get(k, "wide"), algorithm) is None
+        ]
 
     def posed(self, algorithm: str | None) -> list[Posed]:
         return [fixed_posed(kind, algorithm) for kind in self.kinds(algorithm)]
@@ -165,13 +179,20 @@ class TreeOutputCheck(TreeCheck):
                     left.append(f"{what}: {why}")
                     continue
                 tree = fixed_within(sut, kind, ctx.seed_for(self.id, kind))
-                path, _ = sut.step(sut.passed(expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g")))
+                path, _ = sut.step(
+                    sut.passed(expand(tree, rows)), generator=sut.generator(ctx.seed_for(self.id, kind, "g"))
+                )
                 audited.append(f"{kind} ({tree.width - 1} candidates, V={tree.vocab})")
                 ctx.advance(rows)
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree": kind, "tree_case": case_json(tree, fault=fault)})
         message = f"{rows * len(audited)} outputs valid on {len(audited)} trees: " + ", ".join(audited)
-        return self.result("pass", message + (f"; {NOT_POSED}: " + "; ".join(left) if left else ""), samples=rows * len(audited), evidence={"not_posed": left} if left else {})
+        return self.result(
+            "pass",
+            message + (f"; {NOT_POSED}: " + "; ".join(left) if left else ""),
+            samples=rows * len(audited),
+            evidence={"not_posed": left} if left else {},
+        )
 
 
 @dataclasses.dataclass
@@ -202,9 +223,20 @@ class TreeSupportCheck(TreeCheck):
             done.append(f"{rows} rows with the sampler's own coins")
             ctx.advance(rows * len(done))
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault), "coins": "all 0" if not done and sut.capabilities.uniforms else "generator"})
+            return fault_result(
+                self,
+                fault,
+                evidence={
+                    "tree_case": case_json(tree, fault=fault),
+                    "coins": "all 0" if not done and sut.capabilities.uniforms else "generator",
+                },
+            )
         note = "" if sut.capabilities.uniforms else " (the sampler declares no uniforms: coins of exactly 0 not posed)"
-        return self.result("pass", "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note, samples=rows * len(done))
+        return self.result(
+            "pass",
+            "no child of target probability 0 accepted, no such token emitted: " + "; ".join(done) + note,
+            samples=rows * len(done),
+        )
 
 
 #: Rows each generated tree is expanded to (every output audited), and its largest tree.
@@ -236,8 +268,10 @@ class TreeGeneratedOutputCheck(TreeCheck):
         zero_coins = bool(sut.capabilities.uniforms)
         limits = sut.tree_limits
         strategy = tree_cases(
-            shape="chain" if sut.algorithm == _BLOCK else "mixed", kind="mixed",
-            max_nodes=min(GENERATED_MAX_NODES, limits.max_nodes or GENERATED_MAX_NODES), max_siblings=min(MAX_SIBLINGS, limits.max_children or MAX_SIBLINGS),
+            shape="chain" if sut.algorithm == _BLOCK else "mixed",
+            kind="mixed",
+            max_nodes=min(GENERATED_MAX_NODES, limits.max_nodes or GENERATED_MAX_NODES),
+            max_siblings=min(MAX_SIBLINGS, limits.max_children or MAX_SIBLINGS),
         )
         if limits.declared:  # else the very strategy as before: the same trees, the same shrinking
             strategy = strategy.map(lambda case: generated_within(case, limits))
@@ -252,13 +286,19 @@ class TreeGeneratedOutputCheck(TreeCheck):
             ctx.advance(GENERATED_ROWS * (1 + zero_coins))
             return Outcome(pvalues={}, samples=GENERATED_ROWS * (1 + zero_coins), min_detectable_tv={})
 
-        search = search_and_confirm(ctx, self.id, strategy, evaluate, case_fingerprint, examples=ctx.budget.validity_examples, statistical=False)
+        search = search_and_confirm(
+            ctx, self.id, strategy, evaluate, case_fingerprint, examples=ctx.budget.validity_examples, statistical=False
+        )
         samples = sum(o.samples for o in search.screens)
         if search.confirmed is not None:
             case, outcome = search.confirmed
             assert outcome.fault is not None
             sut.last_fault = outcome.fault  # the smallest case's fault, not the shrinker's last
-            evidence: Evidence = {"tree": f"generated {case.shape} tree", "tree_case": case_json(case.tree, fault=outcome.fault), "cases_screened": search.examples}
+            evidence: Evidence = {
+                "tree": f"generated {case.shape} tree",
+                "tree_case": case_json(case.tree, fault=outcome.fault),
+                "cases_screened": search.examples,
+            }
             return fault_result(self, outcome.fault, evidence=evidence)
         coins = " and with every coin exactly 0" if zero_coins else ""
         cut = self.not_posed(sut)
@@ -276,7 +316,9 @@ class TreeGeneratedOutputCheck(TreeCheck):
         limits = sut.tree_limits
         if limits.max_children is None and limits.max_depth is None and limits.max_nodes is None:
             return []  # reserved ids only: every generated tree is posed, its reserved candidates renamed
-        return [f"generated trees cut to the declared limits ({limits.describe(shape_only=True)}): nodes past them not posed"]
+        return [
+            f"generated trees cut to the declared limits ({limits.describe(shape_only=True)}): nodes past them not posed"
+        ]
 
 
 @dataclasses.dataclass
@@ -321,7 +363,10 @@ class TreeConditionalCheck(TreeCheck):
         else:
             vocab = int((self.case or "V=0")[2:])
             if vocab > ctx.budget.shape_max_vocab:
-                return self.result("skip", f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}")
+                return self.result(
+                    "skip",
+                    f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}",
+                )
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
             tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree"), sut.tree_limits))
             full = sut.layout.law(tree)[0]
@@ -333,23 +378,53 @@ class TreeConditionalCheck(TreeCheck):
         law = torch.zeros(tree.width, columns, dtype=torch.float64).index_add_(1, classes, full).reshape(-1).numpy()
         df = int((law > 0).sum()) - 1
         decision = LawDecision(law, ctx.alpha, ctx.budget.shape_tv if shape.large else ctx.budget.tv)
-        rows = decision.planned = planned_rows(ctx, df, decision.fixed_alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab)
+        rows = decision.planned = planned_rows(
+            ctx, df, decision.fixed_alpha, large=shape.large, row_elements=2 * tree.width * tree.vocab
+        )
         try:
             counts, _ = tally(
-                ctx, lambda count, g: expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
-                lambda _, path, token: last_nodes(path) * columns + classes[token], sequential=decision,
+                ctx,
+                lambda count, g: expand(tree, count),
+                rows,
+                ctx.seed_for(self.id, "run"),
+                tree.width * tree.vocab,
+                law.size,
+                lambda _, path, token: last_nodes(path) * columns + classes[token],
+                sequential=decision,
             )
         except SamplerFault as fault:
             return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault)})
         rows = int(counts.sum())
-        test, pvalue, claim, expected, where = decision.gof(self.id, ctx, counts, lambda c: f"(node {c // columns}, {label(c % columns)})")
+        test, pvalue, claim, expected, where = decision.gof(
+            self.id, ctx, counts, lambda c: f"(node {c // columns}, {label(c % columns)})"
+        )
         evidence: Evidence = {
-            "algorithm": algorithm, "test": test.method, "df": test.df, "statistic": test.statistic, "power": ctx.budget.power,
-            "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "lumped": columns < tree.vocab,
-            "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns), **decision.record(rows),
+            "algorithm": algorithm,
+            "test": test.method,
+            "df": test.df,
+            "statistic": test.statistic,
+            "power": ctx.budget.power,
+            "observed": counts.tolist(),
+            "expected": expected.tolist(),
+            "where": where,
+            "lumped": columns < tree.vocab,
+            "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns),
+            **decision.record(rows),
         }
         summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
-        return law_result(self, ctx, test, pvalue, claim, rows, evidence, summary, f"not the law of {algorithm!r} given the candidates: {where}", "non-canonical", shape.large)
+        return law_result(
+            self,
+            ctx,
+            test,
+            pvalue,
+            claim,
+            rows,
+            evidence,
+            summary,
+            f"not the law of {algorithm!r} given the candidates: {where}",
+            "non-canonical",
+            shape.large,
+        )
 
 
 #: The level at which the robustness check reports a law difference (information: it decides nothing).
@@ -381,18 +456,51 @@ class TreeRobustnessCheck(TreeCheck):
         assert algorithm is not None  # without-replacement: skip_reason lets no other run
         tree = sut.passed(fixed_within(sut, kind, ctx.seed_for(self.id, "tree")))
         law = sut.layout.law(tree)[0].reshape(-1).numpy()
-        rows = planned_rows(ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab)
+        rows = planned_rows(
+            ctx, int((law > 0).sum()) - 1, INFORMATION_ALPHA, large=False, row_elements=2 * tree.width * tree.vocab
+        )
         try:
-            counts, _ = tally(ctx, lambda count, g: expand(tree, count), rows, ctx.seed_for(self.id, "run"), tree.width * tree.vocab, law.size,
-                               lambda _, path, token: last_nodes(path) * tree.vocab + token)
+            counts, _ = tally(
+                ctx,
+                lambda count, g: expand(tree, count),
+                rows,
+                ctx.seed_for(self.id, "run"),
+                tree.width * tree.vocab,
+                law.size,
+                lambda _, path, token: last_nodes(path) * tree.vocab + token,
+            )
         except SamplerFault as fault:
-            return fault_result(self, fault, evidence={"tree_case": case_json(tree, fault=fault), "outside_drafting": outside_drafting(tree, algorithm)})
+            return fault_result(
+                self,
+                fault,
+                evidence={
+                    "tree_case": case_json(tree, fault=fault),
+                    "outside_drafting": outside_drafting(tree, algorithm),
+                },
+            )
         test = gof_test(counts, law, alpha=INFORMATION_ALPHA, random_state=ctx.seed_for(self.id, "gof"))
         expected = law * rows
         where = largest_deviation(counts, expected, lambda g, c: f"(node {c // tree.vocab}, token {c % tree.vocab})")
         differs = bool(test.pvalue <= INFORMATION_ALPHA)
-        evidence: Evidence = {"algorithm": algorithm, "outside_drafting": outside_drafting(tree, algorithm), "law_differs": differs, "test": test.method,
-                              "observed": counts.tolist(), "expected": expected.tolist(), "where": where, "tree_case": case_json(tree, counts=counts, expected=expected)}
-        law_words = f"differs from {algorithm!r}'s (p = {test.pvalue:.3g}; {where})" if differs else f"is consistent with {algorithm!r}'s (p = {test.pvalue:.3g})"
-        return self.result("pass", f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot produce; "
-                           f"the law given the candidates {law_words}: information, not a law finding", samples=rows, evidence=evidence)
+        evidence: Evidence = {
+            "algorithm": algorithm,
+            "outside_drafting": outside_drafting(tree, algorithm),
+            "law_differs": differs,
+            "test": test.method,
+            "observed": counts.tolist(),
+            "expected": expected.tolist(),
+            "where": where,
+            "tree_case": case_json(tree, counts=counts, expected=expected),
+        }
+        law_words = (
+            f"differs from {algorithm!r}'s (p = {test.pvalue:.3g}; {where})"
+            if differs
+            else f"is consistent with {algorithm!r}'s (p = {test.pvalue:.3g})"
+        )
+        return self.result(
+            "pass",
+            f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot produce; "
+            f"the law given the candidates {law_words}: information, not a law finding",
+            samples=rows,
+            evidence=evidence,
+        )

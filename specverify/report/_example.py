@@ -52,7 +52,13 @@ def example(description: Any) -> Example:
     if _is_case_list(cases) and len(cases) == 1 and len(description) == 1:
         return example(cases[0])
     if not isinstance(description, Mapping):
-        return Example(summary=compact(description, 120), facts=[], tables=[], parts=[], other=[("value", compact(description, 4000))])
+        return Example(
+            summary=compact(description, 120),
+            facts=[],
+            tables=[],
+            parts=[],
+            other=[("value", compact(description, 4000))],
+        )
     facts: list[tuple[str, str]] = []
     tables: list[Matrix] = []
     parts: list[Example] = []
@@ -134,7 +140,9 @@ def _matrix(name: str, rows: list[list[float]], drafts: Any) -> Matrix:
     labels = [f"{prefix}{i}" if prefix else str(i) for i in range(len(rows))]
     marked = set()
     if prefix and isinstance(drafts, list):
-        marked = {(i, t) for i, t in enumerate(drafts) if isinstance(t, int) and i < len(rows) and 0 <= t < len(rows[i])}
+        marked = {
+            (i, t) for i, t in enumerate(drafts) if isinstance(t, int) and i < len(rows) and 0 <= t < len(rows[i])
+        }
     zero = {(i, j) for i, row in enumerate(rows) for j, v in enumerate(row) if v == 0}
     return Matrix(name, labels, len(rows[0]), [[probability(v) for v in row] for row in rows], marked, zero)
 

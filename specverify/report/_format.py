@@ -12,7 +12,19 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FILTERS", "anchor", "compact", "count", "detects", "duration", "number", "pvalue", "slug", "timestamp", "visible"]
+__all__ = [
+    "FILTERS",
+    "anchor",
+    "compact",
+    "count",
+    "detects",
+    "duration",
+    "number",
+    "pvalue",
+    "slug",
+    "timestamp",
+    "visible",
+]
 
 _ABSENT = "–"
 
@@ -144,4 +156,13 @@ def anchor(check_id: str) -> str:
     return "check-" + (re.sub(r"[^a-z0-9]+", "-", check_id.lower()).strip("-") or "unnamed")
 
 
-FILTERS = {"timestamp": timestamp, "number": number, "pvalue": pvalue, "count": count, "detects": detects, "duration": duration, "compact": compact, "anchor": anchor}
+FILTERS = {
+    "timestamp": timestamp,
+    "number": number,
+    "pvalue": pvalue,
+    "count": count,
+    "detects": detects,
+    "duration": duration,
+    "compact": compact,
+    "anchor": anchor,
+}

@@ -44,8 +44,8 @@ def _environment() -> jinja2.Environment:
 @functools.cache
 def _page() -> dict[str, Any]:
     """What every page shares: CSS, script, and a policy that allows exactly that script."""
-    from .._version import __version__
     from .._result import SCHEMA_VERSION
+    from .._version import __version__
 
     templates = resources.files("specverify.report") / "templates"
     css = (templates / "style.css").read_text(encoding="utf-8")
@@ -55,7 +55,13 @@ def _page() -> dict[str, Any]:
         "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
         f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
     )
-    return {"css": Markup(css), "script": Markup(script), "csp": csp, "version": __version__, "schema_version": SCHEMA_VERSION}
+    return {
+        "css": Markup(css),
+        "script": Markup(script),
+        "csp": csp,
+        "version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }
 
 
 def render(template: str, **context: Any) -> str:

@@ -65,7 +65,9 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise RunFileError(f"{os.fspath(path)} is not JSON: {exc.msg} at line {exc.lineno}") from exc
     if not isinstance(raw, dict):
-        raise RunFileError(f"{os.fspath(path)} is not a run result (a JSON object written by 'specverify check --json')")
+        raise RunFileError(
+            f"{os.fspath(path)} is not a run result (a JSON object written by 'specverify check --json')"
+        )
     run = raw.get("run")
     if isinstance(run, dict) and run.get("select") and run.get("left_out") is None:
         from .._run import migrate  # a result of an older form: planned again (the battery needs torch)
@@ -94,7 +96,9 @@ def build_index(json_paths: Sequence[str | os.PathLike[str]], output: str | os.P
     for run, name in zip(runs, names):
         write_text(index.parent / name, render_report(run))
     families = [f for f in FAMILIES if any(c.get("family") == f for run in runs for c in run["checks"])]
-    families += list(dict.fromkeys(c.get("family") for run in runs for c in run["checks"] if c.get("family") not in families))
+    families += list(
+        dict.fromkeys(c.get("family") for run in runs for c in run["checks"] if c.get("family") not in families)
+    )
     rows = [_row(run, name, families) for run, name in zip(runs, names)]
     write_text(index, render("index.html.j2", rows=rows, families=families))
     print(f"index: {index} ({len(runs)} run{'s' if len(runs) != 1 else ''}: {', '.join(names)})")
@@ -131,13 +135,19 @@ def _row(run: Mapping[str, Any], href: str, families: list[str]) -> IndexRow:
         cells.append(FamilyCell(dict(counts).get("pass", 0), ran, cell_colour(counts), counts))
     versions = record.versions if isinstance(record.versions, Mapping) else {}
     facts = [
-        f"budget {record.budget.get('name')}" if isinstance(record.budget, Mapping) and record.budget.get("name") else "",
+        f"budget {record.budget.get('name')}"
+        if isinstance(record.budget, Mapping) and record.budget.get("name")
+        else "",
         f"seed {record.seed}" if record.seed is not None else "",
         f"{record.device}, {record.dtype}" if record.device else "",
         f"torch {versions['torch']}" if versions.get("torch") else "",
         timestamp(record.started) if record.started else "",
     ]
-    claims = [c.get("min_detectable_tv") for c in checks if c.get("status") == "pass" and isinstance(c.get("min_detectable_tv"), (int, float))]
+    claims = [
+        c.get("min_detectable_tv")
+        for c in checks
+        if c.get("status") == "pass" and isinstance(c.get("min_detectable_tv"), (int, float))
+    ]
     summary = [(s, sum(c.get("status") == s for c in checks)) for s in STATUSES]
     return IndexRow(
         sampler=str(record.sampler.name or "unnamed sampler"),

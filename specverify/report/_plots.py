@@ -46,7 +46,9 @@ class Comparison:
     def note(self) -> str | None:
         """What the plot leaves out, in words, or ``None`` when it shows every outcome."""
         if len(self.labels) < self.live_outcomes:
-            return f"The {len(self.labels)} most deviant of {self.live_outcomes} outcomes that were expected or observed."
+            return (
+                f"The {len(self.labels)} most deviant of {self.live_outcomes} outcomes that were expected or observed."
+            )
         if self.live_outcomes < self.total_outcomes:
             return f"{self.total_outcomes - self.live_outcomes} outcomes neither expected nor observed are left out."
         return None
@@ -77,9 +79,7 @@ def comparison(evidence: Evidence) -> Comparison | None:
     groups, width = (1, observed.size) if observed.ndim == 1 else observed.shape
     if not (isinstance(columns, Sequence) and not isinstance(columns, str) and len(columns) == width):
         columns = [str(c) for c in range(width)]
-    labels = [
-        f"{g}·{columns[c]}" if groups > 1 else str(columns[c]) for g in range(groups) for c in range(width)
-    ]
+    labels = [f"{g}·{columns[c]}" if groups > 1 else str(columns[c]) for g in range(groups) for c in range(width)]
     observed, expected = observed.reshape(-1), expected.reshape(-1)
     live = np.flatnonzero((observed != 0) | (expected != 0))
     if live.size == 0:
@@ -158,7 +158,15 @@ def comparison_svg(data: Comparison, prefix: str, *, label: str) -> str:
         ]
         if impossible.any():
             handles.append(Patch(facecolor=_IMPOSSIBLE, label="impossible"))
-        axes.legend(handles=handles, frameon=False, fontsize=7.5, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=3, borderaxespad=0.2)
+        axes.legend(
+            handles=handles,
+            frameon=False,
+            fontsize=7.5,
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.0),
+            ncols=3,
+            borderaxespad=0.2,
+        )
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     return inline_svg(buffer.getvalue(), prefix, label=label)

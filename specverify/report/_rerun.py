@@ -52,7 +52,10 @@ def _budget_words(budget: Any) -> list[str] | None:
         words = ["--budget", name]
     elif name.startswith("tv=") and isinstance(tv, (int, float)):
         base = budget.get("base")
-        words = (["--budget", shlex.quote(str(base))] if base in BUDGETS and base != "standard" else []) + ["--tv", f"{tv:g}"]
+        words = (["--budget", shlex.quote(str(base))] if base in BUDGETS and base != "standard" else []) + [
+            "--tv",
+            f"{tv:g}",
+        ]
     else:
         return None
     power = budget.get("power")

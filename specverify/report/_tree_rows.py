@@ -87,15 +87,21 @@ def tree_rows(case: Mapping[str, Any]) -> TreeRows | None:
         following = path.index(node) + 1 if node in path else len(path)
         next_token = tokens[path[following]] if following < len(path) else emitted
         columns = _columns(p, q, [t for t in (next_token,) if isinstance(t, int)])
-        title = f"node {node}" + (" (root)" if node == 0 else f", token {tokens[node]}") + (", a leaf" if node not in parents[1:] else "")
-        shown.append(NodeRows(
-            title=title,
-            tokens=columns,
-            target=[number(p[t]) for t in columns],
-            draft=None if q is None else [number(q[t]) for t in columns],
-            next_token=next_token if isinstance(next_token, int) else None,
-            hidden=len(p) - len(columns),
-        ))
+        title = (
+            f"node {node}"
+            + (" (root)" if node == 0 else f", token {tokens[node]}")
+            + (", a leaf" if node not in parents[1:] else "")
+        )
+        shown.append(
+            NodeRows(
+                title=title,
+                tokens=columns,
+                target=[number(p[t]) for t in columns],
+                draft=None if q is None else [number(q[t]) for t in columns],
+                next_token=next_token if isinstance(next_token, int) else None,
+                hidden=len(p) - len(columns),
+            )
+        )
     if not shown:
         return None
     smallest = case.get("smallest_difference")

@@ -53,7 +53,9 @@ def _worst_node(case: TreeCase) -> int | None:
         return int(breaks_at)
     observed, expected = case.get("ends_observed"), case.get("ends_expected")
     if isinstance(observed, list) and isinstance(expected, list) and observed and len(observed) == len(expected):
-        score = [abs(o - e) / math.sqrt(max(e, 1.0)) + (1e9 if e == 0 and o > 0 else 0.0) for o, e in zip(observed, expected)]
+        score = [
+            abs(o - e) / math.sqrt(max(e, 1.0)) + (1e9 if e == 0 and o > 0 else 0.0) for o, e in zip(observed, expected)
+        ]
         best = max(range(len(score)), key=score.__getitem__)
         return best if score[best] > 0 else None
     path = case.get("path")
@@ -66,7 +68,13 @@ def _worst_node(case: TreeCase) -> int | None:
 def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
     """The case as an inline, sanitised ``<svg>``; ``None`` if it is not a drawable tree."""
     parents, tokens = case.get("parents"), case.get("tokens")
-    if not isinstance(parents, list) or not isinstance(tokens, list) or len(parents) != len(tokens) or not parents or parents[0] != -1:
+    if (
+        not isinstance(parents, list)
+        or not isinstance(tokens, list)
+        or len(parents) != len(tokens)
+        or not parents
+        or parents[0] != -1
+    ):
         return None
     if any(not isinstance(p, int) or not 0 <= p < i for i, p in enumerate(parents) if i):
         return None
@@ -86,11 +94,15 @@ def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
     def xy(node: int) -> tuple[float, float]:
         return _R + _DX * (place[node] + 0.5), _R + _DY * depth[node] + 10
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+    ]
     for node in range(1, len(parents)):
         (x1, y1), (x2, y2) = xy(parents[node]), xy(node)
         thick = node in on_path and parents[node] in on_path
-        parts.append(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{INK}" stroke-width="{3.5 if thick else 1}" />')
+        parts.append(
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{INK}" stroke-width="{3.5 if thick else 1}" />'
+        )
     for node in range(len(parents)):
         x, y = xy(node)
         ring = _BAD if node == worst else INK
@@ -106,6 +118,8 @@ def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
     token = case.get("token")
     if path and isinstance(token, int):
         x, y = xy(path[-1])
-        parts.append(f'<text x="{x:.1f}" y="{y + _R + 12:.1f}" font-size="10" text-anchor="middle" fill="{_BAD}">emits {token}</text>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{y + _R + 12:.1f}" font-size="10" text-anchor="middle" fill="{_BAD}">emits {token}</text>'
+        )
     parts.append("</svg>")
     return inline_svg("".join(parts), prefix, label=label)

@@ -15,7 +15,16 @@ from typing import Any, cast
 
 from markupsafe import Markup
 
-from .._evidence import CallShape, CaseRecord, EventSize, Evidence, FirstMismatch, PositionPValue, TVRecord, UnconfirmedAlarm
+from .._evidence import (
+    CallShape,
+    CaseRecord,
+    EventSize,
+    Evidence,
+    FirstMismatch,
+    PositionPValue,
+    TVRecord,
+    UnconfirmedAlarm,
+)
 from .._evidence import Warps as WarpsRecord
 from .._families import FAMILIES
 from .._reach import Reach, claims, span_text
@@ -195,7 +204,9 @@ def run_view(data: Mapping[str, Any], *, plots: bool = True) -> RunView:
     verdict = str(data.get("verdict") or "error")
     # For a lossless-suboptimal verdict the conditional-law and acceptance differences are the
     # expected evidence for it, shown as such, not as failures.
-    differences = [v for v in failures if verdict == Verdict.LOSSLESS_SUBOPTIMAL and v.finding in ("non-canonical", "suboptimal")]
+    differences = [
+        v for v in failures if verdict == Verdict.LOSSLESS_SUBOPTIMAL and v.finding in ("non-canonical", "suboptimal")
+    ]
     failures = [v for v in failures if v not in differences]
     summary = [(s, len(by_status[s])) for s in STATUSES if by_status[s]]
     return RunView(
@@ -244,11 +255,17 @@ def _check_view(data: Mapping[str, Any], index: int, anchors: set[str], plots: b
     if plots and status in ("fail", "error"):
         data_to_plot = comparison(evidence)
         if data_to_plot is not None:
-            plot = Markup(comparison_svg(data_to_plot, f"plot-{name}", label=f"observed versus expected counts, {check_id}"))
+            plot = Markup(
+                comparison_svg(data_to_plot, f"plot-{name}", label=f"observed versus expected counts, {check_id}")
+            )
             note = data_to_plot.note
     tree, rows = None, None
     if status in ("fail", "error") and isinstance(evidence.get("tree_case"), Mapping):
-        drawn = tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}") if plots else None
+        drawn = (
+            tree_case_svg(evidence["tree_case"], f"tree-{name}", label=f"the failing tree case of {check_id}")
+            if plots
+            else None
+        )
         tree, rows = (Markup(drawn) if drawn is not None else None), tree_rows(evidence["tree_case"])
     minimal: CaseRecord | CallShape | None = evidence.get("minimal_example")
     example_title, placed = "Smallest failing case", _PLACED
@@ -314,7 +331,9 @@ def _event(value: EventSize | None) -> dict[str, str] | None:
         return f"{10.0**log10:.2g}" if log10 > -300 else f"1e{math.floor(log10)}"
 
     bound, resolution = value.get("log10_tv_bound"), value.get("resolution")
-    below = not isinstance(bound, (int, float)) or (isinstance(resolution, (int, float)) and bound < math.log10(resolution))
+    below = not isinstance(bound, (int, float)) or (
+        isinstance(resolution, (int, float)) and bound < math.log10(resolution)
+    )
     return {
         "tv_given": number(value.get("tv_given")),
         "event": str(value.get("event") or ""),
@@ -339,7 +358,11 @@ def _tv(value: TVRecord | None) -> dict[str, Any] | None:
 
 
 def _warps(value: WarpsRecord | None) -> Warps | None:
-    if not isinstance(value, Mapping) or not isinstance(value.get("warped"), list) or not isinstance(value.get("unwarped"), list):
+    if (
+        not isinstance(value, Mapping)
+        or not isinstance(value.get("warped"), list)
+        or not isinstance(value.get("unwarped"), list)
+    ):
         return None
     params = _mapping(value.get("params"))
     emitted = _mapping(value.get("emitted"))
@@ -349,7 +372,9 @@ def _warps(value: WarpsRecord | None) -> Warps | None:
         positions.append((f"position {i}", [number(x) for x in warped], [number(x) for x in unwarped], token))
     columns = max((len(w) for _, w, _, _ in positions), default=0)
     text = ", ".join(f"{k} {number(v) if isinstance(v, float) else v}" for k, v in params.items()) or "none"
-    return Warps(row=str(value.get("row", "")), params=text, positions=positions, columns=columns, emitted=bool(emitted))
+    return Warps(
+        row=str(value.get("row", "")), params=text, positions=positions, columns=columns, emitted=bool(emitted)
+    )
 
 
 def _first_mismatch(value: FirstMismatch | None) -> dict[str, str] | None:
@@ -366,7 +391,9 @@ def _first_mismatch(value: FirstMismatch | None) -> dict[str, str] | None:
             rows[label] = compact(out)
     if "mismatched_volume" in value:
         rows["mismatched volume of uniforms"] = number(value["mismatched_volume"])
-    rows.update({str(k): compact(v) for k, v in value.items() if k not in ("uniforms", "expected", "got", "mismatched_volume")})
+    rows.update(
+        {str(k): compact(v) for k, v in value.items() if k not in ("uniforms", "expected", "got", "mismatched_volume")}
+    )
     return rows
 
 
@@ -384,7 +411,12 @@ def _unconfirmed(value: list[UnconfirmedAlarm] | None) -> list[tuple[str, str]]:
     rows = []
     for alarm in value:
         if isinstance(alarm, Mapping):
-            rows.append((shape_summary(alarm.get("example")) or compact(alarm.get("example")), number(alarm.get("confirm_pvalue"))))
+            rows.append(
+                (
+                    shape_summary(alarm.get("example")) or compact(alarm.get("example")),
+                    number(alarm.get("confirm_pvalue")),
+                )
+            )
         else:
             rows.append((compact(alarm), ""))
     return rows
@@ -414,14 +446,22 @@ def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView], che
         if classes and alpha is not None and power is not None:
             return Guarantee(
                 lead=f"With probability ≥ {number(power)}, every statistical check detects a deviation in total variation (TV) "
-                + ("of at least:" if len(classes) == 1 else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks tested):"),
+                + (
+                    "of at least:"
+                    if len(classes) == 1
+                    else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks tested):"
+                ),
                 classes=shown,
                 tail=f"The probability of any false alarm in this run is ≤ {number(alpha)}.",
             )
         return None
     if any(v.status == "fail" for v in views) and alpha is not None:
         # what the checks that passed rule out, by reach class: where the sampler was not seen to fail
-        passed = f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at least:" if shown and power is not None else ""
+        passed = (
+            f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at least:"
+            if shown and power is not None
+            else ""
+        )
         return Guarantee(
             lead="Contract and support failures are exact: no statistics. A statistical failure is a false alarm with "
             f"probability ≤ {number(alpha)} for the whole run." + passed,
@@ -556,4 +596,3 @@ def _run_line(run: Mapping[str, Any]) -> list[str]:
         timestamp(run["started"]) if run.get("started") else None,
     ]
     return [p for p in parts if p]
-

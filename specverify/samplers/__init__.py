@@ -18,9 +18,23 @@ from ._logits_reference import LogitsReferenceSampler, logits_reference
 from ._loop_reference import LoopReference, loop_reference
 from ._reference import ReferenceSampler, reference
 
-__all__ = ["LogitsReferenceSampler", "LoopReference", "ReferenceSampler", "logits_reference", "loop_reference", "reference"]
+__all__ = [
+    "LogitsReferenceSampler",
+    "LoopReference",
+    "ReferenceSampler",
+    "logits_reference",
+    "loop_reference",
+    "reference",
+]
 
-_TREE_NAMES = ("TREE_REFERENCES", "block_verification", "tree_reference", "tree_specinfer", "tree_target_only", "tree_without_replacement")
+_TREE_NAMES = (
+    "TREE_REFERENCES",
+    "block_verification",
+    "tree_reference",
+    "tree_specinfer",
+    "tree_target_only",
+    "tree_without_replacement",
+)
 
 
 def __getattr__(name: str) -> Any:

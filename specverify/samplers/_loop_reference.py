@@ -21,11 +21,11 @@ from collections.abc import Callable
 
 import torch
 
-from .._warps.declared import resolve_warp
-from .._warps.presets import PRESETS
 from .._loop import left_padded
 from .._oracle import accepts, emitting_law, inverse_cdf
 from .._seeded import seeded_uniforms
+from .._warps.declared import resolve_warp
+from .._warps.presets import PRESETS
 from .._warps.rules import PARAMETERS, SamplingParams
 
 __all__ = ["PRESET_LOOPS", "UNDECLARED_LOOPS", "LoopReference", "loop_reference"]
@@ -82,7 +82,12 @@ class LoopReference:
         return buffer[:, prompt_length : prompt_length + num_tokens]
 
     def step(
-        self, target: LanguageModel, draft: LanguageModel, history: torch.Tensor, params: SamplingParams, coins: torch.Tensor
+        self,
+        target: LanguageModel,
+        draft: LanguageModel,
+        history: torch.Tensor,
+        params: SamplingParams,
+        coins: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One speculative step of every row of ``history [B, L]`` (left-padded): ``[B, K+1]``
         tokens (the accepted drafts, then the corrected or bonus token, ``-1`` after) and the
@@ -100,7 +105,9 @@ class LoopReference:
         prefixes = torch.cat([history, history.new_empty((batch, k))], dim=1)
         tokens = torch.full((batch, k + 1), -1, dtype=torch.int64, device=device)
         accepted = torch.full((batch,), k, dtype=torch.int64, device=device)
-        rows = torch.arange(batch, device=device)  # the rows still verifying: prefixes, params and coins hold only theirs
+        rows = torch.arange(
+            batch, device=device
+        )  # the rows still verifying: prefixes, params and coins hold only theirs
         for i in range(k + 1):  # over draft positions, vectorised over the rows still verifying
             prefix = prefixes[:, : width + i]
             p = self.target_law(target(prefix), params, i)
@@ -123,7 +130,13 @@ class LoopReference:
                 break
             if out.numel():
                 kept = keep.nonzero().squeeze(-1)
-                rows, prefixes, coins, params, drafted = rows[kept], prefixes[kept], coins[kept], params.select(kept), drafted[kept]
+                rows, prefixes, coins, params, drafted = (
+                    rows[kept],
+                    prefixes[kept],
+                    coins[kept],
+                    params.select(kept),
+                    drafted[kept],
+                )
             prefixes[:, width + i] = drafted
         return tokens, accepted
 

@@ -32,9 +32,7 @@ class ReferenceSampler:
 
     name = "specverify.reference"
     capabilities = Capabilities(
-        device=None,
-        dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16),
-        uniforms=True,
+        device=None, dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16), uniforms=True
     )
 
     def __call__(
@@ -48,9 +46,7 @@ class ReferenceSampler:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         batch, k = draft_tokens.shape
         if uniforms is None:
-            uniforms = torch.rand(
-                (batch, k + 1), generator=generator, dtype=torch.float64, device=target_probs.device
-            )
+            uniforms = torch.rand((batch, k + 1), generator=generator, dtype=torch.float64, device=target_probs.device)
         return canonical_emit(target_probs, draft_probs, draft_tokens, uniforms.to(torch.float64))
 
 

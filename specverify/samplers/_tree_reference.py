@@ -23,9 +23,9 @@ from collections.abc import Callable
 import torch
 
 from .._contract import Capabilities
+from .._oracle import inverse_cdf, normalise
 from .._trees.contract import TreeBatch
 from .._trees.exact import _block_thresholds, drafts_normalised, judged_against, residual, without
-from .._oracle import inverse_cdf, normalise
 
 __all__ = [
     "TREE_REFERENCES",
@@ -47,7 +47,9 @@ def _uniforms(tree: TreeBatch, generator: torch.Generator | None, uniforms: torc
     if uniforms is None:
         return torch.rand(tree.parents.shape, generator=generator, dtype=torch.float64, device=tree.target_probs.device)
     if uniforms.shape != tree.parents.shape:
-        raise ValueError(f"uniforms has shape {tuple(uniforms.shape)}, expected {tuple(tree.parents.shape)} (one per node)")
+        raise ValueError(
+            f"uniforms has shape {tuple(uniforms.shape)}, expected {tuple(tree.parents.shape)} (one per node)"
+        )
     return uniforms.to(torch.float64)
 
 
@@ -130,7 +132,9 @@ def walk(
             accept = trying & (coin * q_x < p_x if accepts is None else accepts(state, coin, x, p_x, q_x))
             reject = (trying & ~accept)[:, None]
             if accepts is not None:  # the mass of the siblings tried, for a rule that reads it
-                state.tried = torch.where(reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried)
+                state.tried = torch.where(
+                    reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried
+                )
             state.p = torch.where(reject, residual(state.p, point), state.p)
             if algorithm == "without-replacement":
                 state.q = torch.where(reject, without(state.q, x), state.q)
@@ -189,4 +193,6 @@ block_verification = BlockVerificationSampler()
 tree_reference = tree_specinfer
 
 #: The reference sampler of each algorithm in ``specverify._trees.contract.ALGORITHMS``.
-TREE_REFERENCES = {s.algorithm: s for s in (tree_specinfer, tree_without_replacement, tree_target_only, block_verification)}
+TREE_REFERENCES = {
+    s.algorithm: s for s in (tree_specinfer, tree_without_replacement, tree_target_only, block_verification)
+}

@@ -32,13 +32,12 @@ runs through Triton's interpreter on CPU tensors (see :mod:`._triton_kernels`). 
 from __future__ import annotations
 
 import torch
+import triton  # noqa: E402,I001
 
 from .._contract import Capabilities
 from .._trees.contract import TreeBatch
-from ._triton import INTERPRETED_MAX_VOCAB, MAX_VOCAB  # raises unless Triton was brought up consistently
 from ._tree_triton_kernels import INTERPRETED, launch_config, tree_walk_kernel
-
-import triton  # noqa: E402,I001
+from ._triton import INTERPRETED_MAX_VOCAB, MAX_VOCAB  # raises unless Triton was brought up consistently
 
 __all__ = ["TreeTritonSampler", "tree_triton"]
 
@@ -79,7 +78,9 @@ class TreeTritonSampler:
             raise ValueError(f"the tree Triton sampler takes 1 <= V <= {MAX_VOCAB}, got V={vocab}")
         if uniforms is None:
             uniforms = torch.rand(
-                (batch, width), generator=generator, dtype=torch.float64,
+                (batch, width),
+                generator=generator,
+                dtype=torch.float64,
                 device=generator.device if generator is not None else device,
             )
         elif tuple(uniforms.shape) != (batch, width):
@@ -99,8 +100,17 @@ class TreeTritonSampler:
         if self.block_v is not None:
             config["BLOCK_V"] = self.block_v
         tree_walk_kernel[(triton.cdiv(batch, config["BLOCK_B"]),)](
-            target, tree.tokens.to(device=device, dtype=torch.int64).contiguous(), children, uniforms, path, token,
-            batch, width, vocab, children.shape[2], depth,
+            target,
+            tree.tokens.to(device=device, dtype=torch.int64).contiguous(),
+            children,
+            uniforms,
+            path,
+            token,
+            batch,
+            width,
+            vocab,
+            children.shape[2],
+            depth,
             R_POW2=max(2, triton.next_power_of_2(children.shape[2])),
             BLOCK_B=config["BLOCK_B"],
             BLOCK_V=config["BLOCK_V"],

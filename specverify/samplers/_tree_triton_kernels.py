@@ -6,10 +6,10 @@ tests/trees/test_tree_triton.py); :mod:`._tree_triton` checks the interpreter wa
 
 from __future__ import annotations
 
-from ._triton_kernels import INTERPRETED
-
 import triton  # noqa: E402,I001  (after _triton_kernels, which sets TRITON_INTERPRET where needed)
 import triton.language as tl  # noqa: E402
+
+from ._triton_kernels import INTERPRETED
 
 __all__ = ["launch_config", "tree_walk_kernel"]
 
@@ -42,8 +42,17 @@ def _weights(target_ptr, offset, idx, mask, removed, R, R_POW2: tl.constexpr):
 
 @triton.jit
 def tree_walk_kernel(
-    target_ptr, tokens_ptr, children_ptr, uniforms_ptr, path_ptr, token_ptr,
-    B, N, V, R, D,
+    target_ptr,
+    tokens_ptr,
+    children_ptr,
+    uniforms_ptr,
+    path_ptr,
+    token_ptr,
+    B,
+    N,
+    V,
+    R,
+    D,
     R_POW2: tl.constexpr,
     BLOCK_B: tl.constexpr,
     BLOCK_V: tl.constexpr,
@@ -62,8 +71,11 @@ def tree_walk_kernel(
     active = live
     depth = 0
     while (depth < D) & (tl.sum(active.to(tl.int32)) > 0):
-        kids = tl.load(children_ptr + ((rows64 * N + current) * R)[:, None] + ranks[None, :],
-                       mask=active[:, None] & (ranks < R)[None, :], other=-1)
+        kids = tl.load(
+            children_ptr + ((rows64 * N + current) * R)[:, None] + ranks[None, :],
+            mask=active[:, None] & (ranks < R)[None, :],
+            other=-1,
+        )
         moved = never
         following = current
         for r in range(0, R):  # siblings in try order

@@ -103,14 +103,26 @@ class TritonSampler:
         else:
             # One 64-bit Philox key per call, drawn from (and advancing) the caller's generator.
             seed = torch.randint(
-                -(1 << 63), (1 << 63) - 1, (1,), generator=generator, dtype=torch.int64,
+                -(1 << 63),
+                (1 << 63) - 1,
+                (1,),
+                generator=generator,
+                dtype=torch.int64,
                 device=generator.device if generator is not None else device,
             ).to(device)
         config = {**launch_config(batch, vocab), **self.overrides}
         grid = (triton.cdiv(batch, config["BLOCK_B"]),)
         verify_kernel[grid](
-            target, draft, drafts, uniforms if uniforms is not None else seed, seed, tokens, accepted,
-            batch, k, vocab,
+            target,
+            draft,
+            drafts,
+            uniforms if uniforms is not None else seed,
+            seed,
+            tokens,
+            accepted,
+            batch,
+            k,
+            vocab,
             USE_UNIFORMS=uniforms is not None,
             K_POW2=max(2, triton.next_power_of_2(k + 1)),
             BLOCK_B=config["BLOCK_B"],
@@ -126,7 +138,9 @@ def _as_kernel_dtype(probs: torch.Tensor) -> torch.Tensor:
     return probs if probs.dtype in DTYPES else probs.to(torch.float32)
 
 
-def _check_shapes(target: torch.Tensor, draft: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None) -> None:
+def _check_shapes(
+    target: torch.Tensor, draft: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+) -> None:
     if drafts.dim() != 2:
         raise ValueError(f"draft_tokens must be [B, K], got shape {tuple(drafts.shape)}")
     batch, k = drafts.shape

@@ -127,8 +127,9 @@ def _residual_mass(p_base, q_base, live, rejected, s_p, s_q, V, BLOCK_B: tl.cons
 
 
 @triton.jit
-def _inverse_cdf(p_base, q_base, live, rejected, s_p, s_q, from_p, target, V,
-                 BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr):
+def _inverse_cdf(
+    p_base, q_base, live, rejected, s_p, s_q, from_p, target, V, BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr
+):
     """The smallest token whose cumulative weight exceeds ``target``, reading up to it.
 
     If rounding puts ``target`` at or past the total, the last token of positive weight (as the
@@ -155,8 +156,20 @@ def _inverse_cdf(p_base, q_base, live, rejected, s_p, s_q, from_p, target, V,
 
 
 @triton.jit
-def _reservoir(p_base, q_base, live, rejected, s_p, s_q, seed, rows64, V,
-               BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr, EAGER_JUMPS: tl.constexpr):
+def _reservoir(
+    p_base,
+    q_base,
+    live,
+    rejected,
+    s_p,
+    s_q,
+    seed,
+    rows64,
+    V,
+    BLOCK_B: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    EAGER_JUMPS: tl.constexpr,
+):
     """One weighted draw by reservoir with exponential jumps, one read; returns (token, total).
 
     The jump at token ``t`` uses the uniform at Philox counter ``(row, jump stream, t)``: each
@@ -194,8 +207,19 @@ def _reservoir(p_base, q_base, live, rejected, s_p, s_q, seed, rows64, V,
 
 
 @triton.jit
-def _accept_drafts(target_rows, draft_rows, drafts_ptr, rows64, in_batch, positions, accept_uniforms, K, V,
-                   BLOCK_B: tl.constexpr, BLOCK_V: tl.constexpr):
+def _accept_drafts(
+    target_rows,
+    draft_rows,
+    drafts_ptr,
+    rows64,
+    in_batch,
+    positions,
+    accept_uniforms,
+    K,
+    V,
+    BLOCK_B: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
     """Pass 1 of :func:`verify_kernel`: the accepted count of each row, and the masses S_p, S_q of
     the position it rejected at (a row that accepts every draft keeps S_p = 0, S_q = 1)."""
     alive = in_batch
@@ -248,15 +272,19 @@ def verify_kernel(
     positions = tl.arange(0, K_POW2)
     if USE_UNIFORMS:
         seed = 0
-        accept_uniforms = tl.load(uniforms_ptr + rows64[:, None] * (K + 1) + positions[None, :],
-                                  mask=in_batch[:, None] & (positions < K)[None, :], other=0.0)
+        accept_uniforms = tl.load(
+            uniforms_ptr + rows64[:, None] * (K + 1) + positions[None, :],
+            mask=in_batch[:, None] & (positions < K)[None, :],
+            other=0.0,
+        )
     else:
         seed = tl.load(seed_ptr)
         accept_uniforms = _uniform53(seed, (rows64[:, None] << 32) | (_STREAM_ACCEPT << 28) | positions[None, :])
 
     # Pass 1: accept while every earlier draft was accepted.
-    accepted, rejected_s_p, rejected_s_q = _accept_drafts(target_rows, draft_rows, drafts_ptr, rows64, in_batch, positions,
-                                                          accept_uniforms, K, V, BLOCK_B, BLOCK_V)
+    accepted, rejected_s_p, rejected_s_q = _accept_drafts(
+        target_rows, draft_rows, drafts_ptr, rows64, in_batch, positions, accept_uniforms, K, V, BLOCK_B, BLOCK_V
+    )
 
     # Pass 2: the emitted token at position `accepted`, from the residual or the bonus row.
     rejected = in_batch & (accepted < K)
@@ -268,27 +296,57 @@ def verify_kernel(
         from_p = in_batch & (mass <= noise)
         total = tl.where(from_p, rejected_s_p, mass)
         u_last = tl.load(uniforms_ptr + rows64 * (K + 1) + K, mask=in_batch, other=0.0)
-        token = _inverse_cdf(p_base, q_base, in_batch, rejected, rejected_s_p, rejected_s_q, from_p,
-                             u_last * total, V, BLOCK_B, BLOCK_V)
+        token = _inverse_cdf(
+            p_base, q_base, in_batch, rejected, rejected_s_p, rejected_s_q, from_p, u_last * total, V, BLOCK_B, BLOCK_V
+        )
     else:
-        token, mass = _reservoir(p_base, q_base, in_batch, rejected, rejected_s_p, rejected_s_q, seed, rows64, V,
-                                 BLOCK_B, BLOCK_V, EAGER_JUMPS)
+        token, mass = _reservoir(
+            p_base,
+            q_base,
+            in_batch,
+            rejected,
+            rejected_s_p,
+            rejected_s_q,
+            seed,
+            rows64,
+            V,
+            BLOCK_B,
+            BLOCK_V,
+            EAGER_JUMPS,
+        )
         from_p = in_batch & (mass <= noise)
         if tl.sum(from_p.to(tl.int32)) > 0:
             u_last = _uniform53(seed, (rows64 << 32) | (_STREAM_FALLBACK << 28))
-            fallback = _inverse_cdf(p_base, q_base, from_p, rejected, rejected_s_p, rejected_s_q, from_p,
-                                    u_last * rejected_s_p, V, BLOCK_B, BLOCK_V)
+            fallback = _inverse_cdf(
+                p_base,
+                q_base,
+                from_p,
+                rejected,
+                rejected_s_p,
+                rejected_s_q,
+                from_p,
+                u_last * rejected_s_p,
+                V,
+                BLOCK_B,
+                BLOCK_V,
+            )
             token = tl.where(from_p, fallback, token)
     token = tl.maximum(token, 0)  # only a row whose law has no mass at all (invalid input) gets here
 
     # Output: accepted drafts, the emitted token, then -1.
-    drafted = tl.load(drafts_ptr + rows64[:, None] * K + positions[None, :],
-                      mask=in_batch[:, None] & (positions < K)[None, :], other=-1)
+    drafted = tl.load(
+        drafts_ptr + rows64[:, None] * K + positions[None, :],
+        mask=in_batch[:, None] & (positions < K)[None, :],
+        other=-1,
+    )
     count = accepted[:, None]
     emitted = tl.where(positions[None, :] == count, token[:, None].to(tl.int64), -1)
     out = tl.where(positions[None, :] < count, drafted, emitted)
-    tl.store(tokens_ptr + rows64[:, None] * (K + 1) + positions[None, :], out,
-             mask=in_batch[:, None] & (positions <= K)[None, :])
+    tl.store(
+        tokens_ptr + rows64[:, None] * (K + 1) + positions[None, :],
+        out,
+        mask=in_batch[:, None] & (positions <= K)[None, :],
+    )
     tl.store(accepted_ptr + rows64, accepted.to(tl.int64), mask=in_batch)
 
 

@@ -150,4 +150,13 @@ def identity_test(counts: np.ndarray, probs: np.ndarray, *, eps: float, mean_siz
     scale = math.sqrt(2.0 * cells.sum())
     rejecting = int((z >= _threshold(int(cells.sum()))).sum())
     pvalue = float(stats.binom.sf(rejecting - 1, batches, BATCH_LEVEL)) if rejecting else 1.0
-    return IdentityTest(pvalue, tuple((z / scale).tolist()), rejecting, batches, int(cells.sum()), int(counts.sum()), 0, "adk-chi-square")
+    return IdentityTest(
+        pvalue,
+        tuple((z / scale).tolist()),
+        rejecting,
+        batches,
+        int(cells.sum()),
+        int(counts.sum()),
+        0,
+        "adk-chi-square",
+    )

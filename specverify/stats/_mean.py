@@ -119,7 +119,9 @@ def _extreme(laws: np.ndarray, weight: float, pick: Callable) -> float:
     return float(weight * per_row.sum())
 
 
-def _critical(tail: Callable[[float, float], float], sign: float, expected: float, extreme: float, alpha: float) -> float:
+def _critical(
+    tail: Callable[[float, float], float], sign: float, expected: float, extreme: float, alpha: float
+) -> float:
     """The total at which the one-sided bound reaches ``alpha`` (the test's rejection boundary)."""
     if tail(sign, extreme) > alpha:
         return extreme  # even the most extreme total is not significant

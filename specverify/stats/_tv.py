@@ -58,9 +58,7 @@ def tv_distance(observed: np.ndarray, probs: np.ndarray) -> float:
     return float((per_group * totals).sum() / max(totals.sum(), 1.0))
 
 
-def _noise(
-    laws: np.ndarray, totals: np.ndarray, resamples: int, rng: np.random.Generator
-) -> np.ndarray:
+def _noise(laws: np.ndarray, totals: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """``resamples`` draws of the weighted TV between counts drawn from ``laws`` and ``laws``."""
     noise = np.zeros(resamples)
     for law, total in zip(laws, totals):  # loops over groups, vectorised over resamples

@@ -30,23 +30,10 @@ this module registers the settings profiles ``specverify-dev``, ``specverify-ci`
 ``specverify-thorough`` (see :data:`PROFILES`).
 """
 
-from ._internal.cases import (
-    EDGE_KINDS,
-    MIXABLE_STEP_KINDS,
-    MIXED,
-    STEP_KINDS,
-    step_batches,
-    step_cases,
-)
-from ._internal.models import (
-    MAX_CHAIN_ORDER,
-    MIXABLE_MODEL_KINDS,
-    MODEL_KINDS,
-    model_batches,
-    model_cases,
-)
-from ._internal.params import PARAM_EDGES, logits_cases, sampling_params
+from ._internal.cases import EDGE_KINDS, MIXABLE_STEP_KINDS, MIXED, STEP_KINDS, step_batches, step_cases
+from ._internal.models import MAX_CHAIN_ORDER, MIXABLE_MODEL_KINDS, MODEL_KINDS, model_batches, model_cases
 from ._internal.pairs import NEAR_EQUAL_KINDS, PAIR_KINDS, target_draft_pairs
+from ._internal.params import PARAM_EDGES, logits_cases, sampling_params
 from ._internal.profiles import PROFILES, register_profiles
 from ._internal.separating import SEPARATING_KINDS, separating_logits_cases
 from ._internal.shapes import BOUNDARIES, COMMON_VOCABS, EDGE_LAW_KINDS, edge_case, large_vocab_cases, structured_case

@@ -10,9 +10,14 @@ runs both.
 
 from __future__ import annotations
 
-from . import _logits_members  # noqa: F401 - registers the logits-level members after the step ones
-from . import _float_edges  # noqa: F401 - registers the float-edge members after them
-from . import _rounded  # noqa: F401 - registers the member below the presets' reach after them
+# Importing a module registers its members; the zoo lists them in this order.
+# isort: off
+from . import _production_shapes  # noqa: F401 - the production-shape members, after the small-case ones
+from . import _logits_members  # noqa: F401 - the logits-level members
+from . import _float_edges  # noqa: F401 - the float-edge members
+from . import _rounded  # noqa: F401 - the member below the presets' reach
+
+# isort: on
 from ._core import ZooSampler
 from ._members import MEMBERS
 from ._trees import TREE_MEMBERS, TreeZooSampler

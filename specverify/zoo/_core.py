@@ -16,8 +16,8 @@ import torch
 from .._budgets import BUDGETS
 from .._contract import Capabilities
 from .._families import FAMILIES
-from .._vocabulary import Verdict
 from .._oracle import assemble, inverse_cdf, normalise, residual_distribution
+from .._vocabulary import Verdict
 
 __all__ = [
     "ZooSampler",
@@ -79,7 +79,9 @@ class ZooSampler:
         return self.fn(*args, **kwargs)
 
 
-def uniforms(batch: int, k: int, generator: torch.Generator | None, device: torch.device, dtype=torch.float64) -> torch.Tensor:
+def uniforms(
+    batch: int, k: int, generator: torch.Generator | None, device: torch.device, dtype=torch.float64
+) -> torch.Tensor:
     """``[B, K+1]`` uniforms from the generator (the last one draws the emitted token)."""
     return torch.rand((batch, k + 1), generator=generator, dtype=dtype, device=device)
 

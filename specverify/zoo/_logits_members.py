@@ -35,27 +35,57 @@ def _logits_step(logits, d, y, g, params, target_law):
     return canonical_emit(target_law(logits, params, warp), d, y, u)
 
 
-@member("non-conformant", ("support",), "standard", "The target verified at temperature 1: the row's temperature reaches only the draft (vLLM PR #10198); a greedy row samples.", _LOGITS)
+@member(
+    "non-conformant",
+    ("support",),
+    "standard",
+    "The target verified at temperature 1: the row's temperature reaches only the draft (vLLM PR #10198); a greedy row samples.",
+    _LOGITS,
+)
 def logits_target_temperature_ignored(t, d, y, g, params):
     return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "temperature")))
 
 
-@member("non-conformant", ("support",), "standard", "top_k applied to the draft, not to the target: tokens outside the top k come out (transformers #47932's class).", _LOGITS)
+@member(
+    "non-conformant",
+    ("support",),
+    "standard",
+    "top_k applied to the draft, not to the target: tokens outside the top k come out (transformers #47932's class).",
+    _LOGITS,
+)
 def logits_target_top_k_skipped(t, d, y, g, params):
     return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "top_k")))
 
 
-@member("non-conformant", ("support",), "standard", "min_p skipped at the verified positions (vLLM #42744): tokens below min_p come out.", _LOGITS)
+@member(
+    "non-conformant",
+    ("support",),
+    "standard",
+    "min_p skipped at the verified positions (vLLM #42744): tokens below min_p come out.",
+    _LOGITS,
+)
 def logits_target_min_p_skipped(t, d, y, g, params):
     return _logits_step(t, d, y, g, params, lambda z, p, warp: warp(z, p.only(n for n in _WARPS if n != "min_p")))
 
 
-@member("non-conformant", ("support",), "standard", "Softmax applied to the warped probabilities again (vllm-ascend #6685): every token gets mass, cut ones too.", _LOGITS)
+@member(
+    "non-conformant",
+    ("support",),
+    "standard",
+    "Softmax applied to the warped probabilities again (vllm-ascend #6685): every token gets mass, cut ones too.",
+    _LOGITS,
+)
 def logits_softmax_twice(t, d, y, g, params):
     return _logits_step(t, d, y, g, params, lambda z, p, warp: torch.softmax(warp(z, p), dim=-1))
 
 
-@member("non-conformant", ("support",), "standard", "Temperature 0 taken as 1: a greedy row samples instead of emitting the argmax.", Capabilities(inputs="logits", params=("temperature",), dtypes=(torch.float64, torch.float32)))
+@member(
+    "non-conformant",
+    ("support",),
+    "standard",
+    "Temperature 0 taken as 1: a greedy row samples instead of emitting the argmax.",
+    Capabilities(inputs="logits", params=("temperature",), dtypes=(torch.float64, torch.float32)),
+)
 def logits_greedy_sampled(t, d, y, g, params):
     def no_greedy(z, p, warp):
         temperature = torch.where(p.temperature == 0, 1.0, p.temperature)
@@ -82,19 +112,39 @@ def _seeded_step(logits, d, y, g, params, seeds_of):
     return canonical_emit(warp(logits, params), d, y, u)
 
 
-@member("non-conformant", ("contract",), "quick", "Per-request seeds accepted and ignored: the batch's generator decides (vLLM #6038).", _SEEDED)
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "Per-request seeds accepted and ignored: the batch's generator decides (vLLM #6038).",
+    _SEEDED,
+)
 def seeds_ignored(t, d, y, g, params):
     return _seeded_step(t, d, y, g, params, lambda seeds, n, g, device: uniforms(seeds.shape[0], n - 1, g, device))
 
 
-@member("non-conformant", ("contract",), "quick", "One seed for the whole batch: the first request's seed draws every row's uniforms (seeds shared or mixed across requests: vLLM #13196, #9441, TensorRT-LLM #19487).", _SEEDED)
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "One seed for the whole batch: the first request's seed draws every row's uniforms (seeds shared or mixed across requests: vLLM #13196, #9441, TensorRT-LLM #19487).",
+    _SEEDED,
+)
 def seed_shared_across_batch(t, d, y, g, params):
     from .._seeded import seeded_uniforms
 
-    return _seeded_step(t, d, y, g, params, lambda seeds, n, g, device: seeded_uniforms(seeds[:1].expand(seeds.shape[0]), n).to(device))
+    return _seeded_step(
+        t, d, y, g, params, lambda seeds, n, g, device: seeded_uniforms(seeds[:1].expand(seeds.shape[0]), n).to(device)
+    )
 
 
-@member("non-conformant", ("contract",), "quick", "The seed offset by the row's position in the batch: a request's output depends on where it lands in the batch (the class of seeds mixed across concurrent requests).", _SEEDED)
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "The seed offset by the row's position in the batch: a request's output depends on where it lands in the batch (the class of seeds mixed across concurrent requests).",
+    _SEEDED,
+)
 def seed_offset_by_row(t, d, y, g, params):
     from .._seeded import seeded_uniforms
 

@@ -10,8 +10,8 @@ import dataclasses
 
 import torch
 
-from .._warps.presets import PRESETS
 from .._vocabulary import Verdict
+from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
 from ._rounded import bf16_prefix_sum_law
@@ -126,33 +126,92 @@ def _no_greedy(params: SamplingParams) -> SamplingParams:
 def _members() -> dict[str, LoopMember]:
     entries = [
         ("loop-reference", LoopReference(), "conformant", (), "The reference loop: every stage right."),
-        ("shared-draft-and-verifier-coins", _SharedCoins(), "lossy", ("loop.law[plain]", "loop.positions"),
-         "The draft's noise and the acceptance coin come from one stream (vLLM #47386, #54282)."),
-        ("target-unwarped", _TargetUnwarped(), "non-conformant", ("loop.output", "loop.law[top-k]"),
-         "Drafts follow the warped draft, the target is verified at temperature 1 with no cuts (vLLM PR #10198)."),
-        ("raw-draft-reported-as-q", _RawDraftReported(), "lossy", ("loop.law[top-k]", "loop.law[temperature]"),
-         "Drafts sampled from the processed draft law, the raw softmax reported as q (transformers #47932)."),
-        ("softmax-twice", _SoftmaxTwice(), "non-conformant", ("loop.output", "loop.law[plain]"),
-         "Softmax applied to the target's probabilities again (vllm-ascend #6685)."),
-        ("min-p-bonus-only", _MinPBonusOnly(), "lossy", ("loop.law[min-p]", "loop.law[mixed]"),
-         "min_p applied to the bonus token only, skipped at verified positions (vLLM #42744)."),
-        ("seeds-ignored", _SeedsIgnored(), "non-conformant", ("loop.seeds",),
-         "Per-request seeds accepted and ignored: the batch generator decides (vLLM #6038)."),
-        ("greedy-as-sampling", _GreedyAsSampling(), "non-conformant", ("loop.output",),
-         "Temperature 0 treated as 1: a greedy request samples."),
-        ("bf16-prefix-sum-draft", _Bf16PrefixSumDraft(), "conformant", ("loop.law[temperature]", "loop.law[mixed]"),
-         "The drafter draws through a bfloat16 prefix sum of q, as a sampling kernel scanning in the model's dtype "
-         "does, while the verifier is handed the float q: the drafter/ratio mismatch class. Lossy: the law checks' "
-         "generation laws move by TV 9.3e-4 to 2.8e-3 on average over the kinds (loop.law[plain] 2.0e-3, "
-         "[temperature] 2.8e-3; chains of seeds 0-9, drafts of seeds 100-109), computed exactly by specverify.zoo._rounded.drafted_generation_law; below every "
-         "preset's reach (standard's loop laws reach TV 0.01): conformant within reach at the presets, lossy at --tv 0.001."),
+        (
+            "shared-draft-and-verifier-coins",
+            _SharedCoins(),
+            "lossy",
+            ("loop.law[plain]", "loop.positions"),
+            "The draft's noise and the acceptance coin come from one stream (vLLM #47386, #54282).",
+        ),
+        (
+            "target-unwarped",
+            _TargetUnwarped(),
+            "non-conformant",
+            ("loop.output", "loop.law[top-k]"),
+            "Drafts follow the warped draft, the target is verified at temperature 1 with no cuts (vLLM PR #10198).",
+        ),
+        (
+            "raw-draft-reported-as-q",
+            _RawDraftReported(),
+            "lossy",
+            ("loop.law[top-k]", "loop.law[temperature]"),
+            "Drafts sampled from the processed draft law, the raw softmax reported as q (transformers #47932).",
+        ),
+        (
+            "softmax-twice",
+            _SoftmaxTwice(),
+            "non-conformant",
+            ("loop.output", "loop.law[plain]"),
+            "Softmax applied to the target's probabilities again (vllm-ascend #6685).",
+        ),
+        (
+            "min-p-bonus-only",
+            _MinPBonusOnly(),
+            "lossy",
+            ("loop.law[min-p]", "loop.law[mixed]"),
+            "min_p applied to the bonus token only, skipped at verified positions (vLLM #42744).",
+        ),
+        (
+            "seeds-ignored",
+            _SeedsIgnored(),
+            "non-conformant",
+            ("loop.seeds",),
+            "Per-request seeds accepted and ignored: the batch generator decides (vLLM #6038).",
+        ),
+        (
+            "greedy-as-sampling",
+            _GreedyAsSampling(),
+            "non-conformant",
+            ("loop.output",),
+            "Temperature 0 treated as 1: a greedy request samples.",
+        ),
+        (
+            "bf16-prefix-sum-draft",
+            _Bf16PrefixSumDraft(),
+            "conformant",
+            ("loop.law[temperature]", "loop.law[mixed]"),
+            "The drafter draws through a bfloat16 prefix sum of q, as a sampling kernel scanning in the model's dtype "
+            "does, while the verifier is handed the float q: the drafter/ratio mismatch class. Lossy: the law checks' "
+            "generation laws move by TV 9.3e-4 to 2.8e-3 on average over the kinds (loop.law[plain] 2.0e-3, "
+            "[temperature] 2.8e-3; chains of seeds 0-9, drafts of seeds 100-109), computed exactly by specverify.zoo._rounded.drafted_generation_law; below every "
+            "preset's reach (standard's loop laws reach TV 0.01): conformant within reach at the presets, lossy at --tv 0.001.",
+        ),
         # declared warps (issue 29): the engine's own law is the oracle
-        *[(f"{name.replace('.', '-')}-reference", LoopReference(warp=name), "conformant", (), f"The reference loop warping as {name} does, and declaring it.")
-          for name in PRESETS if name != "transformers"],
-        ("declares-sglang-warps-transformers", _WarpsByAnother("sglang", "transformers"), "lossy", ("loop.law[separating]", "loop.law[mixed]"),
-         "Declares SGLang's warp (joint top-k/top-p, exactly k at ties) and warps as transformers does: not its engine's own law."),
-        ("vllm-min-p-bonus-only", _MinPBonusOnly(warp="vllm"), "lossy", ("loop.law[min-p]",),
-         "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its rejection sampler)."),
+        *[
+            (
+                f"{name.replace('.', '-')}-reference",
+                LoopReference(warp=name),
+                "conformant",
+                (),
+                f"The reference loop warping as {name} does, and declaring it.",
+            )
+            for name in PRESETS
+            if name != "transformers"
+        ],
+        (
+            "declares-sglang-warps-transformers",
+            _WarpsByAnother("sglang", "transformers"),
+            "lossy",
+            ("loop.law[separating]", "loop.law[mixed]"),
+            "Declares SGLang's warp (joint top-k/top-p, exactly k at ties) and warps as transformers does: not its engine's own law.",
+        ),
+        (
+            "vllm-min-p-bonus-only",
+            _MinPBonusOnly(warp="vllm"),
+            "lossy",
+            ("loop.law[min-p]",),
+            "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its rejection sampler).",
+        ),
     ]
     below_reach = {"bf16-prefix-sum-draft": (0.001, Verdict.LOSSY)}  # name -> (EPS, the verdict at --tv EPS)
     members = {}

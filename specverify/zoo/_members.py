@@ -29,14 +29,22 @@ MEMBERS: dict[str, ZooSampler] = {}
 
 
 def member(
-    verdict: str, caught_by: tuple[str, ...], budget: str, story: str, capabilities: Capabilities = Capabilities(), *,
-    float_edge: bool = False, at_tv: tuple[float, str] | None = None,
+    verdict: str,
+    caught_by: tuple[str, ...],
+    budget: str,
+    story: str,
+    capabilities: Capabilities = Capabilities(),
+    *,
+    float_edge: bool = False,
+    at_tv: tuple[float, str] | None = None,
 ):
     """Register the decorated function as a zoo member named after it (underscores to dashes)."""
 
     def register(fn):
         name = fn.__name__.replace("_", "-")
-        MEMBERS[name] = ZooSampler(name, fn, verdict, caught_by, budget, story, capabilities, float_edge=float_edge, at_tv=at_tv)
+        MEMBERS[name] = ZooSampler(
+            name, fn, verdict, caught_by, budget, story, capabilities, float_edge=float_edge, at_tv=at_tv
+        )
         return fn
 
     return register
@@ -50,7 +58,12 @@ def reference_sampler(t, d, y, g):
     return reference(t, d, y, g)
 
 
-@member("conformant", (), "quick", "Residual drawn by an exponential race, argmax(r / Exp(1)), as vLLM V1 does: exact in law.")
+@member(
+    "conformant",
+    (),
+    "quick",
+    "Residual drawn by an exponential race, argmax(r / Exp(1)), as vLLM V1 does: exact in law.",
+)
 def exponential_race(t, d, y, g):
     def race(dist, u):
         exp = -torch.log1p(-torch.rand(dist.shape, generator=g, dtype=torch.float64, device=dist.device))
@@ -59,7 +72,13 @@ def exponential_race(t, d, y, g):
     return canonical_with(t, d, y, g, draw=race)
 
 
-@member("conformant", (), "quick", "The whole step in float32, as GPU kernels run it: rounding far below any budget.", Capabilities(dtypes=(torch.float32,)))
+@member(
+    "conformant",
+    (),
+    "quick",
+    "The whole step in float32, as GPU kernels run it: rounding far below any budget.",
+    Capabilities(dtypes=(torch.float32,)),
+)
 def float32_arithmetic(t, d, y, g):
     batch, k = y.shape
     p = t.float() / t.float().sum(-1, keepdim=True)
@@ -77,16 +96,30 @@ def non_strict_comparison(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: (u * qy <= py) & (py > 0))
 
 
-@member("conformant", (), "quick", "A per-row Python loop over a scalar implementation in Python floats: slow, exact. Declares max_vocab=4,097: beyond it a Python loop over every probability of every row is too slow to check on a CPU.", Capabilities(max_vocab=4_097))
+@member(
+    "conformant",
+    (),
+    "quick",
+    "A per-row Python loop over a scalar implementation in Python floats: slow, exact. Declares max_vocab=4,097: beyond it a Python loop over every probability of every row is too slow to check on a CPU.",
+    Capabilities(max_vocab=4_097),
+)
 def per_row_loop(t, d, y, g):
     batch, k = y.shape
     u = torch.rand((batch, k + 1), generator=g, dtype=torch.float64).tolist()
-    rows = [_scalar_step(pr, qr, yr, ur) for pr, qr, yr, ur in zip(t.double().tolist(), d.double().tolist(), y.tolist(), u)]
+    rows = [
+        _scalar_step(pr, qr, yr, ur) for pr, qr, yr, ur in zip(t.double().tolist(), d.double().tolist(), y.tolist(), u)
+    ]
     n = torch.tensor([r[0] for r in rows], dtype=torch.int64)
     return assemble(y, n, torch.tensor([r[1] for r in rows], dtype=torch.int64))
 
 
-@member("conformant", (), "quick", "Declares batched=False: the harness calls it one row at a time (and max_vocab=4,097, so its many one-row calls stay affordable).", Capabilities(batched=False, max_vocab=4_097))
+@member(
+    "conformant",
+    (),
+    "quick",
+    "Declares batched=False: the harness calls it one row at a time (and max_vocab=4,097, so its many one-row calls stay affordable).",
+    Capabilities(batched=False, max_vocab=4_097),
+)
 def one_row_per_call(t, d, y, g):
     assert y.shape[0] == 1, "one row per call"
     drafts = y[0].tolist()
@@ -126,7 +159,12 @@ def _scalar_step(p_rows: list, q_rows: list, drafts: list, u: list) -> tuple[int
 # --- lossless, suboptimal -------------------------------------------------------------------
 
 
-@member("lossless-suboptimal", ("efficiency",), "quick", "llama.cpp style: sample the target at each position and accept while it equals the draft. Lossless, accepts less.")
+@member(
+    "lossless-suboptimal",
+    ("efficiency",),
+    "quick",
+    "llama.cpp style: sample the target at each position and accept while it equals the draft. Lossless, accepts less.",
+)
 def sample_and_compare(t, d, y, g):
     batch, k = y.shape
     p = normalise(t)
@@ -136,7 +174,12 @@ def sample_and_compare(t, d, y, g):
     return assemble(y, n, samples.gather(1, n[:, None])[:, 0])
 
 
-@member("lossless-suboptimal", ("efficiency",), "quick", "Accepts with half the canonical probability and corrects the residual to match: lossless, fewer drafts.")
+@member(
+    "lossless-suboptimal",
+    ("efficiency",),
+    "quick",
+    "Accepts with half the canonical probability and corrects the residual to match: lossless, fewer drafts.",
+)
 def half_acceptance(t, d, y, g):
     def final(p, q, n):
         rows = torch.arange(p.shape[0])
@@ -149,7 +192,12 @@ def half_acceptance(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: 2 * u * qy < torch.minimum(py, qy), final=final)
 
 
-@member("lossless-suboptimal", ("efficiency",), "quick", "Never uses the last draft: verifies K-1 drafts and samples the K-th position from the target. Lossless, no bonus token.")
+@member(
+    "lossless-suboptimal",
+    ("efficiency",),
+    "quick",
+    "Never uses the last draft: verifies K-1 drafts and samples the K-th position from the target. Lossless, no bonus token.",
+)
 def no_bonus_token(t, d, y, g):
     batch, k = y.shape
     if k == 1:
@@ -162,19 +210,34 @@ def no_bonus_token(t, d, y, g):
 # --- lossy by design ------------------------------------------------------------------------
 
 
-@member("lossy", ("fit", "exact"), "quick", "Relaxed acceptance (SGLang thresholds below 1): accepts when u < min(1, p/q) / 0.8. Lossy by design.")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "Relaxed acceptance (SGLang thresholds below 1): accepts when u < min(1, p/q) / 0.8. Lossy by design.",
+)
 def relaxed_acceptance(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: 0.8 * u * qy < py)
 
 
-@member("non-conformant", ("support", "fit"), "quick", "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design, and it emits drafts the target forbids (p = 0, q > 0).")
+@member(
+    "non-conformant",
+    ("support", "fit"),
+    "quick",
+    "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design, and it emits drafts the target forbids (p = 0, q > 0).",
+)
 def ensemble_verification(t, d, y, g):
     mix = 0.5 * normalise(t)
     mix[:, : y.shape[1]] += 0.5 * normalise(d)
     return canonical_with(mix, d, y, g)
 
 
-@member("lossy", ("fit", "exact"), "quick", "Medusa-style typical acceptance: accept a draft whose target probability exceeds 0.3. Lossy by design.")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "Medusa-style typical acceptance: accept a draft whose target probability exceeds 0.3. Lossy by design.",
+)
 def typical_acceptance(t, d, y, g):
     return canonical_with(t, d, y, g, accept=lambda u, py, qy: py > 0.3)
 
@@ -182,7 +245,12 @@ def typical_acceptance(t, d, y, g):
 # --- known bugs: the law --------------------------------------------------------------------
 
 
-@member("lossy", ("fit", "exact"), "quick", "Draws the replacement from the target p instead of the residual [p - q]+: the rejected token can come back (a stochastic-acceptance variant some ports shipped).")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "Draws the replacement from the target p instead of the residual [p - q]+: the rejected token can come back (a stochastic-acceptance variant some ports shipped).",
+)
 def replacement_from_target(t, d, y, g):
     def final(p, q, n):
         return p[torch.arange(p.shape[0]), n]
@@ -190,7 +258,12 @@ def replacement_from_target(t, d, y, g):
     return canonical_with(t, d, y, g, final=final)
 
 
-@member("non-conformant", ("contract", "support", "fit"), "quick", "flashinfer #425: the residual is computed from position 0 whatever the rejection position, so it can emit a token the target forbids there.")
+@member(
+    "non-conformant",
+    ("contract", "support", "fit"),
+    "quick",
+    "flashinfer #425: the residual is computed from position 0 whatever the rejection position, so it can emit a token the target forbids there.",
+)
 def residual_from_row_zero(t, d, y, g):
     def final(p, q, n):
         k = q.shape[1]
@@ -200,7 +273,12 @@ def residual_from_row_zero(t, d, y, g):
     return canonical_with(t, d, y, g, final=final)
 
 
-@member("lossy", ("fit", "exact"), "quick", "flashinfer #424: the uniform of the failed accept test is reused to draw the replacement.")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "flashinfer #424: the uniform of the failed accept test is reused to draw the replacement.",
+)
 def reused_uniform(t, d, y, g):
     batch, k = y.shape
     u = uniforms(batch, k, g, t.device)
@@ -212,7 +290,12 @@ def reused_uniform(t, d, y, g):
     return assemble(y, n, inverse_cdf(final_distribution(p, q, n), u_last))
 
 
-@member("lossy", ("fit", "exact", "efficiency"), "quick", "vllm-ascend #13730: the kernel hard-codes u = 0, so every draft the target allows is accepted.")
+@member(
+    "lossy",
+    ("fit", "exact", "efficiency"),
+    "quick",
+    "vllm-ascend #13730: the kernel hard-codes u = 0, so every draft the target allows is accepted.",
+)
 def uniform_hardcoded_zero(t, d, y, g):
     batch, k = y.shape
     u = uniforms(batch, k, g, t.device)
@@ -220,13 +303,23 @@ def uniform_hardcoded_zero(t, d, y, g):
     return canonical_with(t, d, y, g, u=u)
 
 
-@member("lossy", ("fit", "exact"), "quick", "vllm #10198: the target probabilities get a second temperature (p**2, renormalised) the draft did not.")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "vllm #10198: the target probabilities get a second temperature (p**2, renormalised) the draft did not.",
+)
 def temperature_applied_twice(t, d, y, g):
     p = normalise(t) ** 2
     return canonical_with(p, d, y, g)
 
 
-@member("lossy", ("fit", "exact"), "quick", "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the kernel's stride).")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the kernel's stride).",
+)
 def position_two_off_by_one(t, d, y, g):
     batch, k = y.shape
     shifted = d.clone()
@@ -239,7 +332,12 @@ def position_two_off_by_one(t, d, y, g):
     return assemble(y, n, inverse_cdf(final_distribution(p, q, n), u[:, k]))
 
 
-@member("lossy", ("fit",), "quick", "Heterogeneous batches only: the accept ratio's draft probability is read from row 0 (a shared-memory index bug); identical rows hide it.")
+@member(
+    "lossy",
+    ("fit",),
+    "quick",
+    "Heterogeneous batches only: the accept ratio's draft probability is read from row 0 (a shared-memory index bug); identical rows hide it.",
+)
 def batch_row_zero_ratio(t, d, y, g):
     def accept(u, p_y, q_y):
         return u * q_y[:1].expand_as(q_y) < p_y
@@ -247,7 +345,12 @@ def batch_row_zero_ratio(t, d, y, g):
     return canonical_with(t, d, y, g, accept=accept)
 
 
-@member("lossy", ("fit", "exact"), "quick", "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3, and a u rounded up to 1.0 rejects a draft the canonical step always accepts (an outcome of exact probability 0), which the quick budget already sees.")
+@member(
+    "lossy",
+    ("fit", "exact"),
+    "quick",
+    "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3, and a u rounded up to 1.0 rejects a draft the canonical step always accepts (an outcome of exact probability 0), which the quick budget already sees.",
+)
 def coarse_uniforms(t, d, y, g):
     batch, k = y.shape
     u = uniforms(batch, k, g, t.device)
@@ -255,7 +358,12 @@ def coarse_uniforms(t, d, y, g):
     return canonical_with(t, d, y, g, u=u)
 
 
-@member("lossy", ("fit",), "standard", "deepseek-ai/DeepSpec #31 style: the accept ratio is computed from bfloat16 probabilities.")
+@member(
+    "lossy",
+    ("fit",),
+    "standard",
+    "deepseek-ai/DeepSpec #31 style: the accept ratio is computed from bfloat16 probabilities.",
+)
 def bf16_ratio(t, d, y, g):
     def accept(u, py, qy):
         return u * qy.to(torch.bfloat16).double() < py.to(torch.bfloat16).double()
@@ -266,7 +374,12 @@ def bf16_ratio(t, d, y, g):
 # --- known bugs: the contract ---------------------------------------------------------------
 
 
-@member("non-conformant", ("support",), "quick", "vllm #23803 / sglang #35771: a low-precision uniform can be exactly 0 and u <= p/q then accepts a draft of target probability 0.")
+@member(
+    "non-conformant",
+    ("support",),
+    "quick",
+    "vllm #23803 / sglang #35771: a low-precision uniform can be exactly 0 and u <= p/q then accepts a draft of target probability 0.",
+)
 def zero_uniform_accepts_impossible(t, d, y, g):
     batch, k = y.shape
     u = torch.rand((batch, k + 1), generator=g, dtype=torch.float64)
@@ -274,17 +387,32 @@ def zero_uniform_accepts_impossible(t, d, y, g):
     return canonical_with(t, d, y, g, u=u, accept=lambda a, py, qy: a * qy <= py)
 
 
-@member("non-conformant", ("contract",), "quick", "vllm #6038: ignores the generator and draws from the global RNG; seeds do nothing.")
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "vllm #6038: ignores the generator and draws from the global RNG; seeds do nothing.",
+)
 def ignores_generator(t, d, y, g):
     return reference(t, d, y, None)
 
 
-@member("non-conformant", ("contract",), "quick", "Reseeds a private generator with a constant on every call: identical outputs whatever the seed.")
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "Reseeds a private generator with a constant on every call: identical outputs whatever the seed.",
+)
 def fixed_seed(t, d, y, g):
     return reference(t, d, y, torch.Generator().manual_seed(1234))
 
 
-@member("non-conformant", ("contract",), "quick", "sglang #12512: scratch uniforms allocated once and reused by every later call.")
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "sglang #12512: scratch uniforms allocated once and reused by every later call.",
+)
 def reuses_scratch_across_calls(t, d, y, g, _cache={}):  # noqa: B006 - the cache is the bug
     batch, k = y.shape
     key = (batch, k)
@@ -293,13 +421,23 @@ def reuses_scratch_across_calls(t, d, y, g, _cache={}):  # noqa: B006 - the cach
     return canonical_with(t, d, y, g, u=_cache[key])
 
 
-@member("non-conformant", ("contract",), "quick", "vllm-ascend #2881: normalises target_probs in place, writing to the caller's tensor.")
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "vllm-ascend #2881: normalises target_probs in place, writing to the caller's tensor.",
+)
 def writes_inputs_in_place(t, d, y, g):
     t /= t.sum(-1, keepdim=True)
     return reference(t, d, y, g)
 
 
-@member("non-conformant", ("contract",), "quick", "Returns int32 tokens, as vLLM and FlashInfer kernels do, where the contract says int64.")
+@member(
+    "non-conformant",
+    ("contract",),
+    "quick",
+    "Returns int32 tokens, as vLLM and FlashInfer kernels do, where the contract says int64.",
+)
 def int32_outputs(t, d, y, g):
     tokens, n = reference(t, d, y, g)
     return tokens.to(torch.int32), n
@@ -317,11 +455,18 @@ def counts_non_prefix_accepts(t, d, y, g):
     u = uniforms(batch, k, g, t.device)
     p, q, p_y, q_y = draft_ratio_terms(t, d, y)
     accepted = u[:, :k] * q_y < p_y
-    tokens, n = assemble(y, first_rejection(accepted), inverse_cdf(final_distribution(p, q, first_rejection(accepted)), u[:, k]))
+    tokens, n = assemble(
+        y, first_rejection(accepted), inverse_cdf(final_distribution(p, q, first_rejection(accepted)), u[:, k])
+    )
     return tokens, accepted.sum(-1)
 
 
-@member("non-conformant", ("robustness", "contract"), "quick", "jaymody/speculative-sampling #5, transformers: no zero guard and no normalisation; a residual of mass 0 gives NaN and torch.multinomial raises.")
+@member(
+    "non-conformant",
+    ("robustness", "contract"),
+    "quick",
+    "jaymody/speculative-sampling #5, transformers: no zero guard and no normalisation; a residual of mass 0 gives NaN and torch.multinomial raises.",
+)
 def nan_residual(t, d, y, g):
     def final(p, q, n):
         rows = torch.arange(p.shape[0])
@@ -335,7 +480,12 @@ def nan_residual(t, d, y, g):
     return canonical_with(t, d, y, g, final=final, draw=draw, normalised=False)
 
 
-@member("non-conformant", ("robustness", "contract"), "quick", "vLLM GHSA-8wr5-jm2h-8r4f: a residual with no live entry returns the vocabulary size as the token id; reachable only on inputs that do not sum to 1 (low precision).")
+@member(
+    "non-conformant",
+    ("robustness", "contract"),
+    "quick",
+    "vLLM GHSA-8wr5-jm2h-8r4f: a residual with no live entry returns the vocabulary size as the token id; reachable only on inputs that do not sum to 1 (low precision).",
+)
 def out_of_range_on_empty_residual(t, d, y, g):
     def final(p, q, n):
         rows = torch.arange(p.shape[0])
@@ -356,7 +506,12 @@ def raises_on_single_draft(t, d, y, g):
     return reference(t, d, y, g)
 
 
-@member("non-conformant", ("robustness",), "quick", "Hangs on vocabularies above 16k (a deadlock in a multi-block reduction).")
+@member(
+    "non-conformant",
+    ("robustness",),
+    "quick",
+    "Hangs on vocabularies above 16k (a deadlock in a multi-block reduction).",
+)
 def hangs_on_large_vocab(t, d, y, g):
     if t.shape[-1] > 16_384:
         threading.Event().wait(600)
@@ -380,12 +535,23 @@ def _fixed_token_at_four_drafts(t, d, y, g):
     return assemble(y, n, torch.where(fixed, top, tokens.gather(1, n[:, None])[:, 0]))
 
 
-@member("lossy", ("fit",), "quick", "Lossy at K = 4 only: half its rows there accept nothing and emit the target's most likely token. Fewer accepted drafts, and a conditional law unlike the canonical one, must not pass for lossless-suboptimal.")
+@member(
+    "lossy",
+    ("fit",),
+    "quick",
+    "Lossy at K = 4 only: half its rows there accept nothing and emit the target's most likely token. Fewer accepted drafts, and a conditional law unlike the canonical one, must not pass for lossless-suboptimal.",
+)
 def lossy_at_four_drafts(t, d, y, g):
     return _fixed_token_at_four_drafts(t, d, y, g)
 
 
-@member("lossy", ("fit",), "quick", "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at every shape must catch it.", Capabilities(canonical=False))
+@member(
+    "lossy",
+    ("fit",),
+    "quick",
+    "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at every shape must catch it.",
+    Capabilities(canonical=False),
+)
 def non_canonical_lossy_at_four_drafts(t, d, y, g):
     return _fixed_token_at_four_drafts(t, d, y, g)
 
@@ -395,131 +561,22 @@ def _no_renormalisation(t, d, y, g):
     return canonical_with(t, d, y, g, normalised=False)
 
 
-@member("conformant", (), "quick", "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype allows, which is what engines pass it.")
+@member(
+    "conformant",
+    (),
+    "quick",
+    "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype allows, which is what engines pass it.",
+)
 def no_input_renormalisation(t, d, y, g):
     return _no_renormalisation(t, d, y, g)
 
 
-@member("non-conformant", ("fit",), "quick", "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.", Capabilities(unnormalised=True))
+@member(
+    "non-conformant",
+    ("fit",),
+    "quick",
+    "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.",
+    Capabilities(unnormalised=True),
+)
 def declares_unnormalised_but_does_not_renormalise(t, d, y, g):
     return _no_renormalisation(t, d, y, g)
-
-
-# --- production shapes and float edges (issue 14): bugs the small cases never reach ------------
-# Each is caught by the ``shapes`` family only: the other families stay at V <= 8, K <= 4.
-
-
-def _large_vocab_only(min_vocab: int, bug, t, d, y, g):
-    """``bug`` where the vocabulary has at least ``min_vocab`` tokens, the reference elsewhere."""
-    return bug(t, d, y, g) if t.shape[-1] >= min_vocab else reference(t, d, y, g)
-
-
-@member("lossy", ("shapes",), "quick", "A vocabulary-size dispatch: from 9 tokens on, a second code path draws the replacement from the target p instead of the residual [p - q]+.")
-def wrong_from_nine_tokens(t, d, y, g):
-    return _large_vocab_only(9, replacement_from_target, t, d, y, g)
-
-
-@member("lossy", ("shapes",), "quick", "Vocabulary tiled in blocks of 32,768 with a floor where a ceiling belongs: the last partial tile is never sampled (V > 32,768 only).")
-def last_tile_dropped(t, d, y, g):
-    def final(p, q, n):
-        dist = final_distribution(p, q, n)
-        vocab = dist.shape[-1]
-        covered = (vocab // 32_768) * 32_768
-        if vocab > 32_768 and covered < vocab:
-            kept = dist.clone()
-            kept[:, covered:] = 0.0
-            dist = torch.where(kept.sum(-1, keepdim=True) > 0, kept, dist)
-        return dist
-
-    return canonical_with(t, d, y, g, final=final)
-
-
-@member("lossy", ("shapes",), "quick", "The emitted token's id passes through a 15-bit field (an int16 index masked to stay positive): ids >= 32,768 come back as id - 32,768.")
-def int16_index_overflow(t, d, y, g):
-    tokens, n = reference(t, d, y, g)
-    rows = torch.arange(tokens.shape[0])
-    last = tokens[rows, n]
-    tokens[rows, n] = torch.where(last >= 32_768, last % 32_768, last)
-    return tokens, n
-
-
-@member("lossy", ("shapes",), "quick", "Per-position accept ratios kept in a fixed array of 8 slots: for K > 8, position i reads slot i mod 8.")
-def fixed_position_arrays(t, d, y, g):
-    batch, k = y.shape
-    if k <= 8:
-        return reference(t, d, y, g)
-    p, q, p_y, q_y = draft_ratio_terms(t, d, y)
-    slot = torch.arange(k) % 8
-    u = uniforms(batch, k, g, t.device)
-    n = first_rejection(u[:, :k] * q_y[:, slot] < p_y[:, slot])
-    return assemble(y, n, inverse_cdf(final_distribution(p, q, n), u[:, k]))
-
-
-@member("lossy", ("shapes",), "quick", "The large-vocabulary path (V > 4,096) launches at most 256 row blocks: rows beyond read the uniforms of block 255.")
-def grid_limit_large_batch(t, d, y, g):
-    batch, k = y.shape
-    u = uniforms(batch, k, g, t.device)
-    if t.shape[-1] > 4_096 and batch > 256:
-        u[256:] = u[255]
-    return canonical_with(t, d, y, g, u=u)
-
-
-@member("lossy", ("shapes",), "quick", "The accept ratio reads p and q at a draft id held in an int16: ids >= 32,768 wrap negative and are read modulo V, at another token.")
-def draft_id_through_int16(t, d, y, g):
-    wrapped = y.to(torch.int16).to(torch.int64) % t.shape[-1]
-    _, _, p_y, q_y = draft_ratio_terms(t, d, wrapped)
-    return canonical_with(t, d, y, g, accept=lambda u, _p, _q: u * q_y < p_y)
-
-
-@member("lossy", ("shapes",), "quick", "Long drafts (K >= 12) take a second kernel whose bonus token, after every draft is accepted, is drawn from the target row of the last draft (K - 1) instead of the bonus row K.")
-def bonus_from_last_draft_row_at_long_k(t, d, y, g):
-    if y.shape[1] < 12:
-        return reference(t, d, y, g)
-
-    def final(p, q, n):
-        dist = final_distribution(p, q, n)
-        bonus = (n == q.shape[1]).nonzero()[:, 0]
-        dist[bonus] = p[bonus, q.shape[1] - 1]
-        return dist
-
-    return canonical_with(t, d, y, g, final=final)
-
-
-def _zero_residual_fallback(fallback):
-    def final(p, q, n):
-        rows = torch.arange(p.shape[0], device=p.device)
-        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
-        residual = (p[rows, n] - q_padded[rows, n]).clamp_min(0.0)
-        empty = ~(residual.sum(-1) > p.shape[-1] * torch.finfo(torch.float64).eps)
-        residual[empty] = fallback(residual[empty])
-        return residual
-
-    return final
-
-
-@member("non-conformant", ("shapes",), "quick", "vLLM-style argmax over an all-zero residual: a rejection whose residual rounds to zero emits token 0, which the target may forbid.")
-def zero_residual_token_zero(t, d, y, g):
-    def one_hot_zero(r):
-        out = torch.zeros_like(r)
-        out[:, 0] = 1.0
-        return out
-
-    return canonical_with(t, d, y, g, final=_zero_residual_fallback(one_hot_zero))
-
-
-@member("non-conformant", ("shapes",), "quick", "A residual that rounds to zero falls back to a uniform draw over the whole vocabulary, forbidden tokens included.")
-def zero_residual_uniform(t, d, y, g):
-    return canonical_with(t, d, y, g, final=_zero_residual_fallback(torch.ones_like))
-
-
-@member("conformant", (), "quick", "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's row index) instead of the rejection's own. The fallback runs only where the residual is float noise (mass <= V * eps), so the rejection it follows has probability below that mass: the law given the sub-ulp draft moves by TV 0.3-0.6, the emitted law by less than 1e-12. A float-edge finding, not a lossy sampler (issue 31).", float_edge=True)
-def zero_residual_next_row(t, d, y, g):
-    def next_row(p, q, n):
-        rows = torch.arange(p.shape[0], device=p.device)
-        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
-        residual = (p[rows, n] - q_padded[rows, n]).clamp_min(0.0)
-        empty = ~(residual.sum(-1) > p.shape[-1] * torch.finfo(torch.float64).eps)
-        residual[empty] = p[rows[empty], (n[empty] + 1).clamp(max=p.shape[1] - 1)]
-        return residual
-
-    return canonical_with(t, d, y, g, final=next_row)

@@ -104,7 +104,9 @@ def without_replacement_dedupes_siblings(tree, generator=None, *, uniforms=None)
         tried = torch.zeros_like(p, dtype=torch.bool)
         for node in range(1, tree.width):  # children in try order (node order)
             x = tree.tokens[:, node].clamp_min(0)
-            trying = active & ~moved & (tree.parents[:, node] == current) & ~tried.gather(1, x[:, None]).squeeze(1)  # the bug: ~tried
+            trying = (
+                active & ~moved & (tree.parents[:, node] == current) & ~tried.gather(1, x[:, None]).squeeze(1)
+            )  # the bug: ~tried
             accept = trying & (u[:, node] * q.gather(1, x[:, None]).squeeze(1) < p.gather(1, x[:, None]).squeeze(1))
             reject = (trying & ~accept)[:, None]
             p, q = torch.where(reject, residual(p, q), p), torch.where(reject, without(q, x), q)
@@ -143,14 +145,22 @@ def prefix_matching_target_only(tree, generator=None, *, uniforms=None):
             x = tree.tokens[:, node].clamp_min(0)
             p_x = p.gather(1, x[:, None]).squeeze(1)
             accept = trying & (u[:, node] < p_x)
-            p = torch.where((trying & ~accept)[:, None], normalise((p - torch.nn.functional.one_hot(x, p.shape[1]) * p_x[:, None]).clamp_min(0.0)), p)
+            p = torch.where(
+                (trying & ~accept)[:, None],
+                normalise((p - torch.nn.functional.one_hot(x, p.shape[1]) * p_x[:, None]).clamp_min(0.0)),
+                p,
+            )
             moved |= accept
             current = torch.where(accept, node, current)
         active &= moved
         if not active.any():
             break
         row = tree.target_probs[rows, current]
-        same = candidates & (tree.tokens == tree.tokens[rows, current][:, None]) & (tree.target_probs == row[:, None]).all(-1)
+        same = (
+            candidates
+            & (tree.tokens == tree.tokens[rows, current][:, None])
+            & (tree.target_probs == row[:, None]).all(-1)
+        )
         group = torch.where(moved[:, None], same, group)
         p = torch.where(moved[:, None], normalise(row), p)
     path = torch.full((batch, tree.depth + 1), -1, dtype=torch.int64, device=device)
@@ -195,23 +205,77 @@ def _member(name: str, fn: Any, algorithm: str, verdict: str, budget: str, story
 TREE_MEMBERS: dict[str, TreeZooSampler] = {
     m.name: m
     for m in (
-        _member("tree-coin-zero-accepts-zero-mass", coin_zero_accepts_zero_mass, "target-only", "non-conformant", "quick",
-                "Target-only tree verifier accepting on u <= g(x): a coin of exactly 0 accepts a child of target probability 0 (SGLang #35771)."),
-        _member("tree-residual-from-parent-node", residual_from_parent_node, "specinfer", "non-conformant", "quick",
-                "SpecInfer tree verifier that reads the parent's logits row for the node it descended to, so its residual and bonus come from the wrong node (a wrong logits slice, TensorRT-LLM PR #15098): it emits tokens the target gives probability 0 after the path, and its law is wrong wherever it is not."),
-        _member("tree-siblings-past-32-wrap", siblings_past_32_wrap, "specinfer", "lossy", "quick",
-                "SpecInfer tree verifier with a 5-bit sibling index: from the 33rd sibling on, the acceptance ratio is read at the token of sibling (rank mod 32), so trees of more than 32 siblings get the wrong law (the >32-sibling out-of-bounds class)."),
-        _member("tree-duplicate-siblings-counted-twice", duplicate_siblings_counted_twice, "target-only", "lossy", "quick",
-                "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel)."),
-        _member("tree-threshold-below-one", threshold_below_one, "target-only", "lossy", "quick",
-                "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design."),
-        _member("tree-no-token-after-a-leaf", no_token_after_a_leaf, "specinfer", "non-conformant", "quick",
-                "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range."),
-        _member("tree-without-replacement-breaks-on-duplicates", without_replacement_dedupes_siblings, "without-replacement", "conformant", "quick",
-                "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the contract only) and reports the law as information."),
-        _member("tree-prefix-matching-accepts-more", prefix_matching_target_only, "target-only", "conformant", "quick",
-                "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens a step at V = 4) and is lossless; accepting more is information, never lossy."),
-        _member("tree-block-verification-token-wise-residual", _TokenWiseResidual(), "block-verification", "lossy", "quick",
-                "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839)."),
+        _member(
+            "tree-coin-zero-accepts-zero-mass",
+            coin_zero_accepts_zero_mass,
+            "target-only",
+            "non-conformant",
+            "quick",
+            "Target-only tree verifier accepting on u <= g(x): a coin of exactly 0 accepts a child of target probability 0 (SGLang #35771).",
+        ),
+        _member(
+            "tree-residual-from-parent-node",
+            residual_from_parent_node,
+            "specinfer",
+            "non-conformant",
+            "quick",
+            "SpecInfer tree verifier that reads the parent's logits row for the node it descended to, so its residual and bonus come from the wrong node (a wrong logits slice, TensorRT-LLM PR #15098): it emits tokens the target gives probability 0 after the path, and its law is wrong wherever it is not.",
+        ),
+        _member(
+            "tree-siblings-past-32-wrap",
+            siblings_past_32_wrap,
+            "specinfer",
+            "lossy",
+            "quick",
+            "SpecInfer tree verifier with a 5-bit sibling index: from the 33rd sibling on, the acceptance ratio is read at the token of sibling (rank mod 32), so trees of more than 32 siblings get the wrong law (the >32-sibling out-of-bounds class).",
+        ),
+        _member(
+            "tree-duplicate-siblings-counted-twice",
+            duplicate_siblings_counted_twice,
+            "target-only",
+            "lossy",
+            "quick",
+            "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel).",
+        ),
+        _member(
+            "tree-threshold-below-one",
+            threshold_below_one,
+            "target-only",
+            "lossy",
+            "quick",
+            "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design.",
+        ),
+        _member(
+            "tree-no-token-after-a-leaf",
+            no_token_after_a_leaf,
+            "specinfer",
+            "non-conformant",
+            "quick",
+            "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range.",
+        ),
+        _member(
+            "tree-without-replacement-breaks-on-duplicates",
+            without_replacement_dedupes_siblings,
+            "without-replacement",
+            "conformant",
+            "quick",
+            "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the contract only) and reports the law as information.",
+        ),
+        _member(
+            "tree-prefix-matching-accepts-more",
+            prefix_matching_target_only,
+            "target-only",
+            "conformant",
+            "quick",
+            "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens a step at V = 4) and is lossless; accepting more is information, never lossy.",
+        ),
+        _member(
+            "tree-block-verification-token-wise-residual",
+            _TokenWiseResidual(),
+            "block-verification",
+            "lossy",
+            "quick",
+            "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839).",
+        ),
     )
 }

@@ -244,7 +244,9 @@ def _vllm_apply_sampling_constraints(logits, cu_num_draft_tokens, sampling_metad
 
 def _install_vllm(monkeypatch, function, **more):
     _install(monkeypatch, "vllm", __version__="0.fake")
-    return _install(monkeypatch, "vllm.v1.sample.rejection_sampler", rejection_sample=function, MAX_SPEC_LEN=128, **more)
+    return _install(
+        monkeypatch, "vllm.v1.sample.rejection_sampler", rejection_sample=function, MAX_SPEC_LEN=128, **more
+    )
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import pytest
 
 import specverify
 
+
 @pytest.fixture(scope="module")
 def example(load_by_path):
     return load_by_path("examples/my_adapter.py")
@@ -18,7 +19,14 @@ def test_example_adapter_passes_the_exact_and_contract_checks(example):
     result = specverify.check(
         example.sampler,
         budget="quick",
-        select=["contract.output", "contract.determinism", "contract.one-hot", "support.*", "exact.emitted*", "fit.step[chain]"],
+        select=[
+            "contract.output",
+            "contract.determinism",
+            "contract.one-hot",
+            "support.*",
+            "exact.emitted*",
+            "fit.step[chain]",
+        ],
     )
     failures = [(c.id, c.message) for c in result.checks if c.status not in ("pass", "skip")]
     assert failures == []

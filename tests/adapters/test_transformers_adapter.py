@@ -7,11 +7,11 @@ import torch
 
 import specverify
 from specverify._calling.sut import SamplerUnderTest
-from specverify.errors import SamplerFault
 from specverify._contract import audit_output
 from specverify._seeds import derive_seed
 from specverify.adapters import AdapterUnavailable
 from specverify.adapters.transformers import TransformersSampler
+from specverify.errors import SamplerFault
 
 transformers_utils = pytest.importorskip("transformers.generation.utils", reason="transformers is not installed")
 

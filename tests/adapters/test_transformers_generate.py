@@ -52,5 +52,7 @@ def test_sampled_generation_follows_the_warped_target_law():
 def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     from specverify._calling.sut import SamplerUnderTest
 
-    under_test = SamplerUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process", generation=True)
+    under_test = SamplerUnderTest(
+        "specverify.adapters.transformers_generate:loop", isolation="in-process", generation=True
+    )
     assert under_test.kind.generation and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")

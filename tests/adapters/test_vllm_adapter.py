@@ -134,7 +134,9 @@ def test_without_the_library_the_spec_fails_to_load_with_the_install_hint(no_lib
 def _params(**columns):
     from specverify import SamplingParams
 
-    return SamplingParams(**{k: torch.tensor(v, dtype=torch.int64 if k == "top_k" else torch.float64) for k, v in columns.items()})
+    return SamplingParams(
+        **{k: torch.tensor(v, dtype=torch.int64 if k == "top_k" else torch.float64) for k, v in columns.items()}
+    )
 
 
 def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_target(fake_vllm):
@@ -145,7 +147,9 @@ def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_tar
     generator = torch.Generator().manual_seed(derive_seed(SEED, "logits"))
     logits = torch.randn((6, 3, 5), generator=generator, dtype=torch.float64)
     _, draft, tokens = _step(batch=6, k=2, vocab=5, salt="logits")
-    params = _params(temperature=[0.5, 1.0, 2.0, 0.0, 1.0, 0.7], top_k=[0, 2, 0, 0, 9, 1], top_p=[1.0, 1.0, 0.5, 1.0, 0.3, 1.0])
+    params = _params(
+        temperature=[0.5, 1.0, 2.0, 0.0, 1.0, 0.7], top_k=[0, 2, 0, 0, 9, 1], top_p=[1.0, 1.0, 0.5, 1.0, 0.3, 1.0]
+    )
     output = sampler(logits.float(), draft, tokens, torch.Generator().manual_seed(0), params)
     call = fake_vllm.last
     metadata = call["sampling_metadata"]
@@ -155,7 +159,11 @@ def test_the_logits_path_passes_each_rows_parameters_and_verifies_the_warped_tar
     assert not metadata.all_random and not metadata.all_greedy
     sampled = torch.tensor([0, 1, 2, 4, 5])  # every row but the greedy one
     verified = call["target"].softmax(-1).reshape(6, 2, 5)[sampled]
-    assert torch.allclose(verified.double(), specverify.laws.warp(logits[:, :2].float().double(), params).float().double()[sampled], atol=1e-6)
+    assert torch.allclose(
+        verified.double(),
+        specverify.laws.warp(logits[:, :2].float().double(), params).float().double()[sampled],
+        atol=1e-6,
+    )
     tokens_out, accepted = output
     warped = specverify.laws.warp(logits, params)
     assert audit_output(output, warped, tokens) == []
@@ -168,6 +176,7 @@ def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skippe
 
     from specverify._kinds import LogitsLayout
     from specverify.adapters.vllm import VLLMLogitsSampler
+
     rows = 300  # a third of them pose top_k alone, cutting three decoys of about 7% of the mass
     target = torch.tensor([0.4, 0.3, 0.3, 0.0, 0.0, 0.0]).expand(rows, 3, -1)
     draft = torch.tensor([0.25, 0.25, 0.25, 0.25, 0.0, 0.0]).expand(rows, 2, -1)
@@ -178,7 +187,11 @@ def test_posed_cases_through_the_logits_path_never_emit_a_cut_token_and_a_skippe
     assert audit_output(posed(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens) == []
     module = sys.modules["vllm.v1.sample.rejection_sampler"]
     constrain = module.apply_sampling_constraints
-    monkeypatch.setattr(module, "apply_sampling_constraints", lambda z, cu, m: constrain(z, cu, types.SimpleNamespace(**{**vars(m), "top_k": None})))
+    monkeypatch.setattr(
+        module,
+        "apply_sampling_constraints",
+        lambda z, cu, m: constrain(z, cu, types.SimpleNamespace(**{**vars(m), "top_k": None})),
+    )
     skipping = LogitsLayout(sampler.capabilities.params).posed(VLLMLogitsSampler.load(device="cpu"))
     found = audit_output(skipping(target, draft, tokens, torch.Generator().manual_seed(1)), target, tokens)
     assert [v.rule for v in found] == ["zero-target"]

@@ -6,10 +6,10 @@ and when a check cannot pass), not the run's verdict table, which lives in ``_re
 
 from __future__ import annotations
 
-from specverify.errors import SamplerFault
 from specverify._contract import Violation
 from specverify.checks._base import Decision
 from specverify.checks._search import Outcome, SearchResult, decisions_from_search
+from specverify.errors import SamplerFault
 
 from ._fakes import fake_context
 
@@ -24,7 +24,9 @@ def screen(pa: float = 0.5, pb: float = 0.5, claim: float = CEILING / 2) -> Outc
 
 
 def decide(found: SearchResult, decisions=(A, B)):
-    results = decisions_from_search(CTX, list(decisions), found, lambda case: {"case": case}, lambda case, outcome, decision: f"repro {case}")
+    results = decisions_from_search(
+        CTX, list(decisions), found, lambda case: {"case": case}, lambda case, outcome, decision: f"repro {case}"
+    )
     assert [r.id for r in results] == [d.id for d in decisions]
     return results
 
@@ -40,7 +42,9 @@ def test_no_alarm_passes_each_decision_at_the_check_share():
 
 def test_a_confirmation_fails_only_the_decisions_it_rejects_at_the_confirmation_level():
     confirmation = Outcome({A.id: 1e-9, B.id: 0.3}, 50, {A.id: 0.04, B.id: 0.04}, evidence={A.id: {"where": "token 2"}})
-    found = SearchResult(examples=4, screens=[screen(), screen(pa=0.0)], confirmed=(7, confirmation), confirm_alpha=1e-3)
+    found = SearchResult(
+        examples=4, screens=[screen(), screen(pa=0.0)], confirmed=(7, confirmation), confirm_alpha=1e-3
+    )
     a, b = decide(found)
     assert (a.status, a.finding, a.p_value, a.alpha, a.samples) == ("fail", "loss", 1e-9, 1e-3, 250)
     assert a.evidence["minimal_example"] == {"case": 7} and a.evidence["repro"] == "repro 7"

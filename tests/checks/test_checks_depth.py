@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from specverify._budgets import COVERAGE_TV, BUDGETS, budget_for_tv, depth_for
+from specverify._budgets import BUDGETS, COVERAGE_TV, budget_for_tv, depth_for
 from specverify._reach import Reach
-from specverify.checks._search import Outcome, decisions_from_search, search_and_confirm
 from specverify.checks._base import Decision
+from specverify.checks._search import Outcome, decisions_from_search, search_and_confirm
 from specverify.stats import confirmation_alpha
 
 from ._fakes import fake_context
@@ -51,7 +51,9 @@ def test_the_coverage_screens_are_sized_for_the_coverage_tv_and_the_largest_case
 
 def test_the_decision_claims_the_deep_tests_tv_and_records_the_coverage():
     ctx, found, _ = run(lambda case, tv: False)
-    (result,) = decisions_from_search(ctx, [Decision("d", "test", None, "loss")], found, lambda c: {"case": c}, lambda *a: "")
+    (result,) = decisions_from_search(
+        ctx, [Decision("d", "test", None, "loss")], found, lambda c: {"case": c}, lambda *a: ""
+    )
     assert result.status == "pass" and result.min_detectable_tv == DEEP_TV
     depth = result.evidence["depth"]
     assert depth["coverage_tv"] == COVERAGE_TV and depth["coverage_claim"] == COVERAGE_TV
@@ -84,7 +86,9 @@ def test_a_tv_budget_below_the_coverage_tv_gets_a_depth_tier_that_costs_about_wh
     budget = budget_for_tv(0.001)
     assert budget.depth_examples == 1 and budget.coverage_tv == COVERAGE_TV and "depth tier" in budget.derivation
     assert budget.shape_volume == BUDGETS["thorough"].shape_volume  # large V keeps its cap (it cannot reach 0.001)
-    assert budget_for_tv(0.01, "quick").shape_volume == BUDGETS["quick"].shape_volume * 25  # no depth tier: scaled as before
+    assert (
+        budget_for_tv(0.01, "quick").shape_volume == BUDGETS["quick"].shape_volume * 25
+    )  # no depth tier: scaled as before
     assert all(b.depth_examples == 0 for b in BUDGETS.values())  # the presets are unchanged
 
 

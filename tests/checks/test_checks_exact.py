@@ -20,7 +20,9 @@ def flipped(target_probs, draft_probs, draft_tokens, generator=None, *, uniforms
 
 
 def run(sampler):
-    ctx = Context(sut=SamplerUnderTest(sampler), budget=get_budget("quick").with_(validity_examples=8), seed=0, alpha=0.0)
+    ctx = Context(
+        sut=SamplerUnderTest(sampler), budget=get_budget("quick").with_(validity_examples=8), seed=0, alpha=0.0
+    )
     return UniformGridCheck("random").run(ctx)
 
 

@@ -14,9 +14,9 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
 from specverify._result import UNKNOWN_LEFT_OUT, left_out
+from specverify._run import left_out_among, left_out_of, migrate, plan, plan_checks, result_ids, selected
 from specverify.checks import Check, battery, tree_battery
 from specverify.checks._loop import loop_battery
-from specverify._run import left_out_among, left_out_of, migrate, plan, plan_checks, result_ids, selected
 
 BUDGET = get_budget("quick")
 #: The reference takes every check but fit.unnormalised (it declares no unnormalised=True), so every
@@ -59,7 +59,12 @@ def test_skipped_checks_take_no_share_and_say_why():
 def test_a_sampler_without_injected_uniforms_skips_the_uniform_driven_checks_only():
     planned = plan(declared(uniforms=False), BUDGET)
     skipped = [p.id for p in planned if p.skip_reason and p.id != "fit.unnormalised[random]"]
-    assert skipped == ["exact.uniform-driven[random]", "exact.uniform-driven[zeros]", "exact.uniform-driven[low-precision]", "shapes.uniform-driven"]
+    assert skipped == [
+        "exact.uniform-driven[random]",
+        "exact.uniform-driven[zeros]",
+        "exact.uniform-driven[low-precision]",
+        "shapes.uniform-driven",
+    ]
     # exact checks hold no share, so skipping them leaves every statistical share as it was
     assert {p.alpha for p in planned if p.check.statistical} == {BUDGET.alpha / DECISIONS}
 
@@ -72,7 +77,9 @@ def test_a_selection_plans_only_what_it_names_and_gives_it_the_whole_budget():
     (one,) = plan(sut, BUDGET, ["fit.conditional[random]"])  # brackets taken literally
     assert one.id == "fit.conditional[random]" and one.alpha == BUDGET.alpha
     by_decision = plan(sut, BUDGET, ["fit.step[chain]"])  # a decision's id selects its check
-    assert [result_ids(p.check) for p in by_decision] == [["fit.first-token[chain]", "fit.step[chain]", "fit.position[chain]"]]
+    assert [result_ids(p.check) for p in by_decision] == [
+        ["fit.first-token[chain]", "fit.step[chain]", "fit.position[chain]"]
+    ]
     assert by_decision[0].alpha == BUDGET.alpha / 3
 
 
@@ -87,7 +94,9 @@ def test_a_glob_selects_by_id_with_brackets_literal_or_escaped():
     assert [p.id for p in plan(sut, BUDGET, ["shapes.*"])] == [p.id for p in plan(sut, BUDGET, ["shapes"])] == shapes
     conditional = [p.id for p in plan(sut, BUDGET, ["fit.conditional[*]"])]
     assert len(conditional) == 8 and all(i.startswith("fit.conditional[") for i in conditional)
-    assert [p.id for p in plan(sut, BUDGET, ["fit.conditional[[]zeros]"])] == ["fit.conditional[zeros]"]  # glob.escape's form
+    assert [p.id for p in plan(sut, BUDGET, ["fit.conditional[[]zeros]"])] == [
+        "fit.conditional[zeros]"
+    ]  # glob.escape's form
 
 
 def test_a_check_that_does_not_apply_is_left_out_unless_nothing_else_is_selected():
@@ -95,14 +104,20 @@ def test_a_check_that_does_not_apply_is_left_out_unless_nothing_else_is_selected
     assert not any(p.id.startswith("contract.seeds") for p in plan(sut, BUDGET))
     assert not any(p.id.startswith("contract.seeds") for p in plan(sut, BUDGET, ["contract"]))
     (*seeds,) = plan(sut, BUDGET, ["contract.seeds[*]"])
-    assert [p.id for p in seeds] == ["contract.seeds[same-seed]", "contract.seeds[different-seeds]", "contract.seeds[batch-placement]"]
+    assert [p.id for p in seeds] == [
+        "contract.seeds[same-seed]",
+        "contract.seeds[different-seeds]",
+        "contract.seeds[batch-placement]",
+    ]
     assert all("declares no per-request seeds" in (p.skip_reason or "") for p in seeds)
 
 
 class Fake(Check):
     """A declared check with the planning attributes set by hand."""
 
-    def __init__(self, name: str, *, statistical: bool, decisions: int = 1, proves: str | None = None, reason: str | None = None) -> None:
+    def __init__(
+        self, name: str, *, statistical: bool, decisions: int = 1, proves: str | None = None, reason: str | None = None
+    ) -> None:
         self.family, self.case, self.name, self._statistical = "fit", None, name, statistical
         self._decisions, self._proves, self._reason = decisions, proves, reason
 
@@ -146,8 +161,13 @@ def test_a_subset_names_what_it_left_out_of_the_battery():
     assert left_out(old["run"]) == [UNKNOWN_LEFT_OUT]
     assert "fit.position[chain]" not in left_out_of(sut, ["fit.step[chain]"])  # a decision's check is wholly in
     trees = left_out_among(tree_battery(), ["trees.output*"])
-    every_tree = [i for c in tree_battery() for i in result_ids(c)]  # a check may report several (target-law and acceptance)
-    assert sorted(trees) == sorted(i for i in every_tree if not i.startswith("trees.output")) and len(every_tree) - len(trees) == 2
+    every_tree = [
+        i for c in tree_battery() for i in result_ids(c)
+    ]  # a check may report several (target-law and acceptance)
+    assert (
+        sorted(trees) == sorted(i for i in every_tree if not i.startswith("trees.output"))
+        and len(every_tree) - len(trees) == 2
+    )
 
 
 def test_the_loop_family_is_planned_by_the_same_rules():

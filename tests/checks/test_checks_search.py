@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from specverify.errors import SamplerFault
 from specverify._contract import Violation
 from specverify.checks._search import Outcome, search_and_confirm
+from specverify.errors import SamplerFault
 from specverify.stats import confirmation_alpha
 
 from ._fakes import fake_context
@@ -24,7 +24,9 @@ def run(evaluate, *, strategy=st.integers(0, 40), statistical=True, examples=30)
         calls.append((case, stage))
         return evaluate(case, stage)
 
-    found = search_and_confirm(fake_context(), "test.search", strategy, recorded, str, examples=examples, statistical=statistical)
+    found = search_and_confirm(
+        fake_context(), "test.search", strategy, recorded, str, examples=examples, statistical=statistical
+    )
     return found, calls
 
 
@@ -49,6 +51,7 @@ def test_an_exact_check_alarms_on_the_typed_field_only():
 def test_a_fault_alarms_in_exact_and_statistical_searches_alike():
     fault = SamplerFault(Violation("raised", "boom"))
     for exact in (True, False):
+
         def evaluate(case, stage):
             if case >= 3:
                 raise fault
@@ -61,7 +64,9 @@ def test_a_fault_alarms_in_exact_and_statistical_searches_alike():
 
 
 def test_a_screen_false_alarm_that_does_not_confirm_is_set_aside():
-    found, calls = run(lambda case, stage: statistical(0.0 if case == 2 and stage == "screen" else 0.5), strategy=st.integers(0, 3))
+    found, calls = run(
+        lambda case, stage: statistical(0.0 if case == 2 and stage == "screen" else 0.5), strategy=st.integers(0, 3)
+    )
     assert found.confirmed is None
     assert [case for case, _ in found.unconfirmed] == [2]
     assert not found.exhausted

@@ -41,7 +41,9 @@ def test_a_sampler_without_seeds_skips_them_with_the_reason():
 
 
 def test_seeds_reach_the_sampler_through_its_worker():
-    result = check("specverify.zoo:seed_shared_across_batch", budget="quick", select=["contract.seeds[different-seeds]"])
+    result = check(
+        "specverify.zoo:seed_shared_across_batch", budget="quick", select=["contract.seeds[different-seeds]"]
+    )
     assert result.run["isolation"]["mode"] == "process"
     [finding] = result.checks
     assert finding.status == "fail" and "64 of 64 pairs" in finding.message and finding.p_value < 1e-12

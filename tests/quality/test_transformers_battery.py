@@ -24,9 +24,31 @@ from specverify._cli import main  # noqa: E402
 
 def test_transformers_battery_finds_the_zero_residual_crash(tmp_path):
     out = tmp_path / "transformers.json"
-    families = ["contract", "support", "exact", "fit.conditional[[]random]", "fit.first-token*", "efficiency", "robustness", "shapes.edge-law*", "shapes.uniform-driven*"]
+    families = [
+        "contract",
+        "support",
+        "exact",
+        "fit.conditional[[]random]",
+        "fit.first-token*",
+        "efficiency",
+        "robustness",
+        "shapes.edge-law*",
+        "shapes.uniform-driven*",
+    ]
     only = [arg for family in families for arg in ("--only", family)]
-    code = main(["check", "specverify.adapters.transformers:sampler", "--budget", "quick", *only, "--json", str(out), "--no-progress", "-q"])
+    code = main(
+        [
+            "check",
+            "specverify.adapters.transformers:sampler",
+            "--budget",
+            "quick",
+            *only,
+            "--json",
+            str(out),
+            "--no-progress",
+            "-q",
+        ]
+    )
     data = json.loads(out.read_text())
     failing = {c["id"]: c for c in data["checks"] if c["status"] in ("fail", "error", "inconclusive")}
     assert code == 1 and data["verdict"] == "non-conformant"

@@ -27,7 +27,10 @@ AT_QUICK = [name for name, member in ZOO.items() if member.budget == "quick"]
 #: battery costs them minutes of CI. Here they run the exact families, which see every outcome's
 #: probability on their unbatched path, and must pass every check they run; their whole battery is
 #: in the quick kill matrix (``specverify zoo --budget quick``).
-PYTHON_PER_ROW = {"per-row-loop": ["contract", "support", "exact"], "one-row-per-call": ["contract", "support", "exact"]}
+PYTHON_PER_ROW = {
+    "per-row-loop": ["contract", "support", "exact"],
+    "one-row-per-call": ["contract", "support", "exact"],
+}
 LATER = [name for name, member in ZOO.items() if member.budget != "quick"]
 
 
@@ -43,7 +46,9 @@ def test_member_gets_its_declared_verdict(name):
     passes = member.verdict in ("conformant", "lossless-suboptimal")
     if name in PYTHON_PER_ROW:
         result = specverify.check(member, budget=QUICK, seed=0, select=PYTHON_PER_ROW[name])
-        assert result.verdict == "inconclusive" and {c.status for c in result.checks} <= {"pass", "skip"}, _describe(result)
+        assert result.verdict == "inconclusive" and {c.status for c in result.checks} <= {"pass", "skip"}, _describe(
+            result
+        )
         assert sum(c.status == "pass" for c in result.checks) >= 10, _describe(result)  # a subset, never a pass
         return
     result = specverify.check(member, budget=QUICK, seed=0, select=None if passes else list(member.caught_by))
@@ -57,9 +62,16 @@ def test_member_gets_its_declared_verdict(name):
         assert any(c.status == "float-edge" and "event" in c.evidence for c in result.checks), _describe(result)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if ZOO[n].budget == "thorough" else []) for n in LATER])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] if ZOO[n].budget == "thorough" else []) for n in LATER]
+)
 def test_subtle_member_is_caught_by_its_family_at_its_budget(name):
     member = ZOO[name]
     budget = get_budget(member.budget).with_(timeout=60.0)
-    result = specverify.check(member, budget=budget, seed=0, select=[f"{f}.*" for f in member.caught_by if f == "fit"] or list(member.caught_by))
+    result = specverify.check(
+        member,
+        budget=budget,
+        seed=0,
+        select=[f"{f}.*" for f in member.caught_by if f == "fit"] or list(member.caught_by),
+    )
     assert result.verdict == member.verdict, _describe(result)

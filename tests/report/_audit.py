@@ -31,7 +31,9 @@ class Audit:
 
     def references(self) -> list[str]:
         """Every URL the page names (links, sources, SVG references)."""
-        return [value for _, name, value in self.attributes if name in ("href", "src", "xlink:href", "action", "srcset")]
+        return [
+            value for _, name, value in self.attributes if name in ("href", "src", "xlink:href", "action", "srcset")
+        ]
 
 
 class _Parser(HTMLParser):

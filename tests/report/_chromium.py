@@ -41,7 +41,9 @@ _FLAGS = [
 
 
 #: Run in a small Python process: put the pipe ends on fds 3 and 4, then become Chromium.
-_WIRE_AND_EXEC = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
+_WIRE_AND_EXEC = (
+    "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
+)
 
 
 def find_chromium() -> str | None:
@@ -66,9 +68,15 @@ class PageLoad:
     @property
     def problems(self) -> list[str]:
         """Console errors and warnings, uncaught exceptions, logged errors, dialogs: all bad."""
-        found = [f"console.{m['type']}: {_text(m)}" for m in self.console if m["type"] in ("error", "warning", "assert")]
+        found = [
+            f"console.{m['type']}: {_text(m)}" for m in self.console if m["type"] in ("error", "warning", "assert")
+        ]
         found += [f"exception: {e.get('exception', {}).get('description') or e.get('text')}" for e in self.exceptions]
-        found += [f"log {e['level']}: {e['text']} ({e.get('url', '')})" for e in self.log if e["level"] in ("error", "warning")]
+        found += [
+            f"log {e['level']}: {e['text']} ({e.get('url', '')})"
+            for e in self.log
+            if e["level"] in ("error", "warning")
+        ]
         found += [f"dialog: {d}" for d in self.dialogs]
         return found
 
@@ -85,7 +93,13 @@ class Chromium:
         child_r, child_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w))
         for fd in (to_browser_r, from_browser_w):
             os.close(fd)
-        command = [executable, *_FLAGS, f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}", "about:blank"]
+        command = [
+            executable,
+            *_FLAGS,
+            f"--user-data-dir={self._profile.name}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         self._log = Path(self._profile.name) / "chromium.log"
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
@@ -110,7 +124,11 @@ class Chromium:
         self._session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=True)
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=True)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
 
     def __enter__(self) -> Chromium:
         return self
@@ -155,7 +173,11 @@ class Chromium:
     def load(self, path: str | Path, *, dark: bool = False, settle: float = 0.5) -> PageLoad:
         """Open a local file, wait for its load event and a quiet moment, and report what happened."""
         scheme = "dark" if dark else "light"
-        self.send("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}, session=True)
+        self.send(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+            session=True,
+        )
         self._events.clear()
         self.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, session=True)
         deadline = time.monotonic() + self._timeout
@@ -201,10 +223,16 @@ class Chromium:
                 f"(() => {{ const r = document.querySelector({json.dumps(element)}).getBoundingClientRect();"
                 " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()"
             )
-            params.update(captureBeyondViewport=True, clip={"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1},
+            )
         elif full_page:
             size = self.send("Page.getLayoutMetrics", session=True)["cssContentSize"]
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+            )
         data = self.send("Page.captureScreenshot", params, session=True)["data"]
         Path(path).write_bytes(base64.b64decode(data))
 

@@ -17,9 +17,9 @@ __all__ = ["HOSTILE", "HOSTILE_SHOWN", "hostile_run", "real_run"]
 #: Text that would run code, break out of an element or a comment, or fetch something, if not escaped.
 HOSTILE = (
     "<script>window.__pwned = 1; alert(1)</script>"
-    "<img src=x onerror=\"window.__pwned = 2\">"
+    '<img src=x onerror="window.__pwned = 2">'
     "</code></pre></svg></style></textarea>--><!--"
-    "<a href=\"javascript:window.__pwned = 3\">x</a>"
+    '<a href="javascript:window.__pwned = 3">x</a>'
     "{{ 7*7 }} $x$ & &amp; \u202e reversed?"
 )
 #: HOSTILE as a page shows it: the right-to-left override as its code point, not obeyed.

@@ -19,8 +19,15 @@ def lossy_run() -> RunResult:
     return real_run(
         replacement_from_target,
         _SPEC + "replacement_from_target",
-        ["contract.output", "exact.uniform-driven[random]", "exact.emitted[random]", "fit.conditional[zeros]", "efficiency.acceptance[random]",
-         "shapes.edge-law[one-ulp]", "shapes.conditional[262144x1]"],  # one it passes; one a quick budget skips
+        [
+            "contract.output",
+            "exact.uniform-driven[random]",
+            "exact.emitted[random]",
+            "fit.conditional[zeros]",
+            "efficiency.acceptance[random]",
+            "shapes.edge-law[one-ulp]",
+            "shapes.conditional[262144x1]",
+        ],  # one it passes; one a quick budget skips
     )
 
 
@@ -33,7 +40,9 @@ def support_run() -> RunResult:
 @pytest.fixture(scope="session")
 def raising_run() -> RunResult:
     """A sampler that raises, with markup in its name and its exception text."""
-    return real_run(raises_on_long_drafts, _SPEC + "raises_on_long_drafts", ["contract.output", "contract.seed-sensitivity"])
+    return real_run(
+        raises_on_long_drafts, _SPEC + "raises_on_long_drafts", ["contract.output", "contract.seed-sensitivity"]
+    )
 
 
 @pytest.fixture(scope="session")
@@ -43,8 +52,15 @@ def reference_run() -> RunResult:
         "specverify.samplers:reference",
         # a subset holding a test of the target's law (fit.first-token), so it can pass the sampler;
         # one at V = 1,025 (a second reach class of the guarantee), one a quick budget skips
-        ["contract.output", "exact.uniform-driven[zeros]", "exact.emitted[random]", "fit.first-token[chain]", "efficiency.acceptance[random]",
-         "shapes.edge-law[one-ulp]", "shapes.conditional[262144x1]"],
+        [
+            "contract.output",
+            "exact.uniform-driven[zeros]",
+            "exact.emitted[random]",
+            "fit.first-token[chain]",
+            "efficiency.acceptance[random]",
+            "shapes.edge-law[one-ulp]",
+            "shapes.conditional[262144x1]",
+        ],
     )
 
 
@@ -59,4 +75,8 @@ def float_edge_run() -> RunResult:
     on the two sub-ulp edge cases (the edge-law check runs all its kinds), nothing failing."""
     from specverify.zoo import ZOO
 
-    return real_run(ZOO["zero-residual-next-row"], "specverify.zoo:zero_residual_next_row", ["shapes.edge-law[sub-ulp-residual]", "contract.output"])
+    return real_run(
+        ZOO["zero-residual-next-row"],
+        "specverify.zoo:zero_residual_next_row",
+        ["shapes.edge-law[sub-ulp-residual]", "contract.output"],
+    )

@@ -25,7 +25,16 @@ def test_every_key_the_real_runs_write_is_in_the_schema(lossy_run, support_run, 
             seen |= set(evidence)
     # the runs hold the records the report reads: a failure's law, case, repro and fault, an exact
     # mismatch, acceptance, a search's bookkeeping (else this test would pass on nothing)
-    assert {"tv", "minimal_example", "repro", "violation", "first_mismatch", "observed_accepted", "examples", "where"} <= seen
+    assert {
+        "tv",
+        "minimal_example",
+        "repro",
+        "violation",
+        "first_mismatch",
+        "observed_accepted",
+        "examples",
+        "where",
+    } <= seen
     assert seen <= set(Evidence.__annotations__)
 
 

@@ -48,7 +48,9 @@ def _screenshot(browser: Chromium, tmp_path: Path, name: str) -> Path:
     return path
 
 
-def test_a_failing_report_loads_cleanly_and_leads_with_the_failure(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
+def test_a_failing_report_loads_cleanly_and_leads_with_the_failure(
+    browser: Chromium, lossy_run: RunResult, tmp_path: Path
+) -> None:
     page = tmp_path / "lossy.html"
     write_report(lossy_run, page)
     load = browser.load(page)
@@ -56,7 +58,9 @@ def test_a_failing_report_loads_cleanly_and_leads_with_the_failure(browser: Chro
     assert load.requests == [page.resolve().as_uri()], "nothing fetched but the page itself"
     assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
     # Above the fold: what failed, on which case, and the way to the repro.
-    headline = browser.evaluate("(() => { const r = document.querySelector('.headline').getBoundingClientRect(); return [r.top, r.bottom]; })()")
+    headline = browser.evaluate(
+        "(() => { const r = document.querySelector('.headline').getBoundingClientRect(); return [r.top, r.bottom]; })()"
+    )
     assert 0 <= headline[0] and headline[1] <= 900
     text = browser.evaluate("document.querySelector('.headline').innerText")
     first = browser.evaluate("document.querySelector('section.card code').innerText")
@@ -66,7 +70,10 @@ def test_a_failing_report_loads_cleanly_and_leads_with_the_failure(browser: Chro
     # The copy button works without an error (clipboard, or the selection fallback) and says so.
     browser.evaluate("document.querySelector('button[data-copy]').click()")
     assert browser.settle().problems == []
-    assert browser.evaluate("document.querySelector('button[data-copy]').innerText") in ("Copied", "Selected: press Ctrl+C")
+    assert browser.evaluate("document.querySelector('button[data-copy]').innerText") in (
+        "Copied",
+        "Selected: press Ctrl+C",
+    )
 
 
 def test_dark_mode_follows_the_reader(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
@@ -98,7 +105,9 @@ def test_a_hostile_sampler_cannot_run_code(browser: Chromium, hostile: RunResult
     assert browser.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
 
-def test_the_index_loads_cleanly_and_its_links_resolve(browser: Chromium, lossy_run, support_run, tmp_path: Path) -> None:
+def test_the_index_loads_cleanly_and_its_links_resolve(
+    browser: Chromium, lossy_run, support_run, tmp_path: Path
+) -> None:
     inputs = []
     for name, run in (("a", lossy_run), ("b", support_run)):
         path = tmp_path / f"{name}.json"
@@ -117,7 +126,9 @@ def test_the_index_loads_cleanly_and_its_links_resolve(browser: Chromium, lossy_
     _screenshot(browser, tmp_path, "index")
 
 
-def test_a_float_edge_finding_shows_both_sizes_and_is_not_a_failure(browser: Chromium, float_edge_run: RunResult, tmp_path: Path) -> None:
+def test_a_float_edge_finding_shows_both_sizes_and_is_not_a_failure(
+    browser: Chromium, float_edge_run: RunResult, tmp_path: Path
+) -> None:
     edge = next(c for c in float_edge_run.checks if c.status == "float-edge")
     page = tmp_path / "float-edge.html"
     write_report(float_edge_run, page)
@@ -129,9 +140,18 @@ def test_a_float_edge_finding_shows_both_sizes_and_is_not_a_failure(browser: Chr
     table = browser.evaluate("document.querySelector('table.grid.sizes tbody tr').innerText")
     shown = run_view(float_edge_run.to_json(), plots=False).float_edges[0]
     assert shown.event is not None
-    assert edge.id in table and shown.event["tv_given"] in table and shown.event["bound"] in table and shown.event["probability"] in table
+    assert (
+        edge.id in table
+        and shown.event["tv_given"] in table
+        and shown.event["bound"] in table
+        and shown.event["probability"] in table
+    )
     card = browser.evaluate(f"document.getElementById({json.dumps(_anchor(edge.id))}).innerText")
-    assert "TV given the event" in card and "bound on the emitted law's TV" in card and "float-edge finding that decides no verdict" in card
+    assert (
+        "TV given the event" in card
+        and "bound on the emitted law's TV" in card
+        and "float-edge finding that decides no verdict" in card
+    )
     assert "float-edge" in browser.evaluate("document.querySelector('.legend').innerText")
     assert "2e-20" in browser.evaluate("document.querySelector('.legend-note').innerText")
     _screenshot(browser, tmp_path, "float-edge-report")
@@ -163,15 +183,25 @@ def _skips_are_drawn_as_skips(browser: Chromium, run: RunResult) -> None:
     assert len(cells) == len(skipped - ran)
     fail_red = browser.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--fail').trim()")
     for cell in cells:
-        assert cell["text"].startswith("⊘") and "repeating-linear-gradient" in cell["image"] and cell["italic"] == "italic"
+        assert (
+            cell["text"].startswith("⊘") and "repeating-linear-gradient" in cell["image"] and cell["italic"] == "italic"
+        )
         assert cell["colour"] == "rgb(89, 99, 110)" and fail_red == "#cf222e"  # the skip grey, not the failure red
     footer = browser.evaluate("[...document.querySelectorAll('table.matrix tfoot td')].map(td => td.innerText)")
-    families = browser.evaluate("[...document.querySelectorAll('table.matrix thead th')].slice(1).map(th => th.innerText)")
+    families = browser.evaluate(
+        "[...document.querySelectorAll('table.matrix thead th')].slice(1).map(th => th.innerText)"
+    )
     for family, text in zip(families, footer):
         members = [c for c in run.checks if c.family == family]
         decided = [c for c in members if c.status not in ("skip", "float-edge")]
-        apart = [f"{mark}\u202f{n}" for status, mark in (("float-edge", "≈"), ("skip", "⊘")) if (n := sum(c.status == status for c in members))]
-        parts = ([f"{sum(c.status == 'pass' for c in decided)}/{len(decided)}"] if decided else []) + ([" ".join(apart)] if apart else [])
+        apart = [
+            f"{mark}\u202f{n}"
+            for status, mark in (("float-edge", "≈"), ("skip", "⊘"))
+            if (n := sum(c.status == status for c in members))
+        ]
+        parts = ([f"{sum(c.status == 'pass' for c in decided)}/{len(decided)}"] if decided else []) + (
+            [" ".join(apart)] if apart else []
+        )
         assert text.strip() == "\n".join(parts), (family, text)
 
 
@@ -185,8 +215,12 @@ def _shot(browser: Chromium, name: str, tmp_path: Path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
 
 
-def test_a_conformant_report_states_each_reach_class_and_draws_a_skip_as_a_skip(browser: Chromium, reference_run: RunResult, tmp_path: Path) -> None:
-    whole = RunResult(run={**reference_run.run, "select": None, "left_out": []}, checks=reference_run.checks)  # as a whole run reports them
+def test_a_conformant_report_states_each_reach_class_and_draws_a_skip_as_a_skip(
+    browser: Chromium, reference_run: RunResult, tmp_path: Path
+) -> None:
+    whole = RunResult(
+        run={**reference_run.run, "select": None, "left_out": []}, checks=reference_run.checks
+    )  # as a whole run reports them
     assert whole.verdict == "conformant"
     page = tmp_path / "conformant.html"
     write_report(whole, page)
@@ -195,26 +229,38 @@ def test_a_conformant_report_states_each_reach_class_and_draws_a_skip_as_a_skip(
     assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "conformant"
     classes = claims(whole.checks)
     assert len(classes) >= 2
-    shown = browser.evaluate("[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)")
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)"
+    )
     assert shown == [f"{detects(tv)} on {span_text(reach)}" for tv, reach in classes if reach is not None]
-    assert "every statistical check detects" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
+    assert "every statistical check detects" in browser.evaluate(
+        "document.querySelector('.banner .guarantee').innerText"
+    )
     _skips_are_drawn_as_skips(browser, whole)
     _shot(browser, "conformant-report", tmp_path)
 
 
-def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(browser: Chromium, lossy_run: RunResult, tmp_path: Path) -> None:
+def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(
+    browser: Chromium, lossy_run: RunResult, tmp_path: Path
+) -> None:
     page = tmp_path / "lossy.html"
     write_report(lossy_run, page)
     assert browser.load(page).problems == []
     assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
-    failing = browser.evaluate("[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => getComputedStyle(td).backgroundColor)")
+    failing = browser.evaluate(
+        "[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => getComputedStyle(td).backgroundColor)"
+    )
     assert failing and set(failing) == {"rgb(255, 235, 233)"}  # the failure's red: what a skip must not look like
     # beside the failures, what the checks that passed rule out, by reach class
     classes = claims(lossy_run.checks)
     assert classes
-    shown = browser.evaluate("[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)")
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('.banner .guarantee .reach-classes li')].map(li => li.innerText)"
+    )
     assert shown == [f"{detects(tv)} on {span_text(reach)}" for tv, reach in classes if reach is not None]
-    assert "the statistical checks that passed detect" in browser.evaluate("document.querySelector('.banner .guarantee').innerText")
+    assert "the statistical checks that passed detect" in browser.evaluate(
+        "document.querySelector('.banner .guarantee').innerText"
+    )
     _skips_are_drawn_as_skips(browser, lossy_run)
     _shot(browser, "lossy-report", tmp_path)
 
@@ -232,7 +278,9 @@ def test_a_failing_tree_case_shows_the_probabilities_on_its_path(browser: Chromi
     from specverify.report._format import number
     from specverify.zoo import TREE_MEMBERS
 
-    result = specverify.check(TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"])
+    result = specverify.check(
+        TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"]
+    )
     (failure,) = result.checks
     case = failure.evidence["tree_case"]
     assert failure.status == "fail" and case["rows"] and case["mechanism"]

@@ -63,7 +63,9 @@ def test_a_real_sampler_named_script_that_raises_markup_is_escaped(raising_run: 
 
 def test_the_policy_allows_only_the_page_script_and_forbids_fetching(hostile: RunResult) -> None:
     page = render_report(hostile)
-    (policy,) = [v for tag, name, v in audit(page).attributes if tag == "meta" and name == "content" and "default-src" in v]
+    (policy,) = [
+        v for tag, name, v in audit(page).attributes if tag == "meta" and name == "content" and "default-src" in v
+    ]
     directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
     digest = base64.b64encode(hashlib.sha256(_SCRIPT.encode()).digest()).decode()
     assert directives["default-src"] == "'none'"

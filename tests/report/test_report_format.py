@@ -35,7 +35,9 @@ def test_what_a_test_detects_is_said_in_words_never_tv_at_least_0() -> None:
 def test_pvalues_counts_and_durations() -> None:
     assert pvalue(0.0) == "< 1e-300" and pvalue(6.9e-261) == "6.9e-261" and pvalue(None) == "–"
     assert count(1e6) == "1\u202f000\u202f000" and count(2.5) == "2.5"
-    assert duration(0.04) == "0.0 s" and duration(12.4) == "12 s" and duration(185) == "3 min 5 s" and duration("x") == "–"
+    assert (
+        duration(0.04) == "0.0 s" and duration(12.4) == "12 s" and duration(185) == "3 min 5 s" and duration("x") == "–"
+    )
 
 
 def test_timestamps_read_as_dates() -> None:

@@ -26,10 +26,7 @@ def test_write_report_from_json_imports_no_torch_and_no_hypothesis(tmp_path):
     run = tmp_path / "run.json"
     run.write_text(json.dumps(hostile_run().to_json()))
     page = tmp_path / "page.html"
-    code = (
-        "import json, specverify.report as r\n"
-        f"r.write_report(json.load(open({str(run)!r})), {str(page)!r})\n"
-    )
+    code = f"import json, specverify.report as r\nr.write_report(json.load(open({str(run)!r})), {str(page)!r})\n"
     assert imported_after(code) == []
     assert "<html" in page.read_text()
 

@@ -45,7 +45,11 @@ def test_index_compares_samplers_and_links_a_page_for_each(tmp_path: Path, lossy
 def test_pages_of_samplers_with_the_same_name_do_not_overwrite_each_other(tmp_path: Path, support_run) -> None:
     path = _save(support_run, tmp_path / "a.json")
     assert build_index([path, path], str(tmp_path / "out" / "index.html")) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["abs-residual-2.html", "abs-residual.html", "index.html"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "abs-residual-2.html",
+        "abs-residual.html",
+        "index.html",
+    ]
 
 
 def test_a_page_is_never_named_like_the_index(tmp_path: Path, support_run) -> None:
@@ -53,7 +57,7 @@ def test_a_page_is_never_named_like_the_index(tmp_path: Path, support_run) -> No
     data["run"]["sampler"]["name"] = "index"
     (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
     assert build_index([str(tmp_path / "a.json")], str(tmp_path / "index.html")) == 0
-    assert 'data-verdict' not in (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "data-verdict" not in (tmp_path / "index.html").read_text(encoding="utf-8")
     assert (tmp_path / "index-2.html").exists()
 
 
@@ -64,7 +68,10 @@ def test_a_page_is_never_named_like_the_index(tmp_path: Path, support_run) -> No
         ("[1, 2]", "is not a run result"),
         ('{"schema_version": 99, "checks": []}', "unsupported schema_version 99"),
         ('{"schema_version": 1, "run": {}}', "missing 'checks'"),
-        ('{"schema_version": 1, "run": {}, "checks": [{"id": "x", "family": "f", "status": "great"}]}', "unknown status"),
+        (
+            '{"schema_version": 1, "run": {}, "checks": [{"id": "x", "family": "f", "status": "great"}]}',
+            "unknown status",
+        ),
         (None, "cannot read"),
     ],
 )
@@ -91,7 +98,19 @@ def test_the_cli_report_command(tmp_path: Path, lossy_run, capsys) -> None:
 
 def test_check_writes_a_report(tmp_path: Path, capsys) -> None:
     report = tmp_path / "deep" / "ref.html"
-    status = main(["check", "specverify.samplers:reference", "--budget", "quick", "--only", "contract.output", "--report", str(report), "-q"])
+    status = main(
+        [
+            "check",
+            "specverify.samplers:reference",
+            "--budget",
+            "quick",
+            "--only",
+            "contract.output",
+            "--report",
+            str(report),
+            "-q",
+        ]
+    )
     assert status == 3  # a subset cannot pass a sampler
     page = report.read_text(encoding="utf-8")
     assert 'data-verdict="inconclusive"' in page and "specverify.reference" in page

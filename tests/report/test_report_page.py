@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify import CheckResult, RunResult
-from specverify._result import FINDINGS
 from specverify._reach import claims, span_text
+from specverify._result import FINDINGS
 from specverify.report import render_report
-from specverify.report._format import detects
 from specverify.report._example import shape_summary
+from specverify.report._format import detects
 
 from ._audit import audit
 from ._runs import HOSTILE, HOSTILE_SHOWN
@@ -22,7 +22,12 @@ from ._runs import HOSTILE, HOSTILE_SHOWN
 
 def _cards(page: str) -> list[str]:
     """The ids of the check cards, in page order."""
-    return [html.unescape(m) for m in re.findall(r'<section class="card status-\w+" id="[^"]+">\s*<h3>.*?<code>(.*?)</code>', page, re.DOTALL)]
+    return [
+        html.unescape(m)
+        for m in re.findall(
+            r'<section class="card status-\w+" id="[^"]+">\s*<h3>.*?<code>(.*?)</code>', page, re.DOTALL
+        )
+    ]
 
 
 def _pre(page: str, element_id: str) -> str:
@@ -150,7 +155,12 @@ def test_rendering_is_deterministic(lossy_run: RunResult) -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12) | st.sampled_from(["nan", "inf", HOSTILE]),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["nan", "inf", HOSTILE]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=10,
 )
@@ -161,11 +171,16 @@ _keys = st.sampled_from(
 
 
 @settings(max_examples=40, derandomize=True, database=None, deadline=None)
-@given(evidence=st.dictionaries(_keys, _json, max_size=6), status=st.sampled_from(["pass", "fail", "error", "inconclusive"]))
+@given(
+    evidence=st.dictionaries(_keys, _json, max_size=6),
+    status=st.sampled_from(["pass", "fail", "error", "inconclusive"]),
+)
 def test_any_evidence_renders_as_inert_text(evidence: dict, status: str) -> None:
     """Every evidence field is optional and of any shape: the page renders, and nothing in it is active."""
     finding = "non-canonical" if status == "fail" else None  # a failure says what it proves
-    check = CheckResult(id="fit.conditional[random]", family="fit", case="random", status=status, finding=finding, evidence=evidence)
+    check = CheckResult(
+        id="fit.conditional[random]", family="fit", case="random", status=status, finding=finding, evidence=evidence
+    )
     page = render_report(RunResult(run={"sampler": {"name": "s"}}, checks=[check]), plots=False)
     found = audit(page)
     assert not found.unexpected_tags() and not found.event_handlers() and len(found.scripts) == 1
@@ -204,9 +219,15 @@ def test_a_float_edge_finding_is_shown_with_both_sizes_in_its_own_section(float_
     edge = next(c for c in float_edge_run.checks if c.status == "float-edge")
     event = edge.evidence["event"]
     assert event["tv_given"] > 0.1 and event["tv_bound"] < 1e-9 and event["log10_tv_bound"] < -15
-    assert "the emitted law moves by at most" in (edge.message or "") and "given a draft at position 0" in (edge.message or "")
+    assert "the emitted law moves by at most" in (edge.message or "") and "given a draft at position 0" in (
+        edge.message or ""
+    )
     page = render_report(float_edge_run)
     text = " ".join(audit(page).text)
     assert 'id="float-edges"' in page and 'id="failures"' not in page
-    assert "Two sizes of this difference" in text and "bound on the emitted law's TV" in text and "decides no verdict" in text
+    assert (
+        "Two sizes of this difference" in text
+        and "bound on the emitted law's TV" in text
+        and "decides no verdict" in text
+    )
     assert "status-float-edge" in page

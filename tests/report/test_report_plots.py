@@ -18,7 +18,11 @@ def test_one_dimensional_counts_drop_outcomes_neither_expected_nor_observed() ->
 
 
 def test_rows_of_cases_are_labelled_by_case_and_outcome() -> None:
-    evidence = {"observed": [[1, 2], [3, 4]], "expected": [[1.5, 1.5], [3.5, 3.5]], "outcome_labels": ["a0:t0", "a0:t1"]}
+    evidence = {
+        "observed": [[1, 2], [3, 4]],
+        "expected": [[1.5, 1.5], [3.5, 3.5]],
+        "outcome_labels": ["a0:t0", "a0:t1"],
+    }
     data = comparison(evidence)
     assert data.labels == ["0·a0:t0", "0·a0:t1", "1·a0:t0", "1·a0:t1"]
     assert data.note is None and "case" in data.axis_label

@@ -11,7 +11,12 @@ from specverify.report import write_report
 
 
 def test_a_skipped_cut_shows_the_emitted_token_forbidden_by_the_warp_and_allowed_by_the_raw_target(tmp_path):
-    result = check("specverify.zoo:logits_target_top_k_skipped", budget="quick", select=["support.zero-target[zeros]"], isolation="in-process")
+    result = check(
+        "specverify.zoo:logits_target_top_k_skipped",
+        budget="quick",
+        select=["support.zero-target[zeros]"],
+        isolation="in-process",
+    )
     [failure] = result.checks
     warps = failure.evidence["warps"]
     token, position = warps["emitted"]["token"], warps["emitted"]["position"]
@@ -20,7 +25,11 @@ def test_a_skipped_cut_shows_the_emitted_token_forbidden_by_the_warp_and_allowed
     page = tmp_path / "run.html"
     write_report(result, page)
     html = page.read_text()
-    assert "Warped and unwarped laws" in html and "law to preserve (warped target)" in html and "raw target (unwarped)" in html
+    assert (
+        "Warped and unwarped laws" in html
+        and "law to preserve (warped target)" in html
+        and "raw target (unwarped)" in html
+    )
 
 
 def test_no_warps_for_cases_too_large_to_spell_out_or_not_a_step():

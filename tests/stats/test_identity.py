@@ -29,7 +29,9 @@ def _spread(p: np.ndarray, tv: float, rng: np.random.Generator) -> np.ndarray:
     return np.where(up, p * (1 + tv / a), p * (1 - tv / b))
 
 
-def _pvalues(law: np.ndarray, p: np.ndarray, batches: int, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _pvalues(
+    law: np.ndarray, p: np.ndarray, batches: int, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     counts = rng.poisson(size * law, size=(REPS, batches, CELLS))
     expected = size * p
     z = (((counts - expected) ** 2 - counts) / expected).sum(axis=-1)

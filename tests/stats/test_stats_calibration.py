@@ -93,9 +93,23 @@ SCENARIOS = [
         "g-test",
         continuous=False,
     ),
-    Scenario("Monte Carlo, single", _dirichlet("mc", (5,), 4.0), 20, "monte-carlo", alpha=1e-2, approximate=False, continuous=False),
     Scenario(
-        "Monte Carlo, grouped", _dirichlet("mc-grouped", (2, 4), 4.0), [12, 9], "monte-carlo", alpha=1e-2, approximate=False, continuous=False
+        "Monte Carlo, single",
+        _dirichlet("mc", (5,), 4.0),
+        20,
+        "monte-carlo",
+        alpha=1e-2,
+        approximate=False,
+        continuous=False,
+    ),
+    Scenario(
+        "Monte Carlo, grouped",
+        _dirichlet("mc-grouped", (2, 4), 4.0),
+        [12, 9],
+        "monte-carlo",
+        alpha=1e-2,
+        approximate=False,
+        continuous=False,
     ),
     Scenario("exact, three cells", np.array([0.6, 0.3, 0.1]), 40, "exact", approximate=False, continuous=False),
 ]

@@ -79,7 +79,9 @@ def test_two_stage_saves_samples_on_a_correct_sampler() -> None:
     assert plan_two_stage(0.01, 15, 1e-6, screens=1, screen_alpha=1e-3).cost_ratio == pytest.approx(0.73, abs=0.01)
 
 
-def _stopping_times(name: str, law: np.ndarray, alternative: np.ndarray, tv: float, alpha: float, looks: np.ndarray, runs: int) -> np.ndarray:
+def _stopping_times(
+    name: str, law: np.ndarray, alternative: np.ndarray, tv: float, alpha: float, looks: np.ndarray, runs: int
+) -> np.ndarray:
     """Samples at which each run's e-value first reaches 1/alpha (inf if never), checked at ``looks``."""
     generator = rng("sequential", name)
     counts = np.zeros((runs, 1, law.size))
@@ -122,7 +124,9 @@ def test_sequential_test_object_matches_the_vectorised_e_value() -> None:
         batch = generator.multinomial(500, law)
         total += batch
         test.update(batch)
-        assert test.log_e_value == pytest.approx(float(mixture_log_e_value(total[None, None, :], law[None, :], 0.05)[0]))
+        assert test.log_e_value == pytest.approx(
+            float(mixture_log_e_value(total[None, None, :], law[None, :], 0.05)[0])
+        )
     assert test.samples == 2_500
     assert not test.rejected
     assert test.update(np.array([0, 0, 0, 400])) and test.rejected  # an obvious excess

@@ -8,7 +8,6 @@ from scipy import optimize, stats
 
 from specverify.stats import FutilityPlan, gof_test, least_favourable, samples_needed
 
-
 LAW = np.array([0.3, 0.25, 0.2, 0.1, 0.08, 0.05, 0.02])
 
 
@@ -63,7 +62,10 @@ def test_a_decision_claims_its_final_tests_reach_whether_a_look_stopped_it_or_no
     stopped = gof_test(np.round(LAW * plan.look_samples[0]).astype(np.int64), LAW, alpha=plan.alpha)
     assert plan.claim(finished) == plan.claim(stopped) == pytest.approx(plan.tv, rel=1e-3)
     forbidding = np.append(LAW, 0.0)  # a forbidden outcome adds what one sample there would need
-    tests = [gof_test(np.append(np.round(LAW * n).astype(np.int64), 0), forbidding, alpha=plan.alpha) for n in (plan.look_samples[0], plan.final_samples)]
+    tests = [
+        gof_test(np.append(np.round(LAW * n).astype(np.int64), 0), forbidding, alpha=plan.alpha)
+        for n in (plan.look_samples[0], plan.final_samples)
+    ]
     assert plan.claim(tests[0]) == plan.claim(tests[1]) > plan.claim(finished)
 
 
@@ -80,7 +82,18 @@ def test_a_forbidden_outcome_lowers_the_bound_to_the_deviation_left_on_the_compa
 
 
 @pytest.mark.parametrize(
-    "bad", [dict(tv=0.0), dict(alpha=1.0), dict(power=1.0), dict(df=0), dict(looks=()), dict(looks=(0.5, 0.25)), dict(looks=(0.5, 1.0)), dict(final_share=0.0), dict(final_share=1.0)],
+    "bad",
+    [
+        dict(tv=0.0),
+        dict(alpha=1.0),
+        dict(power=1.0),
+        dict(df=0),
+        dict(looks=()),
+        dict(looks=(0.5, 0.25)),
+        dict(looks=(0.5, 1.0)),
+        dict(final_share=0.0),
+        dict(final_share=1.0),
+    ],
 )
 def test_a_plan_out_of_range_is_refused(bad):
     settings = dict(tv=0.05, df=3, alpha=1e-3, power=0.99) | bad
@@ -125,7 +138,9 @@ ONE = np.array([0.0, 1.0, 0.0])  # one possible outcome: every deviation is onto
     ],
 )
 def test_laws_with_rare_pooled_or_forbidden_cells_stop_at_a_look_and_keep_the_power(law, into, moved):
-    plan = FutilityPlan(tv=0.05, df=max(1, int((law > 0).sum()) - 1), alpha=1e-6, power=0.99)  # no Monte Carlo test at this level
+    plan = FutilityPlan(
+        tv=0.05, df=max(1, int((law > 0).sum()) - 1), alpha=1e-6, power=0.99
+    )  # no Monte Carlo test at this level
     truth = _moved(law, plan.tv, into, moved)
     assert 0.5 * np.abs(truth - law).sum() == pytest.approx(plan.tv)
     rng = np.random.default_rng(7)

@@ -142,8 +142,12 @@ def test_monte_carlo_stopping_never_changes_a_decision_at_its_level() -> None:
     observed = np.maximum(observed, 0)
     for counts in observed[:60]:
         totals = counts.sum(axis=1)
-        stopped, _, draws = monte_carlo_pvalues(counts[None], probs, totals, max_draws=5_000, rng=np.random.default_rng(1))
-        full, _, _ = monte_carlo_pvalues(counts[None], probs, totals, max_draws=5_000, rng=np.random.default_rng(1), stop_after=10**9)
+        stopped, _, draws = monte_carlo_pvalues(
+            counts[None], probs, totals, max_draws=5_000, rng=np.random.default_rng(1)
+        )
+        full, _, _ = monte_carlo_pvalues(
+            counts[None], probs, totals, max_draws=5_000, rng=np.random.default_rng(1), stop_after=10**9
+        )
         assert (stopped[0] <= alpha) == (full[0] <= alpha)
         if draws[0] < 5_000:
             assert stopped[0] > alpha

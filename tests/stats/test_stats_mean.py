@@ -61,7 +61,9 @@ def test_min_detectable_drop_is_detected_with_its_power() -> None:
     claim = mean_test(_values_with_total(int(mean), ROWS, 4), LAW, alpha=alpha, power=0.99)
     assert claim.min_detectable_drop is not None
     # the rejection boundary: the largest total the test rejects at alpha
-    boundary = int(optimize.brentq(lambda s: mean_test(_values_with_total(int(s), ROWS, 4), LAW).pvalue_low - alpha, 0, mean))
+    boundary = int(
+        optimize.brentq(lambda s: mean_test(_values_with_total(int(s), ROWS, 4), LAW).pvalue_low - alpha, 0, mean)
+    )
     while mean_test(_values_with_total(boundary, ROWS, 4), LAW).pvalue_low > alpha:
         boundary -= 1
     # the exponentially tilted law whose mean is lower by exactly the claimed drop

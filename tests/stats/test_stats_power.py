@@ -142,7 +142,14 @@ HONESTY = [
     ),
     ("Monte Carlo, least favourable", np.full(6, 1 / 6), 40, 0.05, least_favourable, "monte-carlo"),
     # a deterministic law (a one-hot target): any deviation lands on a forbidden outcome
-    ("one possible outcome", np.array([1.0, 0.0, 0.0]), 50_000, 1e-6, lambda p, tv: np.array([1 - tv, tv, 0.0]), "g-test"),
+    (
+        "one possible outcome",
+        np.array([1.0, 0.0, 0.0]),
+        50_000,
+        1e-6,
+        lambda p, tv: np.array([1 - tv, tv, 0.0]),
+        "g-test",
+    ),
     ("exact, least favourable", np.array([0.5, 0.3, 0.2]), 300, 1e-4, least_favourable, "exact"),
 ]
 

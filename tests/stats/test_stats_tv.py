@@ -31,7 +31,13 @@ COVERAGE = [
     ("TV 0.02 spread", UNIFORM16, least_favourable(UNIFORM16, 0.02), 20_000, 150),
     ("sparse, TV 0", SPARSE64, SPARSE64, 500, 300),
     ("sparse, TV 0.05", SPARSE64, least_favourable(SPARSE64, 0.05), 500, 0),
-    ("grouped, TV 0.01 in one group", np.stack([UNIFORM16] * 3), np.stack([_two_cells(UNIFORM16, 0.03), UNIFORM16, UNIFORM16]), 5_000, 100),
+    (
+        "grouped, TV 0.01 in one group",
+        np.stack([UNIFORM16] * 3),
+        np.stack([_two_cells(UNIFORM16, 0.03), UNIFORM16, UNIFORM16]),
+        5_000,
+        100,
+    ),
 ]
 
 
@@ -59,13 +65,17 @@ FAST = [c for c in COVERAGE if c[4]]
 
 
 @pytest.mark.parametrize(("name", "law", "alternative", "samples", "runs"), FAST, ids=[c[0] for c in FAST])
-def test_interval_covers_the_planted_tv(name: str, law: np.ndarray, alternative: np.ndarray, samples: int, runs: int) -> None:
+def test_interval_covers_the_planted_tv(
+    name: str, law: np.ndarray, alternative: np.ndarray, samples: int, runs: int
+) -> None:
     _check_coverage_and_bias(name, law, alternative, samples, runs)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "law", "alternative", "samples", "runs"), COVERAGE, ids=[c[0] for c in COVERAGE])
-def test_interval_covers_the_planted_tv_thoroughly(name: str, law: np.ndarray, alternative: np.ndarray, samples: int, runs: int) -> None:
+def test_interval_covers_the_planted_tv_thoroughly(
+    name: str, law: np.ndarray, alternative: np.ndarray, samples: int, runs: int
+) -> None:
     """1,500 runs per deviation (about 80 s in all)."""
     _check_coverage_and_bias(f"{name}, thorough", law, alternative, samples, 1_500)
 

@@ -7,8 +7,8 @@ import torch
 from hypothesis import find, given
 from hypothesis import strategies as st
 
-from specverify.replay import StepCase
 from specverify import strategies as sv
+from specverify.replay import StepCase
 
 from ._helpers import assert_probability_rows, ci, examples
 from .test_pairs import holds

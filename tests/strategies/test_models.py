@@ -7,11 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specverify.models import ChainModel, TableModel
-from specverify.replay import ModelCase
 from specverify import strategies as sv
 from specverify._models import draw_drafts, step_inputs
 from specverify._seeds import derive_seed
+from specverify.models import ChainModel, TableModel
+from specverify.replay import ModelCase
 
 from ._helpers import assert_probability_rows, ci, examples
 from .test_pairs import holds

@@ -43,6 +43,10 @@ def test_every_edge_is_drawn():
     names = {"temperature": [0.0, 1e-3, 100.0], "top_p": [1e-9], "min_p": [0.999, 1.0]}
     for name, values in names.items():
         for value in values:
-            find(sv.sampling_params(3, 8), lambda p, name=name, value=value: bool((getattr(p, name) == value).any()), settings=NO_SHRINK)
+            find(
+                sv.sampling_params(3, 8),
+                lambda p, name=name, value=value: bool((getattr(p, name) == value).any()),
+                settings=NO_SHRINK,
+            )
     for k in (1, 8, 16):
         find(sv.sampling_params(2, 8, names=("top_k",)), lambda p, k=k: bool((p.top_k == k).any()), settings=NO_SHRINK)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from hypothesis import find
 
-from specverify.replay import ModelCase, StepCase
 from specverify import strategies as sv
+from specverify.replay import ModelCase, StepCase
 
 from ._helpers import ci
 
@@ -64,7 +64,9 @@ def test_a_failing_step_batch_shrinks_to_one_case_of_two_tokens_and_one_draft():
 
 
 def test_a_failing_model_shrinks_to_two_tokens_and_one_draft():
-    case = find(sv.model_cases(max_vocab=6, max_k=4, kind=sv.MIXED, max_cells=4096), first_token_bug_shows, settings=ci(100))
+    case = find(
+        sv.model_cases(max_vocab=6, max_k=4, kind=sv.MIXED, max_cells=4096), first_token_bug_shows, settings=ci(100)
+    )
     assert (case.vocab_size, case.k) == (2, 1)
     assert case.precision == "float64"
     # simple numbers: every probability a ratio of small integers (a byte's weight or less)

@@ -13,12 +13,7 @@ from ._helpers import assert_probability_rows, ci
 
 
 @ci(150)
-@given(
-    st.data(),
-    sv.vocab_sizes(2, 300),
-    st.sampled_from((None, *sv.VECTOR_KINDS)),
-    st.sampled_from(sv.PRECISIONS),
-)
+@given(st.data(), sv.vocab_sizes(2, 300), st.sampled_from((None, *sv.VECTOR_KINDS)), st.sampled_from(sv.PRECISIONS))
 def test_every_vector_is_valid_within_its_precision(data, vocab, kind, precision):
     vector = data.draw(sv.probability_vectors(vocab, kind, precision))
     assert vector.shape == (vocab,)

@@ -88,7 +88,9 @@ def test_the_same_test_catches_the_layouts_lossy_variant(example, monkeypatch) -
     monkeypatch.setattr(example, name, functools.partial(getattr(example, name), **broken))
     tree = trees()
     law = law_of(tree, example.sampler.algorithm)
-    estimate = run(example.sampler, tree, f"{example.layout_name}-broken-estimate")  # the deviation, on an independent run
+    estimate = run(
+        example.sampler, tree, f"{example.layout_name}-broken-estimate"
+    )  # the deviation, on an independent run
     tv = 0.5 * np.abs(estimate / estimate.sum(axis=1, keepdims=True) - law).sum(axis=1).mean()
     assert power_of(SAMPLES * tree.batch, tv / 2, int((law > 0).sum()) - tree.batch, ALPHA) >= 0.99
     observed = run(example.sampler, tree, f"{example.layout_name}-broken")

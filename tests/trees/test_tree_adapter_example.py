@@ -44,7 +44,13 @@ def trees(duplicate: bool = False) -> TreeBatch:
     star = TreeBatch(
         torch.tensor([[-1, 0, 0, 0, 0, -2]]),
         torch.tensor([star_tokens + [-1]]),
-        torch.cat([dyadic([2, 2, 4, 8], [4, 4, 4, 4], [8, 8, 0, 0], [1, 1, 1, 13], [2, 6, 2, 6]), torch.zeros(1, 1, 4, dtype=torch.float64)], dim=1),
+        torch.cat(
+            [
+                dyadic([2, 2, 4, 8], [4, 4, 4, 4], [8, 8, 0, 0], [1, 1, 1, 13], [2, 6, 2, 6]),
+                torch.zeros(1, 1, 4, dtype=torch.float64),
+            ],
+            dim=1,
+        ),
     )
     return TreeBatch.concat([fork, star])
 

@@ -10,8 +10,8 @@ import torch
 from specverify._exact import target_law
 from specverify._models import ChainModel
 from specverify._seeds import derive_seed
-from specverify._trees.draw import completed_sequences, draw_tree, emitted_sequences
 from specverify._trees.contract import audit_tree_output
+from specverify._trees.draw import completed_sequences, draw_tree, emitted_sequences
 from specverify.samplers import TREE_REFERENCES
 from specverify.stats import gof_test, min_detectable_tv, power_of
 
@@ -99,4 +99,8 @@ def test_draw_tree_without_replacement_needs_enough_tokens() -> None:
         draw_tree(one_hot, [-1, 0, 0], 4, torch.Generator().manual_seed(0), replacement=False)
     tree = draw_tree(model(), FORK, 64, torch.Generator().manual_seed(1), replacement=False)
     siblings = tree.tokens[:, 1:4]
-    assert (siblings[:, 0] != siblings[:, 1]).all() and (siblings[:, 1] != siblings[:, 2]).all() and (siblings[:, 0] != siblings[:, 2]).all()
+    assert (
+        (siblings[:, 0] != siblings[:, 1]).all()
+        and (siblings[:, 1] != siblings[:, 2]).all()
+        and (siblings[:, 0] != siblings[:, 2]).all()
+    )

@@ -28,12 +28,7 @@ from specverify._trees.exact import (
 )
 
 #: Small static trees: a star, a chain, a fork with a grandchild, a binary tree of depth 2.
-SHAPES = {
-    "star3": [-1, 0, 0, 0],
-    "chain3": [-1, 0, 1, 2],
-    "fork": [-1, 0, 0, 1],
-    "binary": [-1, 0, 0, 1, 1, 2, 2],
-}
+SHAPES = {"star3": [-1, 0, 0, 0], "chain3": [-1, 0, 1, 2], "fork": [-1, 0, 0, 1], "binary": [-1, 0, 0, 1, 1, 2, 2]}
 
 
 class Model:
@@ -201,7 +196,9 @@ def test_block_verification_accepts_at_least_as_much_as_token_wise(vocab: int, k
 
 def test_block_equals_token_wise_with_one_draft() -> None:
     target, draft = Model(1, 3, zeros=True), Model(2, 3, zeros=True)
-    assert block_mean_accepted_scalar(target, draft, 3, 1) == drawn_mean_accepted_scalar(target, draft, [-1, 0], 3, "specinfer")
+    assert block_mean_accepted_scalar(target, draft, 3, 1) == drawn_mean_accepted_scalar(
+        target, draft, [-1, 0], 3, "specinfer"
+    )
 
 
 # --- the chain special case and the float law ------------------------------------------------
@@ -228,11 +225,7 @@ def test_chain_tree_law_is_the_canonical_chain_law() -> None:
             assert law == {(j, t): m for j, row in enumerate(canonical) for t, m in enumerate(row) if m != 0}
 
 
-TREES = [
-    [-1, 0, 0, 0, 1, 1, 4],
-    [-1, 0, 1, 1, 2, 0],
-    [-1, 0, 0, 0, 0, 0],
-]
+TREES = [[-1, 0, 0, 0, 1, 1, 4], [-1, 0, 1, 1, 2, 0], [-1, 0, 0, 0, 0, 0]]
 
 
 @pytest.mark.parametrize("algorithm", ["specinfer", "without-replacement", "target-only"])
@@ -245,7 +238,10 @@ def test_float_law_matches_the_fraction_law(algorithm: str) -> None:
         p, q = random_rows(rng, n, vocab), random_rows(rng, n, vocab, zeros=False)
         tokens = [-1] + [rng.randrange(vocab) for _ in range(n - 1)]  # duplicates and zero-mass children happen
         scalar_laws.append(tree_law_scalar(parents, tokens, p, q, algorithm))
-        f = lambda rows: torch.tensor([[float(x) for x in r] for r in rows], dtype=torch.float64)[None]
+
+        def f(rows):
+            return torch.tensor([[float(x) for x in r] for r in rows], dtype=torch.float64)[None]
+
         trees.append(TreeBatch(torch.tensor([parents]), torch.tensor([tokens]), f(p), f(q)))
     tree = TreeBatch.concat(trees)
     law = tree_law(tree, algorithm)
@@ -255,7 +251,9 @@ def test_float_law_matches_the_fraction_law(algorithm: str) -> None:
         for (n, t), m in scalar.items():
             dense[n, t] = float(m)
         assert torch.allclose(law[b], dense, atol=1e-12), b
-        assert float(expected_accepted(tree, law)[b]) == pytest.approx(float(mean_accepted_scalar(scalar, TREES[b])), abs=1e-12)
+        assert float(expected_accepted(tree, law)[b]) == pytest.approx(
+            float(mean_accepted_scalar(scalar, TREES[b])), abs=1e-12
+        )
 
 
 def test_float_block_law_matches_the_fraction_law() -> None:
@@ -266,9 +264,14 @@ def test_float_block_law_matches_the_fraction_law() -> None:
         p, q = random_rows(rng, k + 1, vocab), random_rows(rng, k, vocab)
         drafts = [rng.randrange(vocab) for _ in range(k)]
         rows.append((p, q, drafts))
-    f = lambda rows_: torch.tensor([[float(x) for x in r] for r in rows_], dtype=torch.float64)
+
+    def f(rows_):
+        return torch.tensor([[float(x) for x in r] for r in rows_], dtype=torch.float64)
+
     tree = TreeBatch.from_chain(
-        torch.stack([f(p) for p, _, _ in rows]), torch.stack([f(q) for _, q, _ in rows]), torch.tensor([d for _, _, d in rows])
+        torch.stack([f(p) for p, _, _ in rows]),
+        torch.stack([f(q) for _, q, _ in rows]),
+        torch.tensor([d for _, _, d in rows]),
     )
     law = block_law(tree)
     assert torch.allclose(law.sum(dim=(1, 2)), torch.ones(6, dtype=torch.float64))

@@ -37,7 +37,9 @@ def run(spec: str, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:
         ("writes_inputs", "inputs-unmodified", "modified its input target_probs in place", 0),
     ],
 )
-def test_a_tree_sampler_that_fails_in_its_worker_fails_that_check_and_the_next_one_runs(sampler, violation, fragment, restarts, tmp_path):
+def test_a_tree_sampler_that_fails_in_its_worker_fails_that_check_and_the_next_one_runs(
+    sampler, violation, fragment, restarts, tmp_path
+):
     code, data, html = run(f"isolation_trees:{sampler}", tmp_path)
     assert code == 1 and data["verdict"] == "non-conformant" and "<html" in html[:2000].lower()
     by_id = {c["id"]: c for c in data["checks"]}
@@ -57,30 +59,42 @@ def test_a_hung_tree_sampler_is_killed_at_the_limit_and_the_run_goes_on(tmp_path
     code, data, _ = run("isolation_trees:hangs", tmp_path, "--timeout", "2")
     assert code == 1
     by_id = {c["id"]: c for c in data["checks"]}
-    assert by_id["trees.output[shapes]"]["evidence"]["violation"] == "hang" and "within 2 s" in by_id["trees.output[shapes]"]["message"]
+    assert (
+        by_id["trees.output[shapes]"]["evidence"]["violation"] == "hang"
+        and "within 2 s" in by_id["trees.output[shapes]"]["message"]
+    )
     assert by_id["trees.support[zero-coins]"]["status"] == "pass"
     assert data["run"]["isolation"]["hangs"] == 1 and data["run"]["isolation"]["worker_starts"] == 2
 
 
 def test_in_process_runs_the_tree_sampler_here_and_says_why(tmp_path):
     code, data, _ = run("isolation_trees:raises", tmp_path, "--in-process")
-    assert code == 1 and data["run"]["isolation"]["mode"] == "in-process" and "--in-process" in data["run"]["isolation"]["reason"]
+    assert (
+        code == 1
+        and data["run"]["isolation"]["mode"] == "in-process"
+        and "--in-process" in data["run"]["isolation"]["reason"]
+    )
     assert data["checks"][0]["evidence"]["violation"] == "raised" and "IndexError" in data["checks"][0]["message"]
 
 
 def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
     budget = get_budget("quick").with_(tv=0.2)
     select = ["trees.conditional[[]star]", "trees.target-law[[]binary]", "trees.acceptance[[]chain]"]
-    runs = [specverify.check("specverify.samplers:tree_reference", budget=budget, seed=3, select=select, isolation=mode) for mode in ("process", "in-process")]
+    runs = [
+        specverify.check("specverify.samplers:tree_reference", budget=budget, seed=3, select=select, isolation=mode)
+        for mode in ("process", "in-process")
+    ]
     assert [r.run["isolation"]["mode"] for r in runs] == ["process", "in-process"]
     process, here = ([(c.id, c.status, c.p_value, c.samples) for c in r.checks] for r in runs)
-    assert process == here and len(process) == 5 and all(p is not None for _, _, p, _ in process)  # each target-law with its acceptance
+    assert (
+        process == here and len(process) == 5 and all(p is not None for _, _, p, _ in process)
+    )  # each target-law with its acceptance
 
 
 @pytest.mark.parametrize("isolation", ["process", "in-process"])
 def test_a_tree_sampler_is_imported_and_built_once(isolation):
-    from specverify._runner import load_sut
     from specverify._kinds import TreeKind
+    from specverify._runner import load_sut
 
     builds = []
     for _ in range(2):  # the second load reuses the first's process (or this one): the count goes on
@@ -162,6 +176,8 @@ def test_an_unbatched_tree_samplers_first_broken_row_is_the_one_a_row_by_row_aud
     tokens, target = tree.tokens.clone(), tree.target_probs.clone()
     tokens[1, 3], tokens[4, 3] = 0, 4
     target[1, :, 0] = 0.0
-    faults = _faults_of_one_tree_per_call(TreeBatch(tree.parents, tokens, target / target.sum(-1, keepdim=True), tree.draft_probs))
+    faults = _faults_of_one_tree_per_call(
+        TreeBatch(tree.parents, tokens, target / target.sum(-1, keepdim=True), tree.draft_probs)
+    )
     assert faults["process"] == faults["in-process"]
     assert faults["process"].rule == "zero-target" and faults["process"].row == 1

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import specverify
+from specverify._trees.limits import TreeLimits, shape_counts
+from specverify.checks._tree_cases import fixed_tree
 from specverify.errors import SamplerSpecError
 from specverify.report import write_report
 from specverify.samplers import tree_target_only
 from specverify.trees import TreeBatch, tree_law
-from specverify._trees.limits import TreeLimits, shape_counts
-from specverify.checks._tree_cases import fixed_tree
 
 RESERVED = (0, 2)
 #: Cheap and decisive: the exact audits on every fixed and generated tree, a skip, one law check.
@@ -50,9 +50,16 @@ def test_a_verifier_within_its_declared_limits_passes_and_the_run_says_what_it_l
     result = specverify.check(_declared(**LIMITS), budget="quick", seed=0, select=SELECTION, isolation="in-process")
     statuses = {c.id: c.status for c in result.checks}
     assert not {"fail", "error"} & set(statuses.values()), statuses
-    assert statuses["trees.output[shapes]"] == statuses["trees.output[generated]"] == statuses["trees.target-law[star]"] == "pass"
+    assert (
+        statuses["trees.output[shapes]"]
+        == statuses["trees.output[generated]"]
+        == statuses["trees.target-law[star]"]
+        == "pass"
+    )
     wide = next(c for c in result.checks if c.id == "trees.conditional[wide]")
-    assert wide.status == "skip" and "36 children at one node, more than the declared max_children=10" in wide.message  # skipped, never passed
+    assert (
+        wide.status == "skip" and "36 children at one node, more than the declared max_children=10" in wide.message
+    )  # skipped, never passed
     shapes = next(c for c in result.checks if c.id == "trees.output[shapes]")
     assert len(shapes.evidence["not_posed"]) == 3 and "not posed" in shapes.message  # wide, 64 siblings, 64 nodes
     not_posed = result.to_json()["run"]["not_posed"]
@@ -60,7 +67,9 @@ def test_a_verifier_within_its_declared_limits_passes_and_the_run_says_what_it_l
     assert any(line.startswith("trees.output[generated]: generated trees cut") for line in not_posed)
     page = tmp_path / "strict.html"
     write_report(result, page)
-    assert all(html.escape(line, quote=False) in page.read_text(encoding="utf-8") for line in not_posed)  # the report's banner lists them
+    assert all(
+        html.escape(line, quote=False) in page.read_text(encoding="utf-8") for line in not_posed
+    )  # the report's banner lists them
     capabilities = result.to_json()["run"]["sampler"]["capabilities"]  # the declared limits, recorded
     assert (capabilities["max_children"], capabilities["max_depth"], capabilities["max_nodes"]) == (10, 3, 40)
     assert list(capabilities["reserved_tokens"]) == [0, 2]
@@ -69,15 +78,26 @@ def test_a_verifier_within_its_declared_limits_passes_and_the_run_says_what_it_l
 @pytest.mark.parametrize("undeclared", ["max_children", "reserved_tokens"])
 def test_the_same_verifier_fails_where_it_does_not_declare_a_limit(undeclared: str) -> None:
     limits = {k: v for k, v in LIMITS.items() if k != undeclared}
-    result = specverify.check(_declared(**limits), budget="quick", seed=0, select=["trees.output*"], isolation="in-process")
+    result = specverify.check(
+        _declared(**limits), budget="quick", seed=0, select=["trees.output*"], isolation="in-process"
+    )
     assert "fail" in {c.status for c in result.checks}
     raised = [c for c in result.checks if c.status == "fail"]
     assert all(c.evidence["violation"] == "raised" for c in raised)
 
 
 def test_nonsense_limits_are_refused_where_declared() -> None:
-    for bad in ({"max_children": 0}, {"max_depth": -1}, {"max_nodes": 1}, {"max_children": True}, {"max_depth": 2.5},
-                {"reserved_tokens": (-1,)}, {"reserved_tokens": (7,), "max_vocab": 4}, {"reserved_tokens": "02"}, {"reserved_tokens": (0.0,)}):
+    for bad in (
+        {"max_children": 0},
+        {"max_depth": -1},
+        {"max_nodes": 1},
+        {"max_children": True},
+        {"max_depth": 2.5},
+        {"reserved_tokens": (-1,)},
+        {"reserved_tokens": (7,), "max_vocab": 4},
+        {"reserved_tokens": "02"},
+        {"reserved_tokens": (0.0,)},
+    ):
         with pytest.raises(ValueError, match="Capabilities"):
             specverify.Capabilities(**bad)
     assert specverify.Capabilities(reserved_tokens=[2, 0, 2]).reserved_tokens == (0, 2)
@@ -115,4 +135,6 @@ def test_pruning_and_drafts_respect_the_limits() -> None:
     assert children <= 2 and depth <= 2 and nodes <= 5 and kept[0] == 0
     assert not torch.isin(pruned.tokens[0, 1:], torch.tensor(RESERVED)).any()
     drafts = limits.drafts_without_reserved(torch.full((3, 6), 1 / 6, dtype=torch.float64))
-    assert torch.all(drafts[:, list(RESERVED)] == 0) and torch.allclose(drafts.sum(-1), torch.ones(3, dtype=torch.float64))
+    assert torch.all(drafts[:, list(RESERVED)] == 0) and torch.allclose(
+        drafts.sum(-1), torch.ones(3, dtype=torch.float64)
+    )

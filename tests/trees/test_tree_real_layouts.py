@@ -36,10 +36,17 @@ def choice_buffers(choices: list[list[int]]) -> dict[str, torch.Tensor]:
         for k in range(1, len(c)):
             mask[node[tuple(c)], node[tuple(c[:k])]] = 1
     leaves = [c for c in reversed(ordered) if not any(len(o) > len(c) and o[: len(c)] == c for o in ordered)]
-    medusa = torch.tensor([[0] + [node[tuple(c[:k])] for k in range(1, len(c) + 1)] + [-1] * (depth - len(c)) for c in leaves])
+    medusa = torch.tensor(
+        [[0] + [node[tuple(c[:k])] for k in range(1, len(c) + 1)] + [-1] * (depth - len(c)) for c in leaves]
+    )
     eagle = torch.tensor(sorted(medusa.tolist(), key=lambda row: [x if x >= 0 else width + 5 for x in row]))
     positions = torch.tensor([0] + [len(c) for c in ordered])
-    return {"eagle": eagle, "medusa_attn_mask": mask[None, None], "medusa_position_ids": positions, "retrieve_indices": medusa}
+    return {
+        "eagle": eagle,
+        "medusa_attn_mask": mask[None, None],
+        "medusa_position_ids": positions,
+        "retrieve_indices": medusa,
+    }
 
 
 @settings(max_examples=40, deadline=None)
@@ -53,7 +60,11 @@ def test_layouts_round_trip_on_generated_batches(tree) -> None:  # type: ignore[
         assert torch.equal(other.parents, tree.parents)
         assert torch.equal(torch.where(real, other.tokens, -1)[:, 1:], torch.where(real, tree.tokens, -1)[:, 1:])
         assert torch.equal(other.target_probs[real], tree.target_probs[real])
-        assert tree.draft_probs is None or other.draft_probs is not None and torch.equal(other.draft_probs[real], tree.draft_probs[real])
+        assert (
+            tree.draft_probs is None
+            or other.draft_probs is not None
+            and torch.equal(other.draft_probs[real], tree.draft_probs[real])
+        )
 
     eagle = trees.to_eagle(tree)
     back = trees.from_eagle(eagle.retrieve_indices, tree.tokens, tree.target_probs, tree.draft_probs)
@@ -65,7 +76,9 @@ def test_layouts_round_trip_on_generated_batches(tree) -> None:  # type: ignore[
     assert torch.equal(again.to_path(*medusa.from_path(path)), path)
     for prefix_len in (1, 4):
         sequoia = trees.to_sequoia(tree, prefix_len)
-        third = trees.from_sequoia(sequoia.successors, sequoia.sequence(), tree.target_probs, tree.draft_probs, prefix_len=prefix_len)
+        third = trees.from_sequoia(
+            sequoia.successors, sequoia.sequence(), tree.target_probs, tree.draft_probs, prefix_len=prefix_len
+        )
         same(third.tree)
         out = third.to_path(*sequoia.from_path(path, token))
         assert torch.equal(out[0], path) and torch.equal(out[1], token)
@@ -96,7 +109,9 @@ def test_medusa_buffers_as_medusa_builds_them() -> None:
     again = trees.to_medusa(layout.tree).buffers()
     assert torch.equal(again["medusa_attn_mask"][0], medusa["medusa_attn_mask"][0, 0])
     assert torch.equal(again["medusa_position_ids"][0], medusa["medusa_position_ids"])
-    assert torch.equal(again["retrieve_indices"][0], medusa["retrieve_indices"])  # deepest leaf first, as Medusa lists them
+    assert torch.equal(
+        again["retrieve_indices"][0], medusa["retrieve_indices"]
+    )  # deepest leaf first, as Medusa lists them
     assert layout.candidates[0, -1].tolist() == [0, 7, 0, 0]  # padded with token 0, as Medusa pads
     assert layout.to_path(torch.tensor([1]), torch.tensor([1])).tolist() == [[0, 2, -1, -1]]  # row 1 is leaf (1, 0)
 
@@ -134,10 +149,14 @@ def test_sequoia_takes_one_successor_list_per_row() -> None:
 
 
 def test_outputs_naming_no_node_are_kept_visible() -> None:
-    layout = trees.to_eagle(trees.from_eagle(choice_buffers(CHOICES)["eagle"], torch.zeros(1, 8, dtype=torch.int64), laws(1, 8)).tree)
+    layout = trees.to_eagle(
+        trees.from_eagle(choice_buffers(CHOICES)["eagle"], torch.zeros(1, 8, dtype=torch.int64), laws(1, 8)).tree
+    )
     assert layout.to_path(torch.tensor([9]), torch.tensor([1]))[0, 0] == 8  # no row 9: node N, the audit reports it
     sequoia = trees.to_sequoia(layout.tree, prefix_len=2)
-    assert sequoia.to_path(torch.tensor([[1, 2, -1, -1, -1]]), torch.tensor([0]))[0][0, 0] == 8  # the prefix is not 0, 1
+    assert (
+        sequoia.to_path(torch.tensor([[1, 2, -1, -1, -1]]), torch.tensor([0]))[0][0, 0] == 8
+    )  # the prefix is not 0, 1
 
 
 @pytest.mark.parametrize(
@@ -167,7 +186,9 @@ def test_medusa_malformed_buffers_are_refused() -> None:
     with pytest.raises(ValueError, match="not a path of medusa_attn_mask"):
         trees.from_medusa(off_tree, tokens, target)
     with pytest.raises(ValueError, match="on no row"):
-        trees.from_medusa(dict(medusa, retrieve_indices=medusa["retrieve_indices"][:-1]), tokens, target)  # leaf (2,) left out
+        trees.from_medusa(
+            dict(medusa, retrieve_indices=medusa["retrieve_indices"][:-1]), tokens, target
+        )  # leaf (2,) left out
     with pytest.raises(ValueError, match="expected 2 dimensions"):
         trees.from_medusa(dict(medusa, retrieve_indices=torch.zeros(3, 2, 2, 2, dtype=torch.int64)), tokens, target)
 

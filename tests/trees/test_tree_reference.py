@@ -114,7 +114,9 @@ def test_block_verification_follows_its_exact_law() -> None:
 
 def test_injected_uniforms_decide_everything() -> None:
     """Hand-computed: p = (.5, .3, .2, 0) at the root, children tokens 3, 0, 1 tried in order."""
-    p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 1.0], [0.25] * 4], dtype=torch.float64)
+    p = torch.tensor(
+        [[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4], [0.0, 0.0, 0.0, 1.0], [0.25] * 4], dtype=torch.float64
+    )
     tree = TreeBatch(torch.tensor([[-1, 0, 0, 0]]), torch.tensor([[0, 3, 0, 1]]), p[None])
     # coin 0 on token 3 (p = 0): rejected; 0.6 >= g(0) = .5: rejected, g = (0, .6, .4, 0); 0.55 < .6: accepted
     u = torch.tensor([[0.3, 0.0, 0.6, 0.55]], dtype=torch.float64)
@@ -130,7 +132,9 @@ def test_injected_uniforms_decide_everything() -> None:
 def test_coin_zero_never_accepts_a_zero_mass_child() -> None:
     """SGLang #35771: with every coin 0, no algorithm accepts a token of target probability 0."""
     p = rows([0, 1, 1, 2], [1, 1, 1, 1], [1, 1, 1, 1])
-    tree = TreeBatch(torch.tensor([[-1, 0, 0]]), torch.tensor([[0, 0, 3]]), p, rows([1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1]))
+    tree = TreeBatch(
+        torch.tensor([[-1, 0, 0]]), torch.tensor([[0, 0, 3]]), p, rows([1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1])
+    )
     u = torch.zeros(1, 3, dtype=torch.float64)
     for algorithm in ("specinfer", "without-replacement", "target-only"):
         path, token = TREE_REFERENCES[algorithm](tree, uniforms=u)
@@ -184,7 +188,10 @@ def test_block_verification_accepts_more_than_token_wise_measured() -> None:
     tree = chains(2, 4, 4)
     own = accepted_tests(tree, block_verification, tree_law(tree, "block-verification"), "block-gain")
     token_wise = accepted_tests(tree, block_verification, tree_law(tree, "specinfer"), "block-gain")
-    gain = (expected_accepted(tree, tree_law(tree, "block-verification")) - expected_accepted(tree, tree_law(tree, "specinfer"))).tolist()
+    gain = (
+        expected_accepted(tree, tree_law(tree, "block-verification"))
+        - expected_accepted(tree, tree_law(tree, "specinfer"))
+    ).tolist()
     # (given one fixed draft chain block verification can accept fewer: its advantage holds on
     # average over drafts drawn from the draft, which tests/trees/test_tree_exact.py proves)
     for g, (mine, other) in enumerate(zip(own, token_wise)):

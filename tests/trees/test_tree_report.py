@@ -10,7 +10,9 @@ from specverify.zoo import TREE_MEMBERS
 
 
 def test_a_failing_tree_case_is_drawn_with_its_path_and_the_node_the_target_forbids() -> None:
-    result = specverify.check(TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"])
+    result = specverify.check(
+        TREE_MEMBERS["tree-coin-zero-accepts-zero-mass"], budget="quick", seed=0, select=["trees.support*"]
+    )
     (failure,) = result.checks
     case = failure.evidence["tree_case"]
     assert unknown_keys(failure.to_json()["evidence"]) == []  # the fault's details and the tree case are in the schema
@@ -24,7 +26,12 @@ def test_a_failing_tree_case_is_drawn_with_its_path_and_the_node_the_target_forb
 
 
 def test_tree_drawing_rings_the_node_farthest_from_the_exact_law_and_refuses_a_non_tree() -> None:
-    case = {"parents": [-1, 0, 0, 1], "tokens": [-1, 5, 6, 7], "ends_observed": [10, 10, 80, 0], "ends_expected": [10.0, 10.0, 50.0, 30.0]}
+    case = {
+        "parents": [-1, 0, 0, 1],
+        "tokens": [-1, 5, 6, 7],
+        "ends_observed": [10, 10, 80, 0],
+        "ends_expected": [10.0, 10.0, 50.0, 30.0],
+    }
     svg = tree_case_svg(case, "t", label="case")
     assert svg is not None and svg.count("<circle") == 4 and "expected 30.0" in svg
     assert svg.count('stroke-width="3.5"') == 2  # root -> 1 -> 3: the path to the worst node (3)

@@ -12,8 +12,8 @@ from scipy import stats
 
 import specverify
 from specverify.checks._tree_tally import CHUNK_ROWS, FIRST_LOOK, SEQUENTIAL_SHARE, LawDecision
-from specverify.stats import gof_test, samples_needed
 from specverify.samplers import tree_reference
+from specverify.stats import gof_test, samples_needed
 from specverify.zoo import TREE_MEMBERS
 
 #: A simulated level is held to the binomial bound it exceeds with this probability at most.
@@ -32,7 +32,9 @@ def _looks(rows: int) -> list[int]:
 
 def test_a_law_decision_splits_its_level_between_the_fixed_and_the_sequential_test() -> None:
     decision = LawDecision(np.full(8, 1 / 8), alpha=1e-3, tv=0.05)
-    assert decision.fixed_alpha == pytest.approx(1e-3 * (1 - SEQUENTIAL_SHARE)) and decision.test.alpha == pytest.approx(1e-3 * SEQUENTIAL_SHARE)
+    assert decision.fixed_alpha == pytest.approx(
+        1e-3 * (1 - SEQUENTIAL_SHARE)
+    ) and decision.test.alpha == pytest.approx(1e-3 * SEQUENTIAL_SHARE)
     decision.test.log_e_value = math.log(1 / (1e-3 * SEQUENTIAL_SHARE))  # the e-value at its threshold: p exactly alpha
     assert decision.pvalue(1.0) == pytest.approx(1e-3)
     decision.test.log_e_value = 0.0
@@ -62,18 +64,31 @@ def test_a_law_decision_keeps_its_level_under_the_familys_looks() -> None:
 
 def test_a_failing_sampler_stops_early_and_says_where() -> None:
     member = TREE_MEMBERS["tree-duplicate-siblings-counted-twice"]
-    [result] = specverify.check(member, budget="quick", seed=0, select=["trees.conditional[[]duplicates]"], isolation="in-process").checks
+    [result] = specverify.check(
+        member, budget="quick", seed=0, select=["trees.conditional[[]duplicates]"], isolation="in-process"
+    ).checks
     evidence = result.evidence
-    assert result.status == "fail" and result.finding == "non-canonical" and result.p_value is not None and result.p_value <= result.alpha
+    assert (
+        result.status == "fail"
+        and result.finding == "non-canonical"
+        and result.p_value is not None
+        and result.p_value <= result.alpha
+    )
     assert evidence["stopped_early"] is True and result.samples == FIRST_LOOK < evidence["planned_rows"]
     assert evidence["sequential_alpha"] + evidence["fixed_alpha"] == pytest.approx(result.alpha)
     assert f"stopped after {FIRST_LOOK} of {evidence['planned_rows']} rows" in (result.message or "")
 
 
 def test_a_passing_sampler_draws_its_planned_rows_once_for_two_decisions() -> None:
-    result = specverify.check(tree_reference, budget="quick", seed=0, select=["trees.target-law[[]chain]"], isolation="in-process")
+    result = specverify.check(
+        tree_reference, budget="quick", seed=0, select=["trees.target-law[[]chain]"], isolation="in-process"
+    )
     law, acceptance = result.checks
     assert (law.id, acceptance.id) == ("trees.target-law[chain]", "trees.acceptance[chain]")
     assert law.status == acceptance.status == "pass" and law.evidence["stopped_early"] is False
-    assert law.samples == acceptance.samples == law.evidence["planned_rows"] == result.run["sampler_rows"]  # one draw, two tests
-    assert acceptance.evidence["tallied_with"] == law.id and law.alpha == 2 * acceptance.alpha  # each its own share (acceptance: the low side)
+    assert (
+        law.samples == acceptance.samples == law.evidence["planned_rows"] == result.run["sampler_rows"]
+    )  # one draw, two tests
+    assert (
+        acceptance.evidence["tallied_with"] == law.id and law.alpha == 2 * acceptance.alpha
+    )  # each its own share (acceptance: the low side)

@@ -47,7 +47,9 @@ def test_edge_cases_are_reachable() -> None:
     """Past the 32-sibling boundary, 64 siblings, deep trees, duplicates, zero-mass children."""
     wide = find(tree_cases(shape="star", max_nodes=MAX_TREE_NODES), lambda c: most_siblings(c) > 32)
     assert most_siblings(wide) == 33  # shrunk to the boundary
-    full = find(tree_cases(shape="star", max_nodes=MAX_TREE_NODES, siblings="distinct"), lambda c: most_siblings(c) == 64)
+    full = find(
+        tree_cases(shape="star", max_nodes=MAX_TREE_NODES, siblings="distinct"), lambda c: most_siblings(c) == 64
+    )
     assert full.tree.vocab >= 64 and not has_duplicate_siblings(full)
     deep = find(tree_cases(shape="deep-narrow", max_nodes=MAX_TREE_NODES), lambda c: c.tree.depth >= 40)
     assert deep.tree.depth == 40

@@ -21,13 +21,13 @@ import torch
 if importlib.util.find_spec("triton") is None:  # not importorskip: triton must be imported by the sampler
     pytest.skip("the Triton sampler needs the 'triton' package (pip install triton)", allow_module_level=True)
 
+from test_tree_reference import repeated, small_trees  # noqa: E402
+
 from specverify._seeds import derive_seed  # noqa: E402
 from specverify._trees.contract import TreeBatch, audit_tree_output  # noqa: E402
 from specverify.checks._tree_cases import AUDIT_ONLY, TREE_SHAPES  # noqa: E402
 from specverify.samplers import tree_target_only  # noqa: E402
 from specverify.samplers._tree_triton import TreeTritonSampler, tree_triton  # noqa: E402
-
-from test_tree_reference import repeated, small_trees  # noqa: E402
 
 SHAPES = {**TREE_SHAPES, **AUDIT_ONLY}  # chain, star, binary, 36 siblings, 64 siblings, 64 nodes on two levels
 ROWS = 64  # per shape
@@ -94,8 +94,23 @@ def test_its_own_coins_give_valid_outputs_and_follow_the_generator() -> None:
 
 def test_the_trees_family_exact_checks_pass_in_a_fresh_process(tmp_path: Path) -> None:
     """The documented command: every output and support check passes; a subset is inconclusive (exit 3)."""
-    command = [sys.executable, "-m", "specverify", "check", "specverify.samplers:tree_triton", "--budget", "quick",
-               "--only", "trees.output*", "--only", "trees.support*", "--json", str(tmp_path / "t.json"), "--no-progress", "-q"]
+    command = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        "specverify.samplers:tree_triton",
+        "--budget",
+        "quick",
+        "--only",
+        "trees.output*",
+        "--only",
+        "trees.support*",
+        "--json",
+        str(tmp_path / "t.json"),
+        "--no-progress",
+        "-q",
+    ]
     out = subprocess.run(command, capture_output=True, text=True, env=_env(TRITON_INTERPRET="1"), timeout=600)
     result = json.loads((tmp_path / "t.json").read_text())
     bad = [f"{c['id']}: {c['status']} {c['message']}" for c in result["checks"] if c["status"] != "pass"]
@@ -122,12 +137,16 @@ def test_the_gpu_kernel_compiles_for_hopper():
         print("ok")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(TRITON_INTERPRET="0"), timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(TRITON_INTERPRET="0"), timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok"]
 
 
 def _env(**changes: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    )
     return {**env, **changes}

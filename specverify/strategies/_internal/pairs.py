@@ -14,15 +14,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .vectors import (
-    PRECISIONS,
-    _probability_rows,
-    draw_bytes,
-    normalise_rows,
-    round_normalised,
-    round_to,
-    vocab_sizes,
-)
+from .vectors import PRECISIONS, _probability_rows, draw_bytes, normalise_rows, round_normalised, round_to, vocab_sizes
 
 __all__ = ["FAR_SCALES", "NEAR_EQUAL_KINDS", "PAIR_KINDS", "pair_rows", "target_draft_pairs"]
 

@@ -74,9 +74,9 @@ def separating_logits_cases(draw: st.DrawFn, max_vocab: int = 8) -> tuple[torch.
     names = SEPARATING_KINDS[kind]
     grids = [(tuple(range(1, vocab)) if name == "top_k" else _GRID[name]) for name in names]
     combos = torch.cartesian_prod(*[torch.tensor(g, dtype=torch.float64) for g in grids]).reshape(-1, len(names))
-    params = SamplingParams(**{
-        name: combos[:, i].to(torch.int64) if name == "top_k" else combos[:, i] for i, name in enumerate(names)
-    })
+    params = SamplingParams(
+        **{name: combos[:, i].to(torch.int64) if name == "top_k" else combos[:, i] for i, name in enumerate(names)}
+    )
     rows = torch.tensor([logits], dtype=torch.float64).expand(combos.shape[0], -1)
     apart = (PRESETS[first](rows, params) - PRESETS[second](rows, params)).abs().sum(-1) > 1e-6
     found = apart.nonzero().flatten().tolist()

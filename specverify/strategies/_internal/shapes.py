@@ -41,7 +41,15 @@ BOUNDARIES = (1_024, 4_096, 8_192, 32_768, 65_536, 131_072)
 #: Vocabulary sizes of models in use (Llama 2, Llama 3, Qwen 2, Gemma) and the largest tested.
 COMMON_VOCABS = (32_000, 128_256, 151_936, 256_000, 262_144)
 #: The float-edge kinds tested as laws.
-EDGE_LAW_KINDS = ("sub-ulp-residual", "zeros-next-to-sub-ulp", "small-residual", "one-ulp", "near-equal", "bfloat16", "float16")
+EDGE_LAW_KINDS = (
+    "sub-ulp-residual",
+    "zeros-next-to-sub-ulp",
+    "small-residual",
+    "one-ulp",
+    "near-equal",
+    "bfloat16",
+    "float16",
+)
 #: Residual mass of the ``small-residual`` case: above the float-noise level of its row
 #: (V * float64 eps, 2.3e-13 at V = 1,025), below the 1e-12 some fallbacks use.
 SMALL_RESIDUAL = 5e-13
@@ -236,7 +244,9 @@ def large_vocab_cases(
 ) -> st.SearchStrategy[StepCase]:
     """Hypothesis strategy over :func:`structured_case` at the given vocabulary sizes."""
     return st.builds(
-        lambda vocab, k, seed, accept_until: structured_case(vocab, k, seed, accept_until=accept_until, precision=precision),
+        lambda vocab, k, seed, accept_until: structured_case(
+            vocab, k, seed, accept_until=accept_until, precision=precision
+        ),
         st.sampled_from(vocabs),
         st.integers(1, max_k),
         st.integers(0, 2**32 - 1),

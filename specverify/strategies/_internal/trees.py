@@ -261,7 +261,9 @@ def tree_cases(
     ``draft_probs`` out (the target-only verifier).  Shrinks toward a two-node chain.
     """
     _check(shape, siblings, kind, max_nodes, max_siblings)
-    return _tree_case(shape, siblings, kind, max_nodes, max_siblings, max_vocab, vocab_size, zero_children, with_draft, precision)
+    return _tree_case(
+        shape, siblings, kind, max_nodes, max_siblings, max_vocab, vocab_size, zero_children, with_draft, precision
+    )
 
 
 def tree_batches(

@@ -245,5 +245,7 @@ def probability_vectors(
 
 
 @st.composite
-def _probability_vector(draw: st.DrawFn, sizes: st.SearchStrategy[int], kind: str | None, precision: str) -> torch.Tensor:
+def _probability_vector(
+    draw: st.DrawFn, sizes: st.SearchStrategy[int], kind: str | None, precision: str
+) -> torch.Tensor:
     return draw(_probability_rows(1, draw(sizes), kind, precision))[0]
