@@ -80,7 +80,8 @@ class Budget:
     coverage_tv: float | None = None
     #: How the budget was derived (a custom ``--tv`` one: from which preset, what was capped); empty for a preset.
     derivation: str = ""
-    #: The preset a custom ``--tv`` budget's settings come from (what repeats it: ``--budget BASE --tv EPS``); empty for a preset.
+    #: The preset a custom ``--tv`` budget's settings come from (what repeats it: ``--budget BASE --tv EPS``); empty
+    #: for a preset.
     base: str = ""
 
     @property
@@ -190,7 +191,10 @@ def budget_for_tv(tv: float, base: Budget | str | None = None) -> Budget:
         )
         if volume > preset.shape_volume:  # the production shapes' large V cannot reach EPS at any affordable volume
             volume = preset.shape_volume
-            derivation += f"; shape_volume kept at the {preset.name} preset's {volume:,} (large V keeps its cap and states the TV it reaches)"
+            derivation += (
+                f"; shape_volume kept at the {preset.name} preset's {volume:,} (large V keeps its cap and states the "
+                "TV it reaches)"
+            )
     return preset.with_(
         name=f"tv={tv:g}",
         tv=float(tv),

@@ -145,8 +145,8 @@ class Capabilities:
         unknown = [name for name in self.params if name not in warps]
         if unknown or (self.params and self.inputs != "logits"):
             raise ValueError(
-                f"Capabilities.params names the warps a logits sampler honours, some of {warps}; got {tuple(self.params)!r}"
-                + ("" if self.inputs == "logits" else " on a sampler of probabilities")
+                f"Capabilities.params names the warps a logits sampler honours, some of {warps}; got "
+                f"{tuple(self.params)!r}" + ("" if self.inputs == "logits" else " on a sampler of probabilities")
             )
         for field in ("max_k", "max_vocab", "max_batch", "max_children", "max_depth", "max_nodes"):
             value = getattr(self, field)
@@ -384,8 +384,8 @@ def audit_output(
             token = int(tokens[r, position])
             text = (
                 f"row {r}: num_accepted = {n} declares {n} accepted draft{'s' if n != 1 else ''}, so the row emits "
-                f"{n + 1} token{'s' if n else ''} ({'position 0' if n == 0 else f'positions 0 to {n}'}); position {position} holds {token}, "
-                f"outside the vocabulary [0, {vocab})"
+                f"{n + 1} token{'s' if n else ''} ({'position 0' if n == 0 else f'positions 0 to {n}'}); position "
+                f"{position} holds {token}, outside the vocabulary [0, {vocab})"
             )
             if token == -1:
                 text += f": -1 is padding, allowed only after position {n}"
@@ -397,7 +397,8 @@ def audit_output(
                 "padding",
                 per_row[1],
                 lambda r: (
-                    f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} holds {_first(tokens[r], padding[r])}, not -1 padding"
+                    f"row {r}: {int(accepted[r]) + 1} tokens emitted but position {int(padding[r].nonzero()[0, 0])} "
+                    f"holds {_first(tokens[r], padding[r])}, not -1 padding"
                 ),
                 "contract",
             )
@@ -407,7 +408,8 @@ def audit_output(
                 "accepted-drafts",
                 per_row[2],
                 lambda r: (
-                    f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token {_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}"
+                    f"row {r}: accepted position {int(mismatch[r].nonzero()[0, 0])} holds token "
+                    f"{_first(tokens[r, :k], mismatch[r])} but the draft was {_first(draft_tokens[r], mismatch[r])}"
                 ),
                 "contract",
             )
@@ -418,7 +420,8 @@ def audit_output(
                     "zero-target",
                     per_row[3],
                     lambda r: (
-                        f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position {int(impossible[r].nonzero()[0, 0])}, where the target probability is 0"
+                        f"row {r}: emitted token {_first(tokens[r], impossible[r])} at position "
+                        f"{int(impossible[r].nonzero()[0, 0])}, where the target probability is 0"
                     ),
                     "support",
                 )
@@ -505,9 +508,9 @@ def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
     several is a one-row function declared batched (the default)."""
     if len(expected) >= 1 and expected[0] > 1 and (got[:1] == (1,) and got[1:] == expected[1:] or got == expected[1:]):
         return (
-            "; one row for a batch of several: a function that handles one row per call must declare "
-            "batched=False (@specverify.sampler(batched=False), or capabilities = specverify.Capabilities(batched=False)), "
-            "and the harness then calls it row by row"
+            "; one row for a batch of several: a function that handles one row per call must declare batched=False "
+            "(@specverify.sampler(batched=False), or capabilities = specverify.Capabilities(batched=False)), and the "
+            "harness then calls it row by row"
         )
     return ""
 

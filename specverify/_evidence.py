@@ -324,10 +324,12 @@ class Evidence(TypedDict, total=False):
     )  # fit.marginals: the [K, V] shapes; shapes family: a record per shape
     group_pvalues: list[float]  # loop: each group's p-value
     groups: list[str]  # loop: what each group (row of ``observed``) is
-    futility: FutilityRecord  # loop at a --tv budget: the looks, the final sample, where a look stopped the experiment (fit.conditional's deep tests: counted in depth.deep_stopped)
-    futility_by_shape: list[
-        FutilityRecord | None
-    ]  # fit.every-shape at a --tv budget: each shape's experiment, in the order of ``shapes`` (None: no looks, its plan exceeds the cap)
+    # loop at a --tv budget: the looks, the final sample, where a look stopped the experiment (fit.conditional's
+    # deep tests: counted in depth.deep_stopped)
+    futility: FutilityRecord
+    # fit.every-shape at a --tv budget: each shape's experiment, in the order of ``shapes`` (None: no looks, its plan
+    # exceeds the cap)
+    futility_by_shape: list[FutilityRecord | None]
     row_sums: list[float]  # fit.renormalisation: the rows' sums as passed (target rows, then draft rows)
     draft_sequences: int  # exact.conditional: draft sequences enumerated
     lumped: bool  # trees: the law's tail of inactive tokens is lumped into one cell

@@ -1,8 +1,8 @@
 """The step layout: what the harness needs to know of one input shape of a verification step.
 
-A layout is one object per input shape, held by its kind (:mod:`specverify._kinds`).  It says how a sampler of that shape is posed as the call
-the harness makes, how an output is audited (the :class:`~specverify._contract.Violation` objects it
-shows), how an audited output is coded as an outcome index for the tallies, and which exact law
+A layout is one object per input shape, held by its kind (:mod:`specverify._kinds`).  It says how a sampler of that
+shape is posed as the call the harness makes, how an output is audited (the :class:`~specverify._contract.Violation`
+objects it shows), how an audited output is coded as an outcome index for the tallies, and which exact law
 those outcomes have given the inputs.  Calling, auditing and tallying are written against the
 layout, so a new input shape adds a layout instead of a fork of each of them:
 

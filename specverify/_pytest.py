@@ -71,7 +71,8 @@ def describe_failure(results: list[CheckResult]) -> str:
         tv = r.evidence.get("tv")
         if r.status == "fail" and isinstance(tv, dict) and "estimate" in tv:
             lines.append(
-                f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, {tv.get('high', float('nan')):.3g}]"
+                f"  observed TV {tv['estimate']:.3g} [{tv.get('low', float('nan')):.3g}, "
+                f"{tv.get('high', float('nan')):.3g}]"
             )
         if r.evidence.get("minimal_example"):
             lines += [f"  {line}" for line in case_lines(r)]
@@ -204,7 +205,8 @@ class SpecverifyPlugin:
             raise pytest.UsageError(f"specverify: {exc}") from None
         self.seed = config.getoption("specverify_seed") or 0
         searched = importable_from(config)
-        use_default_threads()  # as the CLI: one thread each for the harness and the sampler, unless OMP_NUM_THREADS is set
+        # as the CLI: one thread each for the harness and the sampler, unless OMP_NUM_THREADS is set
+        use_default_threads()
         try:  # the sampler runs in a supervised process of its own: a crash or hang is a finding
             self.sut = load_sut(spec, isolation="process", first_timeout=self.budget.timeout)
         except SamplerSpecError as exc:
@@ -229,7 +231,8 @@ class SpecverifyPlugin:
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         caps = self.sut.capabilities.to_json()
         return [
-            f"specverify: sampler {self.spec} ({self.sut.name}) on {self.sut.device}, dtype {str(self.sut.dtype).removeprefix('torch.')}",
+            f"specverify: sampler {self.spec} ({self.sut.name}) on {self.sut.device}, dtype "
+            f"{str(self.sut.dtype).removeprefix('torch.')}",
             f"specverify: budget {self.budget.name} (detects TV >= {self.budget.tv} with power {self.budget.power}), "
             f"family-wise alpha {self.budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
             f"alpha per decision {self.run.info['alpha_per_decision']:.3g}",
@@ -280,7 +283,8 @@ class SpecverifyPlugin:
         if results != items:  # a test item is one planned check; some report several results (decisions)
             terminalreporter.write_line(
                 f"({items} test items ran, one per planned check; the verdict counts their {results} results: a check "
-                "that makes several decisions on the same samples, such as the first token, the step and each position, reports each)"
+                "that makes several decisions on the same samples, such as the first token, the step and each "
+                "position, reports each)"
             )
         if result.verdict_reason:
             terminalreporter.write_line(f"({result.verdict_reason})")
@@ -361,7 +365,8 @@ def verdict_failure(run: Run) -> str | None:
     if missing:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         lines.append(
-            f"{len(missing)} of {len(run.planned)} planned checks have no result in this process ({shown}): deselected, "
-            "not run yet, or run by another pytest-xdist worker (use --dist loadfile); a verdict needs them all"
+            f"{len(missing)} of {len(run.planned)} planned checks have no result in this process ({shown}): "
+            "deselected, not run yet, or run by another pytest-xdist worker (use --dist loadfile); a verdict needs "
+            "them all"
         )
     return "\n".join(lines)

@@ -195,7 +195,8 @@ def model_law_test(
         )
     else:
         raise ValueError(
-            f"law must be 'completed', 'first-token', 'position', 'given-previous', 'emitted' or 'accepted', not {law!r}"
+            "law must be 'completed', 'first-token', 'position', 'given-previous', 'emitted' or 'accepted', not "
+            f"{law!r}"
         )
     return LawTest(
         gof_test(observed, expected, alpha=alpha, random_state=seed),

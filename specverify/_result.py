@@ -233,8 +233,14 @@ def _non_canonical_reason(checks: list[CheckResult]) -> str:
         found = "no acceptance check ran to show it accepting fewer drafts than the canonical algorithm"
     else:
         passed = sum(c.status == "pass" for c in acceptance)
-        found = f"no acceptance check found it accepting fewer drafts than the canonical algorithm ({passed} of {len(acceptance)} passed)"
-    return f"the law given the drafts is not the canonical algorithm's ({shown}), and {found}: not the difference of a lossless-suboptimal verifier"
+        found = (
+            f"no acceptance check found it accepting fewer drafts than the canonical algorithm ({passed} of "
+            f"{len(acceptance)} passed)"
+        )
+    return (
+        f"the law given the drafts is not the canonical algorithm's ({shown}), and {found}: not the difference of a "
+        "lossless-suboptimal verifier"
+    )
 
 
 def summarise(checks: list[CheckResult]) -> dict[str, int]:
@@ -274,7 +280,10 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     left = list(left_out)
     if left:
         shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
-        reason = f"a subset of the battery ran: {len(left)} results left out ({shown}); a subset can fail a sampler, not pass it"
+        reason = (
+            f"a subset of the battery ran: {len(left)} results left out ({shown}); a subset can fail a sampler, not "
+            "pass it"
+        )
         return Judgement("inconclusive", reason)
     if not finished:
         return Judgement("inconclusive", "the run was interrupted: not every planned check ran")
@@ -288,7 +297,8 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
         ranked = sorted(explained, key=lambda name: (-explained[name], name))
         return Judgement(
             "inconclusive",
-            f"judged by transformers' warp, but the output fits the {' or '.join(ranked)} preset's: declare warp={ranked[0]!r}",
+            f"judged by transformers' warp, but the output fits the {' or '.join(ranked)} preset's: declare "
+            f"warp={ranked[0]!r}",
         )
     if undecided:
         return Judgement("inconclusive", f"undecided at this budget: {', '.join(undecided)}")
@@ -300,13 +310,14 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
         if missing:
             return Judgement(
                 "inconclusive",
-                "the sampler differs from the canonical algorithm where no target-law test ran, so its law there is unknown: "
-                + "; ".join(missing),
+                "the sampler differs from the canonical algorithm where no target-law test ran, so its law there is "
+                "unknown: " + "; ".join(missing),
             )
         if "suboptimal" not in failing:  # non-canonical, and accepting more: lossless where its law was tested
             return Judgement(
                 "lossless-suboptimal",
-                "a different lossless algorithm from the declared one: its law given the candidates differs, the target's law holds, and it accepts more",
+                "a different lossless algorithm from the declared one: its law given the candidates differs, the "
+                "target's law holds, and it accepts more",
             )
         return Judgement("lossless-suboptimal")
     return Judgement("conformant")

@@ -147,8 +147,10 @@ _VERDICT_TEXT = {
     Verdict.CONFORMANT: "Lossless and optimal: no check found a deviation from the canonical algorithm.",
     Verdict.LOSSLESS_SUBOPTIMAL: "Lossless, but it accepts fewer drafts than the canonical algorithm.",
     Verdict.LOSSY: "Not lossless: the tokens it emits do not follow the target model's distribution.",
-    Verdict.NON_CONFORMANT: "Not lossless: it broke the sampler contract or emitted a token the target gives probability 0.",
-    Verdict.INCONCLUSIVE: "Undecided: the evidence does not settle it (a check short of its promised power, a subset of the battery, or no target-law test where the sampler differs).",
+    Verdict.NON_CONFORMANT: "Not lossless: it broke the sampler contract or emitted a token the target gives "
+    "probability 0.",
+    Verdict.INCONCLUSIVE: "Undecided: the evidence does not settle it (a check short of its promised power, a subset "
+    "of the battery, or no target-law test where the sampler differs).",
     Verdict.ERROR: "Undecided: the harness could not run every check (see the errors below).",
 }
 _VERDICT_STYLE = {

@@ -59,7 +59,9 @@ class Violation:
     """One broken rule of a sampler's contract, with the first row that shows it: what a
     :class:`SamplerFault` carries."""
 
-    rule: str  # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang, crashed, ...
+    # shape-dtype, device, num-accepted-range, token-range, padding, accepted-drafts, zero-target, raised, hang,
+    # crashed, ...
+    rule: str
     message: str
     finding: str = "contract"  # or "support"
     row: int | None = None

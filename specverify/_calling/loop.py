@@ -101,7 +101,10 @@ class LoopCalls(Supervised):
             ) from None
         except WorkerHung as exc:
             self.hangs += 1
-            message = f"the loop made no model call and did not return within {exc.limit:g} s (after {exc.calls} model calls); its process was killed"
+            message = (
+                f"the loop made no model call and did not return within {exc.limit:g} s (after {exc.calls} model "
+                "calls); its process was killed"
+            )
             raise SamplerFault(Violation("hang", message), self._evidence()) from None
         except WorkerDied as exc:
             self.crashes += 1

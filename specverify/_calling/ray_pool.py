@@ -139,7 +139,8 @@ class RayPool:
             except Exception as exc:  # noqa: BLE001 - whatever Ray says of an address that does not answer
                 where = f"at {placement.address!r}" if placement.address else "locally"
                 raise UsageError(
-                    f"no Ray cluster could be joined {where}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    f"no Ray cluster could be joined {where}: {type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''}"
                 ) from None
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= placement.workers else 0
         remote: Any = ray.remote(_Worker).options(

@@ -264,7 +264,10 @@ class Supervised:
         if isinstance(exc, WorkerHung):
             self.hangs += 1
             self.limit.hung = True
-            message = f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its process was killed"
+            message = (
+                f"the sampler did not return within {exc.limit:g} s (call {first_call + exc.calls}: {where}); its "
+                "process was killed"
+            )
             return self._fault(Violation("hang", message), self._evidence())
         self.crashes += 1
         return self._fault(

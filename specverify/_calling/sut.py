@@ -130,8 +130,9 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         if self.capabilities.tree_limits and not isinstance(self.kind, TreeKind):
             self.close()
             raise SamplerSpecError(
-                f"{self.name} declares max_children, max_depth, max_nodes or reserved_tokens, capabilities of a tree sampler, "
-                f"but is of the {self.kind.name} kind (a tree sampler declares contract='tree': @specverify.tree_sampler)"
+                f"{self.name} declares max_children, max_depth, max_nodes or reserved_tokens, capabilities of a tree "
+                f"sampler, but is of the {self.kind.name} kind (a tree sampler declares contract='tree': "
+                "@specverify.tree_sampler)"
             )
         self.dtype = self.capabilities.dtypes[0]
         self.layout: StepLayout[Any] = self.kind.layout  # how its outputs are audited and coded

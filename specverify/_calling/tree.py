@@ -167,7 +167,8 @@ class TreeCalls(Supervised):
             raise self._fault(
                 Violation(
                     "shape-dtype",
-                    f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: {_shown(returned)}",
+                    f"row {first_bad + start}: the sampler's output is not a (path, token) pair of the row's shapes: "
+                    f"{_shown(returned)}",
                 )
             )
 
@@ -273,7 +274,10 @@ class TreeCalls(Supervised):
         per_row: bool,
     ) -> tuple[Any, list[float], list[int]]:
         assert self._process is not None
-        where = f"{'one tree' if per_row else f'a batch of {tree.batch} trees'} of {tree.width} nodes, V={tree.vocab}, {str(self.dtype).removeprefix('torch.')}"
+        where = (
+            f"{'one tree' if per_row else f'a batch of {tree.batch} trees'} of {tree.width} nodes, V={tree.vocab}, "
+            f"{str(self.dtype).removeprefix('torch.')}"
+        )
         self._fresh_process()
         inputs = [tree.parents, tree.tokens, tree.target_probs, tree.draft_probs, uniforms]
         try:

@@ -68,7 +68,8 @@ def _check(args: argparse.Namespace) -> int:
     use_default_threads()  # one thread each for the harness and the sampler's process, unless OMP_NUM_THREADS is set
     if ":" not in args.spec or not all(args.spec.partition(":")[::2]):
         return fail(
-            f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example specverify.samplers:reference)"
+            f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example "
+            "specverify.samplers:reference)"
         )
     problem = _validate(args)
     if problem:
@@ -283,9 +284,15 @@ def _not_started(exc: Any, args: argparse.Namespace, err: Any) -> int:
         return 0
     seconds = exc.cost.estimated_seconds
     if seconds is None:
-        message = f"--max-time {args.max_time:g}: this run's time cannot be estimated ({exc.cost.calibration.how}); nothing run"
+        message = (
+            f"--max-time {args.max_time:g}: this run's time cannot be estimated ({exc.cost.calibration.how}); nothing "
+            "run"
+        )
     else:
-        message = f"--max-time {args.max_time:g}: the plan's estimated time is {seconds:,.0f} s (an estimate; see --plan); nothing run"
+        message = (
+            f"--max-time {args.max_time:g}: the plan's estimated time is {seconds:,.0f} s (an estimate; see --plan); "
+            "nothing run"
+        )
     err.print(f"specverify: error: {message}", markup=False, highlight=False)
     return 2
 
@@ -376,7 +383,8 @@ def _zoo(args: argparse.Namespace) -> int:
     work = matrix_work(args.members, seeds=args.seeds, loops=args.loops)
     if not work:
         console.print(
-            f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like 'reference-sampler', 'tree-*', 'loop:*' with --loops)"
+            f"[bold red]error[/] --members {' '.join(args.members or [])!r} matches no zoo member (names look like "
+            "'reference-sampler', 'tree-*', 'loop:*' with --loops)"
         )
         return 2
     finished: list = []
@@ -387,9 +395,10 @@ def _zoo(args: argparse.Namespace) -> int:
         style = "green" if row.meets else "bold red"
         caught = ", ".join(f"{f}:{n}" for f, n in row.caught_by.items()) or "-"
         console.print(
-            f"[{style}]{'meets' if row.meets else 'DIFFERS'}[/] {escape(row.member)} seed {row.seed}: "
-            f"{row.verdict} (declared {row.declared} at {row.declared_budget}{'; found beyond its declared reach' if row.beyond_reach else ''}); "
-            f"caught by {caught}; {row.seconds:.1f} s"
+            f"[{style}]{'meets' if row.meets else 'DIFFERS'}[/] {escape(row.member)} seed {row.seed}: {row.verdict} "
+            f"(declared {row.declared} at "
+            f"{row.declared_budget}{'; found beyond its declared reach' if row.beyond_reach else ''}); caught by "
+            f"{caught}; {row.seconds:.1f} s"
         )
 
     try:
@@ -408,7 +417,8 @@ def _zoo(args: argparse.Namespace) -> int:
             in_work_order(finished, work), label, args.output, command, planned=len(work), ended="interrupted"
         )
         console.print(
-            f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in {markdown}"
+            f"[bold red]interrupted[/]: {len(finished)} of {len(work)} runs finished; the partial matrix is in "
+            f"{markdown}"
         )
         return 130
     markdown, data = write_matrix(rows, label, args.output, command)

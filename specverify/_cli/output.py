@@ -100,7 +100,8 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
     def show(result: CheckResult) -> None:
         style = _STATUS_STYLE[result.status]
         console.print(
-            f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv, result.p_value)}  [dim]{escape(result.message or '')}[/]"
+            f"[{style}]{result.status:>12}[/] {escape(result.id)}{detects(result.min_detectable_tv, result.p_value)}  "
+            f"[dim]{escape(result.message or '')}[/]"
         )
         if result.status in ("fail", "error"):
             for line in failure_lines(result):
@@ -131,7 +132,8 @@ def print_verdict(console, result, args) -> None:
             from ..checks._event import sizes_text
 
             console.print(
-                f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: {escape(sizes_text(check.evidence['event']))}"
+                f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: "
+                f"{escape(sizes_text(check.evidence['event']))}"
             )
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):

@@ -45,7 +45,8 @@ LOOP_EPILOG = (
         "loop",
         "0  lossless: every loop check passed (conformant)",
         "1  not lossless: a law, determinism or seed check failed, or the loop crashed, exited or hung",
-        "2  the harness could not run (bad spec, not a @specverify.loop, a selection that matches nothing, unwritable output)",
+        "2  the harness could not run (bad spec, not a @specverify.loop, a selection that matches nothing, unwritable "
+        "output)",
         "3  inconclusive: the budget could not decide",
         "130 interrupted (Ctrl-C); the JSON and HTML of what finished are written",
     )
@@ -61,7 +62,8 @@ commands and their exit status (each command's --help gives its own in full):
   check     0 lossless, 1 not lossless, 2 could not run, 3 inconclusive, 130 interrupted
   loop      the same codes as check, for a generation loop
   report    0 written, 2 an input could not be read (nothing written)
-  zoo       0 every member met its declaration, 1 a false alarm or a due bug missed, 2 no member matched, 130 interrupted
+  zoo       0 every member met its declaration, 1 a false alarm or a due bug missed, 2 no member matched, \
+130 interrupted
   adapters  0 (the list is printed whatever can run here)
 
 examples:
@@ -95,7 +97,8 @@ def parser() -> argparse.ArgumentParser:
         "adapters",
         help="list the built-in adapters and whether each can run here",
         description=_wrap(
-            "List the built-in adapters for third-party samplers, their specs, and whether each can run on this machine."
+            "List the built-in adapters for third-party samplers, their specs, and whether each can run on this "
+            "machine."
         ),
         epilog=_exits(
             "adapters",
@@ -112,9 +115,9 @@ def _add_check(commands: Any) -> None:
         "check",
         help="put a sampler through the conformance battery",
         description=_wrap(
-            "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler named "
-            "by SPEC and print the verdict; a tree sampler (contract = 'tree', docs/trees.md) gets the trees family instead, "
-            "run in this process. Statistical checks share one family-wise false-positive budget and "
+            "Run every check family (contract, support, exact, fit, efficiency, robustness, shapes) on the sampler "
+            "named by SPEC and print the verdict; a tree sampler (contract = 'tree', docs/trees.md) gets the trees "
+            "family instead, run in this process. Statistical checks share one family-wise false-positive budget and "
             "each states the smallest deviation (total variation) it detects with probability 0.99."
         ),
         epilog=EPILOG,
@@ -157,8 +160,8 @@ def _add_loop(commands: Any) -> None:
         spec_help="the loop as 'package.module:attribute' (a loop or a zero-argument factory)",
         only_example="'loop.law[*]', 'loop.law[top-k]'",
         timeout_help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
-        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the harness "
-        "(default: a supervised process of its own)",
+        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the "
+        "harness (default: a supervised process of its own)",
     )
     loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
@@ -236,7 +239,8 @@ def _add_zoo(commands: Any) -> None:
     zoo.add_argument(
         "--loops",
         action="store_true",
-        help="add the generation-loop members (named loop:NAME, e.g. --members 'loop:*') through the loop family, in a 'loop' column",
+        help="add the generation-loop members (named loop:NAME, e.g. --members 'loop:*') through the loop family, in a "
+        "'loop' column",
     )
 
 
@@ -274,8 +278,8 @@ def _add_run_options(
         "--tv",
         type=float,
         metavar="EPS",
-        help="a custom budget sized to detect TV EPS in (0, 1): the nearest preset's settings (or --budget's, when given), "
-        "samples scaled by the power analysis, capped where a decision cannot reach EPS (its reach is stated)",
+        help="a custom budget sized to detect TV EPS in (0, 1): the nearest preset's settings (or --budget's, when "
+        "given), samples scaled by the power analysis, capped where a decision cannot reach EPS (its reach is stated)",
     )
     parser.add_argument(
         "--plan",
@@ -299,14 +303,15 @@ def _add_run_options(
         "--workers",
         type=int,
         metavar="N",
-        help="sampler processes to spread the samples over, each isolated and supervised (default 1, or one a --devices entry); "
-        "for a given --seed the counts, p-values and verdict do not depend on N",
+        help="sampler processes to spread the samples over, each isolated and supervised (default 1, or one a "
+        "--devices entry); for a given --seed the counts, p-values and verdict do not depend on N",
     )
     parser.add_argument(
         "--executor",
         choices=["local", "ray"],
         default="local",
-        help="run the workers as processes here (local, the default) or as Ray actors (ray: pip install 'specverify[ray]')",
+        help="run the workers as processes here (local, the default) or as Ray actors (ray: pip install "
+        "'specverify[ray]')",
     )
     parser.add_argument(
         "--address",

@@ -90,7 +90,8 @@ class RunCost:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "samples_are": "rows each check draws on a conforming sampler, rehearsed against the exact law where it could be (each check says), an estimate"
+            "samples_are": "rows each check draws on a conforming sampler, rehearsed against the exact law where it "
+            "could be (each check says), an estimate"
             if self.rehearsed
             else AT_CAP + ", an estimate",
             "checks": [dataclasses.asdict(c) for c in self.checks],
@@ -129,8 +130,9 @@ class RunCost:
 def sized_for(budget: Budget) -> str:
     """What a budget sizes each statistical decision for, in words: the TV, the power, the alpha."""
     return (
-        f"budget {budget.name}: statistical decisions sized to detect TV {budget.tv:g} (the shapes family's, TV {budget.shape_tv:g}) "
-        f"with probability {budget.power:g}, each where its cap allows; false-alarm probability of the run <= {budget.alpha:g}"
+        f"budget {budget.name}: statistical decisions sized to detect TV {budget.tv:g} (the shapes family's, TV "
+        f"{budget.shape_tv:g}) with probability {budget.power:g}, each where its cap allows; false-alarm probability "
+        f"of the run <= {budget.alpha:g}"
     )
 
 
@@ -218,5 +220,8 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
             )
         if i:  # the first call may compile or warm caches
             best = min(best, time.perf_counter() - start)
-    how = f"measured: fastest of {calls} calls of {rows:,} rows (K={k}, V={vocab}) after a warm-up, {best / rows * 1e6:.2f} us a row"
+    how = (
+        f"measured: fastest of {calls} calls of {rows:,} rows (K={k}, V={vocab}) after a warm-up, "
+        f"{best / rows * 1e6:.2f} us a row"
+    )
     return Calibration(best / rows, how)

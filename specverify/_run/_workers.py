@@ -105,7 +105,8 @@ def open_pool(
     if subject.isolation != "process":
         why = f" ({subject.reason})" if subject.reason else ""
         raise UsageError(
-            f"{placement.workers} workers need a sampler that runs isolated, loaded by name (a spec, or a callable importable by name){why}"
+            f"{placement.workers} workers need a sampler that runs isolated, loaded by name (a spec, or a callable "
+            f"importable by name){why}"
         )
     members: list[Any] = [subject]
     try:

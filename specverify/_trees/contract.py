@@ -244,7 +244,8 @@ def _validate(tree: TreeBatch) -> None:
     batch, width = parents.shape
     if width < 1 or tokens.shape != parents.shape:
         raise ValueError(
-            f"TreeBatch.tokens has shape {tuple(tokens.shape)}, parents {tuple(parents.shape)}: need the same [B, N], N >= 1"
+            f"TreeBatch.tokens has shape {tuple(tokens.shape)}, parents {tuple(parents.shape)}: need the same [B, N], "
+            "N >= 1"
         )
     laws: tuple[tuple[str, torch.Tensor | None], ...] = (("target_probs", target), ("draft_probs", draft))
     for name, law in laws:
@@ -358,7 +359,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
             "path-range",
             out_of_range.any(-1),
             lambda r: (
-                f"row {r}: path node {_first(path[r], out_of_range[r])} is not one of the row's {int(tree.num_nodes[r])} nodes"
+                f"row {r}: path node {_first(path[r], out_of_range[r])} is not one of the row's "
+                f"{int(tree.num_nodes[r])} nodes"
             ),
             "contract",
         )
@@ -373,7 +375,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
                 "path-edge",
                 broken.any(-1),
                 lambda r: (
-                    f"row {r}: path {path[r].tolist()} steps to node {_first(steps[r], broken[r])}, which is not a child of the node before it"
+                    f"row {r}: path {path[r].tolist()} steps to node {_first(steps[r], broken[r])}, which is not a "
+                    "child of the node before it"
                 ),
                 "contract",
             )
@@ -384,7 +387,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
                 "no-token",
                 no_token,
                 lambda r: (
-                    f"row {r}: emitted no token (token {int(token[r])}) after path {path[r][path[r] >= 0].tolist()}: a verifier emits one token after the accepted path, the target's bonus or residual draw"
+                    f"row {r}: emitted no token (token {int(token[r])}) after path {path[r][path[r] >= 0].tolist()}: a "
+                    "verifier emits one token after the accepted path, the target's bonus or residual draw"
                 ),
                 "contract",
             )
@@ -411,7 +415,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
                     "zero-target",
                     accepted_zero.any(-1),
                     lambda r: (
-                        f"row {r}: accepted node {_first(steps[r], accepted_zero[r])} holds token {_first(node_tokens[r], accepted_zero[r])}, of target probability 0 at its parent"
+                        f"row {r}: accepted node {_first(steps[r], accepted_zero[r])} holds token "
+                        f"{_first(node_tokens[r], accepted_zero[r])}, of target probability 0 at its parent"
                     ),
                     "support",
                 )
@@ -421,7 +426,8 @@ def audit_tree_output(tree: TreeBatch, output: Any, *, first_only: bool = False)
                     "zero-target",
                     emitted_zero,
                     lambda r: (
-                        f"row {r}: emitted token {int(token[r])} after node {int(last[r])}, where the target probability is 0"
+                        f"row {r}: emitted token {int(token[r])} after node {int(last[r])}, where the target "
+                        "probability is 0"
                     ),
                     "support",
                 )

@@ -1,4 +1,5 @@
-"""SGLang's tree layout to and from :class:`~specverify._trees.contract.TreeBatch`, and the renumbering every converter shares.
+"""SGLang's tree layout to and from :class:`~specverify._trees.contract.TreeBatch`, and the renumbering every
+converter shares.
 
 * SGLang (``tree_speculative_sampling_target_only``, EAGLE with topk > 1): per row ``N`` nodes,
   node 0 the root; ``candidates [B, N]`` (token per node), ``retrive_index [B, N]`` (each node's

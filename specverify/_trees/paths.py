@@ -132,7 +132,8 @@ def _batched(value: torch.Tensor, dims: int, batch: int, name: str) -> torch.Ten
     if value.dim() == dims + 1 and value.shape[0] == batch:
         return value.to(torch.int64)
     raise ValueError(
-        f"{name} has shape {tuple(value.shape)}: expected {dims} dimensions (shared) or {dims + 1} with batch {batch} first"
+        f"{name} has shape {tuple(value.shape)}: expected {dims} dimensions (shared) or {dims + 1} with batch {batch} "
+        "first"
     )
 
 
@@ -318,7 +319,8 @@ def _parents_from_mask(mask: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
     child = real & (index > 0)
     if (child & ((strict.sum(dim=2) != depth) | (above.sum(dim=2) != 1))).any():
         raise ValueError(
-            "Medusa layout: a node's ancestors in medusa_attn_mask are not one per depth above it (position ids and mask disagree)"
+            "Medusa layout: a node's ancestors in medusa_attn_mask are not one per depth above it (position ids and "
+            "mask disagree)"
         )
     inherited = torch.gather(strict | eye, 1, parents.clamp_min(0)[:, :, None].expand(-1, -1, width))
     if (child[:, :, None] & (inherited != strict)).any():
@@ -344,7 +346,8 @@ def from_medusa(
     paths = _batched(medusa_buffers["retrieve_indices"], 2, batch, "Medusa layout: retrieve_indices")
     if mask.shape[1:] != (width, width) or depth.shape[1] != width:
         raise ValueError(
-            f"Medusa layout: medusa_attn_mask {tuple(mask.shape)} and medusa_position_ids {tuple(depth.shape)} need N = {width} nodes"
+            f"Medusa layout: medusa_attn_mask {tuple(mask.shape)} and medusa_position_ids {tuple(depth.shape)} need N "
+            f"= {width} nodes"
         )
     parents = _parents_from_mask(mask, depth)
     row_parents, _ = _parents_from_rows(paths, width, "Medusa layout")

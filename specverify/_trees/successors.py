@@ -57,7 +57,8 @@ class SequoiaTree:
             prefix = tree.tokens[:, :1].clamp_min(0).expand(tree.batch, self.prefix_len)
         if prefix.shape != (tree.batch, self.prefix_len):
             raise ValueError(
-                f"SequoiaTree.sequence: prefix has shape {tuple(prefix.shape)}, expected [{tree.batch}, {self.prefix_len}]"
+                f"SequoiaTree.sequence: prefix has shape {tuple(prefix.shape)}, expected [{tree.batch}, "
+                f"{self.prefix_len}]"
             )
         return torch.cat([prefix.to(torch.int64), torch.where(tree.real, tree.tokens, 0)[:, 1:]], dim=1)
 
@@ -120,7 +121,8 @@ def _successor_tensor(
         successors = successors[None].expand(batch, *successors.shape)
     if successors.dim() != 3 or successors.shape[:2] != (batch, width):
         raise ValueError(
-            f"Sequoia layout: successors has shape {tuple(successors.shape)}, expected [{batch}, {width}, C] or [{width}, C]"
+            f"Sequoia layout: successors has shape {tuple(successors.shape)}, expected [{batch}, {width}, C] or "
+            f"[{width}, C]"
         )
     return successors.to(torch.int64)
 
@@ -140,7 +142,8 @@ def from_sequoia(
     batch, width = target_probs.shape[:2]
     if prefix_len < 1 or tokens.shape != (batch, prefix_len - 1 + width):
         raise ValueError(
-            f"Sequoia layout: tokens has shape {tuple(tokens.shape)}, expected [{batch}, {prefix_len - 1 + width}] (prefix_len {prefix_len} >= 1, then N = {width} nodes)"
+            f"Sequoia layout: tokens has shape {tuple(tokens.shape)}, expected [{batch}, {prefix_len - 1 + width}] "
+            f"(prefix_len {prefix_len} >= 1, then N = {width} nodes)"
         )
     table = _successor_tensor(successors, batch, width)
     listed = table >= 0
@@ -151,7 +154,8 @@ def from_sequoia(
     node = torch.arange(width, device=table.device)[None, :, None].expand_as(table)
     if (listed & (table <= node)).any():
         raise ValueError(
-            "Sequoia layout: a successor does not come after its node (a parent after its child; Sequoia grows children after their parents)"
+            "Sequoia layout: a successor does not come after its node (a parent after its child; Sequoia grows "
+            "children after their parents)"
         )
     b = torch.arange(batch, device=table.device)[:, None, None].expand_as(table)[listed]
     child = table[listed]

@@ -55,7 +55,8 @@ class DeclaredWarp:
     preset: str | None = None
 
     def __call__(self, logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-        """The declared warp's law, checked: a :class:`~specverify.errors.SamplerFault` (rule ``warp``) where it is not one."""
+        """The declared warp's law, checked: a :class:`~specverify.errors.SamplerFault` (rule ``warp``) where it is not
+        one."""
         if self.preset is not None:
             return self.function(logits, params)
         try:
@@ -75,7 +76,8 @@ class DeclaredWarp:
         if bool(bad.any()):
             where = tuple(int(i) for i in bad.nonzero()[0])
             raise warp_fault(
-                f"the declared warp {self.name} returned a row that is not probabilities at {where}: {law[where].tolist()}"
+                f"the declared warp {self.name} returned a row that is not probabilities at {where}: "
+                f"{law[where].tolist()}"
             )
         return law
 
@@ -92,7 +94,10 @@ class DeclaredWarp:
                 if self.preset
                 else f"judged by its declared warp {self.name}"
             )
-        return f"judged by the {DEFAULT_PRESET} preset's warp (no warp declared: declare warp= one of {', '.join(PRESETS)} or a callable)"
+        return (
+            f"judged by the {DEFAULT_PRESET} preset's warp (no warp declared: declare warp= one of "
+            f"{', '.join(PRESETS)} or a callable)"
+        )
 
 
 def resolve_warp(value: Any) -> DeclaredWarp:
@@ -111,7 +116,8 @@ def resolve_warp(value: Any) -> DeclaredWarp:
         name = getattr(value, "__qualname__", None) or type(value).__qualname__
         return DeclaredWarp(f"{getattr(value, '__module__', '?')}.{name}", True, value)
     raise ValueError(
-        f"warp= takes a preset name ({', '.join(map(repr, PRESETS))}) or a callable (logits, params) -> probabilities, not a {type(value).__name__}"
+        f"warp= takes a preset name ({', '.join(map(repr, PRESETS))}) or a callable (logits, params) -> probabilities, "
+        f"not a {type(value).__name__}"
     )
 
 
@@ -142,7 +148,8 @@ def warp_reference(sampler: Any, *, strict: bool = True) -> str | tuple[str, str
         if not strict:
             return None
         raise ValueError(
-            f"the declared warp {resolved.name} is not importable by name, so an isolated run cannot judge by it: make it a module-level function, or run in-process"
+            f"the declared warp {resolved.name} is not importable by name, so an isolated run cannot judge by it: make "
+            "it a module-level function, or run in-process"
         )
     return (module, name)
 

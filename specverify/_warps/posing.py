@@ -105,8 +105,8 @@ def _posed(
     if bool(left.any()):
         row = int(left.nonzero()[0, 0])
         raise warp_fault(
-            f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature only): "
-            "it is not the identity where every cut is off"
+            f"the declared warp {oracle.name} does not give row {row} its law even with every cut off (temperature "
+            "only): it is not the identity where every cut is off"
         )
     return chosen_logits, chosen
 

@@ -439,7 +439,8 @@ class SamplerProcess:
         except (WorkerDied, WorkerHung):
             self._in_flight.clear()  # the process is gone, with every call sent to it
             for each in self._lanes:
-                each.slots.clear()  # a new process maps the arena afresh; the parent's copies stay valid, but start clean
+                # a new process maps the arena afresh; the parent's copies stay valid, but start clean
+                each.slots.clear()
             raise
         if self._in_flight:
             self._in_flight.popleft()

@@ -134,7 +134,8 @@ def step_cases_code(cases: Sequence[StepCase]) -> str:
     for i, case in enumerate(cases):
         parts.append(
             f"# case {i}\n{case.to_code()}\n"
-            f"case{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, label={case.label!r}, precision={case.precision!r})"
+            f"case{i} = specverify.replay.StepCase(target_probs, draft_probs, draft_tokens, label={case.label!r}, "
+            f"precision={case.precision!r})"
         )
     return "\n".join(parts) + f"\ncases = [{', '.join(f'case{i}' for i in range(len(cases)))}]"
 

@@ -130,9 +130,11 @@ class OutputContractCheck(_ContractCheck):
                 )
             except SamplerFault as fault:
                 body = (
-                    f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = {tensor_code(drafts)}\n"
+                    f"target_probs = {tensor_code(target)}\ndraft_probs = {tensor_code(draft)}\ndraft_tokens = "
+                    f"{tensor_code(drafts)}\n"
                     "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                    "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs, draft_probs, draft_tokens, torch.Generator().manual_seed(0))"
+                    "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs, draft_probs, "
+                    "draft_tokens, torch.Generator().manual_seed(0))"
                 )
                 return fault_result(
                     self, fault, evidence={"shape": {"B": batch, "K": k, "V": vocab}, "repro": ctx.repro(body)}
@@ -145,7 +147,8 @@ class OutputContractCheck(_ContractCheck):
         return _result(
             self,
             "pass",
-            f"{calls} calls, {rows} rows audited: shapes, dtypes, padding, id ranges, accepted drafts, support, inputs unmodified",
+            f"{calls} calls, {rows} rows audited: shapes, dtypes, padding, id ranges, accepted drafts, support, inputs "
+            "unmodified",
             samples=rows,
         )
 
@@ -323,7 +326,8 @@ class CallIndependenceCheck(_ContractCheck):
             return _result(
                 self,
                 "fail",
-                f"outputs of consecutive calls depend on each other (G-test p = {test.pvalue:.3g}, Cramer's V {test.cramers_v:.3g})",
+                f"outputs of consecutive calls depend on each other (G-test p = {test.pvalue:.3g}, Cramer's V "
+                f"{test.cramers_v:.3g})",
                 finding="contract",
                 p_value=test.pvalue,
                 alpha=ctx.alpha,
@@ -379,7 +383,8 @@ class RowIndependenceCheck(_ContractCheck):
             return fault_result(self, fault)
         evidence: Evidence = {
             "adjacent_rows": {"pvalue": pair_test.pvalue, "cramers_v": pair_test.cramers_v, "pairs": pair_test.samples},
-            "tv_of": "joint law of adjacent rows against the product of its margins; law of a row beside two neighbours",
+            "tv_of": "joint law of adjacent rows against the product of its margins; law of a row beside two "
+            "neighbours",
         }
         claim = pair_test.min_detectable_tv(alpha, power)
         pvalues = {"adjacent": pair_test.pvalue}
@@ -500,7 +505,10 @@ class RequestSeedsCheck(Check):
         # the smallest count whose upper tail under Binomial(ROWS, c) is at most FALSE_ALARM
         limit = int(stats.binom.isf(FALSE_ALARM, ROWS, collision)) + 1
         chance = float(stats.binom.sf(coincide - 1, ROWS, collision))
-        told = f"{coincide} of {ROWS} pairs of rows with different seeds coincide; the law allows up to {limit - 1} (collision probability {collision:.3g} each, false alarm <= {FALSE_ALARM:g})"
+        told = (
+            f"{coincide} of {ROWS} pairs of rows with different seeds coincide; the law allows up to {limit - 1} "
+            f"(collision probability {collision:.3g} each, false alarm <= {FALSE_ALARM:g})"
+        )
         if coincide >= limit:
             return self._fail(
                 f"{told}: seeds are shared across rows (probability {chance:.2g} for a correct sampler)",
@@ -521,11 +529,13 @@ class RequestSeedsCheck(Check):
         if not np.array_equal(moved, alone[order.numpy()]):
             row = int(order[int(np.flatnonzero(moved != alone[order.numpy()])[0])])
             return self._fail(
-                f"row {row}'s output changed when it moved to another position beside other rows: a seeded row depends on its place in the batch",
+                f"row {row}'s output changed when it moved to another position beside other rows: a seeded row depends "
+                "on its place in the batch",
                 3 * ROWS,
             )
         return self._pass(
-            f"{ROWS} seeded rows keep their outputs moved and mixed with other rows (a position-dependent sampler passes with probability {collision**ROWS:.2g})",
+            f"{ROWS} seeded rows keep their outputs moved and mixed with other rows (a position-dependent sampler "
+            f"passes with probability {collision**ROWS:.2g})",
             3 * ROWS,
         )
 

@@ -95,8 +95,9 @@ class AcceptanceCheck(Check):
             if status == "fail":  # the same samples (seed, model, precision) and the same one-sided test
                 side = "pvalue_low" if finding == "suboptimal" else "pvalue_high"
                 evidence["repro"] = ctx.repro(
-                    f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, "
-                    f"seed={ctx.seed_for(self.id, 'tally')}, precision={case.precision!r}, law='accepted', alpha={ctx.alpha / 2!r})\n"
+                    f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, "
+                    f"samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, precision={case.precision!r}, "
+                    f"law='accepted', alpha={ctx.alpha / 2!r})\n"
                     + law_verdict(self.id, ctx.alpha / 2, finding).replace("result.pvalue", f"result.accepted.{side}")
                 )
             return CheckResult(
@@ -112,10 +113,16 @@ class AcceptanceCheck(Check):
                 message=message,
             )
 
-        summary = f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio {test.ratio:.4f}), {tally.samples} calls"
+        summary = (
+            f"{test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} (ratio "
+            f"{test.ratio:.4f}), {tally.samples} calls"
+        )
         if not ctx.sut.capabilities.canonical:
             summary += " (canonical=False: measured against the canonical expectation, for comparison)"
-        power = f"a drop of {detectable:.3g} accepted drafts per call ({detectable / max(test.expected_mean, 1e-12):.2%} of the canonical) is detected with probability >= {ctx.budget.power}"
+        power = (
+            f"a drop of {detectable:.3g} accepted drafts per call ({detectable / max(test.expected_mean, 1e-12):.2%} "
+            f"of the canonical) is detected with probability >= {ctx.budget.power}"
+        )
         if test.pvalue_low <= ctx.alpha / 2:
             return result(
                 "fail",

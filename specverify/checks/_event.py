@@ -3,8 +3,8 @@
 A check that forces the drafts tests the law *given* them.  In a run of the sampler the drafts are
 drawn from the draft law, so the law the user's requests see (the emitted law) is the mixture over
 drafts, and a difference confined to an event ``E`` of the drafts moves it by at most ``P(E)``
-times the TV given ``E``, so by at most ``P(E)`` (TV is convex, and at most 1).  The event of a case is the class of its rarest draft:
-a draft at that position of draft probability at most the forced one's (the sub-ulp tails: 1,023
+times the TV given ``E``, so by at most ``P(E)`` (TV is convex, and at most 1).  The event of a case is the class of its
+rarest draft: a draft at that position of draft probability at most the forced one's (the sub-ulp tails: 1,023
 tokens of 2e-20, ``P(E)`` 2e-17).  It holds the forced drafts, so it is never smaller than their
 own probability, and where the forced drafts are ordinary (a structured case: the rarest one holds
 a few tenths of its row) ``P(E)`` is of order 1 and the finding decides as it always did.
@@ -73,7 +73,10 @@ def sized_status(size: EventSize) -> str:
 def sizes_text(size: EventSize) -> str:
     """The two sizes in words, as the message and the report state them."""
     bound, probability = _power(size["log10_tv_bound"]), _power(size["log10_probability"])
-    text = f"TV {size['tv_given']:.3g} given {size['event']}, an event of probability {probability}; the emitted law moves by at most {bound}"
+    text = (
+        f"TV {size['tv_given']:.3g} given {size['event']}, an event of probability {probability}; the emitted law "
+        f"moves by at most {bound}"
+    )
     if size["tv_bound"] < size["resolution"]:
         text += f", below the resolution {size['resolution']:g}: a float-edge finding, not a verdict"
     return text

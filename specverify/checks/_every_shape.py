@@ -176,10 +176,11 @@ class EveryShapeCheck(Check):
             evidence["minimal_example"] = worst["model"].describe()
             model = worst["model"]
             evidence["repro"] = ctx.repro(
-                f"{model.to_code()}\n# position {worst['position']} of the completed sequence on its own, at this shape's share of the level\n"
-                f"result = specverify.replay.model_law_test(sampler, model, k, samples={worst['samples']}, seed={worst['seed']}, "
-                f"precision={model.precision!r}, law='position', position={worst['position']}, alpha={share!r})\n"
-                + law_verdict(self.id, share, "loss")
+                f"{model.to_code()}\n# position {worst['position']} of the completed sequence on its own, at this "
+                "shape's share of the level\n"
+                f"result = specverify.replay.model_law_test(sampler, model, k, samples={worst['samples']}, "
+                f"seed={worst['seed']}, precision={model.precision!r}, law='position', position={worst['position']}, "
+                f"alpha={share!r})\n" + law_verdict(self.id, share, "loss")
             )
             tv = evidence["tv"]
             return CheckResult(
@@ -193,7 +194,10 @@ class EveryShapeCheck(Check):
                 ),
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
-        message = f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} positions: each follows the target's law"
+        message = (
+            f"{len(shapes)} shapes (K 1-{max(k for k, _ in shapes)}, V 2-{max(v for _, v in shapes)}), {tests} "
+            "positions: each follows the target's law"
+        )
         if any(looked):
             stopped = sum(looks is not None and looks.stopped_at is not None for looks in looked)
             message += f"; futility looks stopped {stopped} of {len(looked)} shapes early"

@@ -148,7 +148,8 @@ class UniformGridCheck(Check):
                 case=self.case,
                 status="pass" if found.examples else "inconclusive",
                 samples=points["n"],
-                message=f"{found.examples} cases, {points['n']} uniform points: every output canonical; induced law exact",
+                message=f"{found.examples} cases, {points['n']} uniform points: every output canonical; induced law "
+                "exact",
                 evidence={"examples": found.examples, "tie": TIE},
             )
         case, outcome = found.confirmed
@@ -161,13 +162,15 @@ class UniformGridCheck(Check):
         canonical = m["expected"]["tokens"][: m["expected"]["num_accepted"] + 1]
         repro = ctx.repro(
             f"{case.to_code()}\nuniforms = torch.tensor([{m['uniforms']!r}], dtype=torch.float64)\n"
-            f"tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs[None], draft_probs[None], draft_tokens[None], "
-            f"torch.Generator(), uniforms=uniforms, dtype=torch.{str(ctx.dtype_for(case.precision)).removeprefix('torch.')})\n"
+            "tokens, num_accepted = specverify.replay.call_sampler(sampler, target_probs[None], draft_probs[None], "
+            "draft_tokens[None], torch.Generator(), uniforms=uniforms, "
+            f"dtype=torch.{str(ctx.dtype_for(case.precision)).removeprefix('torch.')})\n"
             "emitted = tokens[0, : int(num_accepted[0]) + 1].tolist()\n"
             f"canonical = {canonical!r}  # what the canonical algorithm emits for these uniforms\n"
             "print('emitted', emitted, 'canonical', canonical)\n"
             "if emitted != canonical:\n"
-            f"    raise SystemExit({self.id + ' fails (finding: non-canonical): emitted '!r} + str(emitted) + ', canonical ' + str(canonical))"
+            f"    raise SystemExit({self.id + ' fails (finding: non-canonical): emitted '!r} + str(emitted) + ', "
+            "canonical ' + str(canonical))"
         )
         return CheckResult(
             id=self.id,
@@ -178,9 +181,9 @@ class UniformGridCheck(Check):
             samples=points["n"],
             min_detectable_tv=0.0,
             message=(
-                f"on the smallest failing case, uniforms {[round(u, 6) for u in m['uniforms']]} give {m['got']['tokens']} "
-                f"where the canonical algorithm gives {m['expected']['tokens']}; the law induced over the uniforms differs "
-                f"from the exact law by TV {ev['induced_tv']:.3g}"
+                f"on the smallest failing case, uniforms {[round(u, 6) for u in m['uniforms']]} give "
+                f"{m['got']['tokens']} where the canonical algorithm gives {m['expected']['tokens']}; the law induced "
+                f"over the uniforms differs from the exact law by TV {ev['induced_tv']:.3g}"
             ),
             evidence={
                 "minimal_example": case.describe(),
@@ -278,15 +281,17 @@ class ConditionalEnumerationCheck(Check):
             worst_case, worst_rows, seed = drawn[min(range(len(drawn)), key=lambda g: each[g])]
             evidence["minimal_example"] = worst_case.describe()
             evidence["repro"] = ctx.repro(
-                f"# the draft sequence that deviates most of the {len(drawn)} the check tested together\n{step_cases_code([worst_case])}\n"
-                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, alpha={ctx.alpha!r})\n"
-                + law_verdict(self.id, ctx.alpha, "non-canonical")
+                f"# the draft sequence that deviates most of the {len(drawn)} the check tested "
+                f"together\n{step_cases_code([worst_case])}\n"
+                f"result = specverify.replay.step_law_test(sampler, cases, rows_per_case={worst_rows}, seed={seed}, "
+                f"alpha={ctx.alpha!r})\n" + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
             return CheckResult(
                 **common,
                 status="fail",
                 finding="non-canonical",
-                message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); {evidence['where']}",
+                message=f"the law given the drafts differs from the exact law (p = {gof.pvalue:.3g}); "
+                f"{evidence['where']}",
                 evidence=evidence,
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"
@@ -357,15 +362,16 @@ class EmittedLawCheck(Check):
                 tally.emitted, expected, lambda g, c: f"emitted sequence {sequence_of(c, case.vocab_size, case.k)}"
             )
             evidence["repro"] = ctx.repro(
-                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={ctx.seed_for(self.id, 'tally')}, "
-                f"precision={case.precision!r}, law='emitted', alpha={ctx.alpha!r})\n"
-                + law_verdict(self.id, ctx.alpha, "non-canonical")
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, "
+                f"seed={ctx.seed_for(self.id, 'tally')}, precision={case.precision!r}, law='emitted', "
+                f"alpha={ctx.alpha!r})\n" + law_verdict(self.id, ctx.alpha, "non-canonical")
             )
             return CheckResult(
                 **common,
                 status="fail",
                 finding="non-canonical",
-                message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); {evidence['where']}",
+                message=f"emitted sequences do not follow the canonical law (p = {gof.pvalue:.3g}); "
+                f"{evidence['where']}",
                 evidence=evidence,
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"

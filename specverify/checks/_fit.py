@@ -83,7 +83,8 @@ class StepLawCheck(Check):
             share = fixed_alpha / len(cases)
             df = int(((laws > 0).sum(axis=1) - 1).max())
             power = ctx.budget.stage_power
-            # the depth tier's test also ends a passing case early (futility looks; the claim is then the whole procedure's)
+            # the depth tier's test also ends a passing case early (futility looks; the claim is then the whole
+            # procedure's)
             plan = FutilityPlan(ctx.budget.tv, max(df, 1), share, power)
             looks = (
                 budget_looks(ctx, plan, laws, lambda look, g: derive_seed(seed, "look", look, g))
@@ -151,7 +152,8 @@ class StepLawCheck(Check):
                 rows = min(rows, outcome.samples // max(1, len(cases)))  # a sequential stop drew fewer
             alpha = found.confirm_alpha / 2
             return ctx.repro(
-                f"{step_cases_code(cases)}\nresult = specverify.replay.step_law_test(sampler, cases, rows_per_case={rows}, seed={outcome.seed or 0}, alpha={alpha!r})\n"
+                f"{step_cases_code(cases)}\nresult = specverify.replay.step_law_test(sampler, cases, "
+                f"rows_per_case={rows}, seed={outcome.seed or 0}, alpha={alpha!r})\n"
                 + law_verdict(decision.id, alpha, decision.finding)
             )
 
@@ -266,8 +268,8 @@ class ModelFitCheck(Check):
                 worst = min(positions, key=lambda r: r["pvalue"])
                 law, alpha = f"law='given-previous', position={worst['position']}", alpha / max(1, case.k)
             return ctx.repro(
-                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, seed={outcome.seed or 0}, "
-                f"precision={case.precision!r}, {law}, alpha={alpha!r})\n"
+                f"{case.to_code()}\nresult = specverify.replay.model_law_test(sampler, model, k, samples={samples}, "
+                f"seed={outcome.seed or 0}, precision={case.precision!r}, {law}, alpha={alpha!r})\n"
                 + law_verdict(decision.id, alpha, decision.finding)
             )
 
@@ -342,7 +344,10 @@ class RenormalisationCheck(Check):
     def skip_reason(self, sut: SamplerUnderTest) -> str | None:
         caps = sut.capabilities
         if not caps.unnormalised:
-            return "the sampler does not declare unnormalised=True: it is given rows normalised as well as their dtype allows, as engines pass them"
+            return (
+                "the sampler does not declare unnormalised=True: it is given rows normalised as well as their dtype "
+                "allows, as engines pass them"
+            )
         if not caps.canonical:
             return "the sampler declares canonical=False: its law given the drafts is not the canonical one by design"
         if all(caps.unsupported(k=k, vocab=v) for k, v in self.shapes):
@@ -423,7 +428,8 @@ class RenormalisationCheck(Check):
                 evidence=evidence,
                 message=(
                     f"does not renormalise its inputs, though it declares unnormalised=True: on rows summing to {sums} "
-                    f"the law given the drafts is not that of the normalised rows ({p_text(pvalue)} <= {ctx.alpha:.3g}); {evidence['where']}"
+                    f"the law given the drafts is not that of the normalised rows ({p_text(pvalue)} <= "
+                    f"{ctx.alpha:.3g}); {evidence['where']}"
                 ),
             )
         status = "inconclusive" if claim > ctx.budget.ceiling_tv else "pass"

@@ -133,7 +133,10 @@ class LoopCheck(Check):
                 None,
             )
             if fits is not None:  # an undeclared loop warping as another engine does: not a fault
-                message = f"the generations are allowed by the {fits} preset's warp, not by transformers' (the undeclared default): declare warp={fits!r}; against transformers': {wrong[1]}"
+                message = (
+                    f"the generations are allowed by the {fits} preset's warp, not by transformers' (the undeclared "
+                    f"default): declare warp={fits!r}; against transformers': {wrong[1]}"
+                )
                 return self._result("inconclusive", samples=rows, message=message, evidence={"explained_by": fits})
         if wrong is not None:
             return self._result("fail", finding=wrong[0], message=wrong[1])
@@ -362,7 +365,8 @@ class LoopCheck(Check):
             "groups": groups,
             "observed": counts.tolist(),
             "expected": (laws * counts.sum(axis=1, keepdims=True)).tolist(),
-            "where": f"{groups[worst]}: largest deviation at {label(cell)}: observed {int(counts[worst][cell])}, expected {expected[cell]:.1f}",
+            "where": f"{groups[worst]}: largest deviation at {label(cell)}: observed {int(counts[worst][cell])}, "
+            f"expected {expected[cell]:.1f}",
         }
         if looked is not None:
             evidence["futility"] = looked.record()
@@ -370,7 +374,10 @@ class LoopCheck(Check):
         if pvalue <= ctx.alpha:
             tv = tv_estimate(counts[worst], laws[worst], random_state=ctx.seed_for(self.id, "tv"))
             evidence["tv"] = tv_record(tv)
-            message = f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
+            message = (
+                f"generated tokens differ from the warped target law (p = {pvalue:.3g} <= {ctx.alpha:.3g}); estimated "
+                f"TV {tv.estimate:.3g} [{tv.low:.3g}, {tv.high:.3g}]; {evidence['where']}"
+            )
             explained = (
                 None if ctx.oracle.declared or laws_of is None else _explained_by(ctx, self.id, counts, laws_of, share)
             )
@@ -378,7 +385,8 @@ class LoopCheck(Check):
                 evidence["explained_by"] = explained
                 message = (
                     f"the generations fit the {explained} preset's warp, not transformers' (the undeclared default): "
-                    f"declare warp={explained!r} to be judged by your engine's own law; against transformers': {message}"
+                    f"declare warp={explained!r} to be judged by your engine's own law; against transformers': "
+                    f"{message}"
                 )
                 return self._result(
                     "inconclusive",
@@ -442,13 +450,15 @@ def _forbidden(
             row = int(wrong_greedy.nonzero()[0, 0])
             return (
                 "contract",
-                f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is {int(argmax[row])}",
+                f"greedy row {row}, position {t}: generated {int(out[row, t])}, the target's argmax is "
+                f"{int(argmax[row])}",
             )
         if bool((chosen == 0).any()):
             row = int((chosen == 0).nonzero()[0, 0])
             return (
                 "support",
-                f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids ({groups[int(which[row])]})",
+                f"row {row}, position {t}: generated token {int(out[row, t])}, which its warped target forbids "
+                f"({groups[int(which[row])]})",
             )
     return None
 

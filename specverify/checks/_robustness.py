@@ -80,7 +80,8 @@ class EdgeValidityCheck(Check):
             repro = ctx.repro(
                 f"{step_cases_code(cases)}\n"
                 "# in the batches the sampler declares, every output audited (raises specverify.SamplerFault)\n"
-                f"specverify.replay.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, seed={outcome.seed or 0})\n"
+                f"specverify.replay.step_law_test(sampler, cases, rows_per_case={self.rows_per_case}, "
+                f"seed={outcome.seed or 0})\n"
                 f"print({self.id!r} + ': not reproduced (every output valid)')"
             )
             result = fault_result(

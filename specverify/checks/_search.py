@@ -508,8 +508,8 @@ def _unfailed(ctx: Context, found: SearchResult[Any], claim: float | None) -> tu
     if found.depth is not None:
         stopped = _stopped(found.depth.outcomes)
         return "pass", (
-            f"{found.examples} cases screened at TV {found.depth.coverage_tv:g}, the {len(found.depth.outcomes)} largest "
-            f"tested again at TV {ctx.budget.tv:g}; no deviation found"
+            f"{found.examples} cases screened at TV {found.depth.coverage_tv:g}, the {len(found.depth.outcomes)} "
+            f"largest tested again at TV {ctx.budget.tv:g}; no deviation found"
             + (f" ({stopped} ended early by a futility look)" if stopped else "")
         )
     return "pass", f"{found.examples} cases, no deviation found"
@@ -535,8 +535,8 @@ def _sibling_result(
     claim = outcome.min_detectable_tv.get(key)
     status = "pass"
     message = (
-        f"not confirmed on the smallest case where {', '.join(failed)} failed ({p_text(p)} > {found.confirm_alpha:.3g}); "
-        f"the search stopped there, after {found.examples} cases"
+        f"not confirmed on the smallest case where {', '.join(failed)} failed ({p_text(p)} > "
+        f"{found.confirm_alpha:.3g}); the search stopped there, after {found.examples} cases"
     )
     if claim is None:
         status, message = "inconclusive", message + "; this decision had no test of its own there"

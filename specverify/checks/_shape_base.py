@@ -310,7 +310,10 @@ def _plus(total: Any, more: Any) -> Any:
 
 
 def beyond_budget(ctx: Context, rid: str, family: str, case: str, shape: Shape) -> CheckResult:
-    reason = f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,}); a larger budget tests it"
+    reason = (
+        f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,}); "
+        "a larger budget tests it"
+    )
     return CheckResult(id=rid, family=family, case=case, status="skip", message=reason)
 
 

@@ -103,7 +103,8 @@ class FullSizeGridCheck(Check):
                         family=self.family,
                         case=decision.case,
                         status="skip",
-                        message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab ({ctx.budget.shape_max_vocab:,})",
+                        message=f"V={shape.vocab:,} is beyond the {ctx.budget.name} budget's shape_max_vocab "
+                        f"({ctx.budget.shape_max_vocab:,})",
                     )
                 )
                 continue
@@ -189,14 +190,16 @@ class FullSizeGridCheck(Check):
                 finding="non-canonical" if status == "fail" else None,
                 min_detectable_tv=0.0,
                 evidence=evidence,
-                message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give {tokens[r].tolist()} where the canonical algorithm gives "
-                f"{expected[0][0].tolist()}; the law induced over the uniforms differs from the exact law by {sizes_text(size)}",
+                message=f"V={vocab:,}, K={shape.k}: uniforms {[round(x, 6) for x in uniforms[r].tolist()]} give "
+                f"{tokens[r].tolist()} where the canonical algorithm gives {expected[0][0].tolist()}; the law induced "
+                f"over the uniforms differs from the exact law by {sizes_text(size)}",
             )
         else:
             result = new_result(
                 status="pass",
                 evidence=evidence,
-                message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})",
+                message=f"V={vocab:,}, K={shape.k}: {uniforms.shape[0]} uniform points, every output canonical; "
+                f"induced law within TV {tv:.2g} of the exact law (tie volume {skipped:.2g})",
             )
         result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
         return result

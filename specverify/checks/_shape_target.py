@@ -78,7 +78,8 @@ class ShapeTargetLawCheck(Check):
             shape, reduced = bounded(ctx.sut, declared)
             if shape.vocab > ctx.budget.shape_max_vocab:
                 left_out.append(
-                    f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab {ctx.budget.shape_max_vocab:,}"
+                    f"V={shape.vocab:,}: beyond the {ctx.budget.name} budget's shape_max_vocab "
+                    f"{ctx.budget.shape_max_vocab:,}"
                 )
                 continue
             case = ctx.as_passed(
@@ -195,7 +196,8 @@ class ShapeTargetLawCheck(Check):
         sizes = ", ".join(f"V={t[0].vocab:,} (K={t[0].k}, {t[5]:,} rows)" for t in tallies)
         return new_result(
             status=status,
-            message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}",
+            message=f"{what} follows the target's law at {sizes}; detects TV >= {claim:.3g} on the lumped cells (this "
+            f"family's ceiling {ctx.budget.shape_ceiling_tv:g}){note}",
         )
 
     def _acceptance_result(self, ctx: Context, rid: str, tallies: list, share: float, note: str) -> CheckResult:
@@ -238,7 +240,8 @@ class ShapeTargetLawCheck(Check):
                     alpha=ctx.alpha,
                     samples=rows,
                     evidence={"shapes": evidence},
-                    message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})",
+                    message=f"V={shape.vocab:,}, K={shape.k}: {test.observed_mean:.4f} accepted drafts per call, "
+                    f"canonical {test.expected_mean:.4f} ({'fewer' if low else 'more'})",
                 )
             worst_p = min(worst_p, min(1.0, 2 * min(test.pvalue_low, test.pvalue_high)))
             inconclusive |= drop > ceiling

@@ -202,7 +202,8 @@ class ShapeConditionalCheck(Check):
                 family=self.family,
                 case=FULL_DOMAIN_SHAPE.label,
                 status="skip",
-                message=f"the full-domain identity test runs at budgets with shape_full_domain (thorough); {ctx.budget.name} tests the lumped law",
+                message="the full-domain identity test runs at budgets with shape_full_domain (thorough); "
+                f"{ctx.budget.name} tests the lumped law",
             )
         )
         return [r for r in results if r is not None]
@@ -304,8 +305,8 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
         result = new_result(
             status=status,
             message=(
-                f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} batches, "
-                f"{test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"
+                f"V={shape.vocab:,}, K={shape.k}: the whole law over {cells:,} cells exact ({rows:,} rows in {batches} "
+                f"batches, {test.rejecting} rejecting); detects a spread deviation of TV >= {claim:.3g}"
             ),
         )
     result.reach = ctx.sut.reach.snapshot(kinds=["structured"])
@@ -376,7 +377,8 @@ def _lumped_result(
             status=status,
             finding="non-canonical" if status == "fail" else None,
             evidence=evidence,
-            message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {sizes_text(size)}; {deviation}",
+            message=f"{where}: the {law_name} differs from the exact law (p = {gof.pvalue:.3g}); {sizes_text(size)}; "
+            f"{deviation}",
         )
     else:
         status = "pass" if claim <= ctx.budget.shape_ceiling_tv else "inconclusive"

@@ -100,9 +100,9 @@ class AcceptanceTally:
             f" (the draw stopped after {rows} of {planned} rows: {tallied_with} rejected)" if rows < planned else ""
         )
         summary = (
-            f"{test.observed_mean:.4f} accepted candidates per call, {best!r} expects {test.expected_mean:.4f} on the same candidates "
-            f"({rows} calls, trees of {shape.nodes - 1} candidates, V={shape.vocab}, the rows of {tallied_with}){stopped}; "
-            f"a drop of {detectable:.3g} is detected with probability >= {ctx.budget.power}"
+            f"{test.observed_mean:.4f} accepted candidates per call, {best!r} expects {test.expected_mean:.4f} on the "
+            f"same candidates ({rows} calls, trees of {shape.nodes - 1} candidates, V={shape.vocab}, the rows of "
+            f"{tallied_with}){stopped}; a drop of {detectable:.3g} is detected with probability >= {ctx.budget.power}"
         )
         if test.pvalue_low <= alpha:
             return self._result(

@@ -381,20 +381,30 @@ def _mechanism(tree: TreeBatch, case: TreeCase, real: int, fault: SamplerFault |
             else f"the residual after node {last}'s children were rejected"
         )
         if at is not None and at > 0 and float(tree.target_probs[0, parents[at], tree.tokens[0, at]]) == 0.0:
-            return f"an accepted child: node {at} (token {int(tree.tokens[0, at])}) was accepted although its target probability at node {parents[at]} is 0"
+            return (
+                f"an accepted child: node {at} (token {int(tree.tokens[0, at])}) was accepted although its target "
+                f"probability at node {parents[at]} is 0"
+            )
         if at is not None:
             return f"the token after the path: {token} was emitted as {after}, where its target probability is 0"
         if fault is not None:
-            return f"{fault.violation.rule}: the output after path {path} (ending at {'a leaf' if leaf(last) else 'an inner node'}, node {last}) breaks the contract"
+            return (
+                f"{fault.violation.rule}: the output after path {path} (ending at "
+                f"{'a leaf' if leaf(last) else 'an inner node'}, node {last}) breaks the contract"
+            )
     if "ends_observed" in case and "ends_expected" in case:
         gaps = np.abs(np.asarray(case["ends_observed"], dtype=float) - np.asarray(case["ends_expected"], dtype=float))
         node = int(gaps.argmax())
         how = (
             f"a leaf: its token accepted, then the bonus drawn from the target at node {node}"
             if leaf(node)
-            else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the residual drawn there"
+            else f"{'the root' if node == 0 else 'an inner node'}: every child of node {node} rejected, then the "
+            "residual drawn there"
         )
-        return f"paths ending at node {node}, {how}: {case['ends_observed'][node]} observed against {case['ends_expected'][node]:.1f} expected"
+        return (
+            f"paths ending at node {node}, {how}: {case['ends_observed'][node]} observed against "
+            f"{case['ends_expected'][node]:.1f} expected"
+        )
     return None
 
 

@@ -196,7 +196,10 @@ def detects(test: Any, claim: float, power: float, law: str) -> str:
     """What a law test detects, in words: a TV bound, or, where it saw outcomes the law gives
     probability 0, that (one such outcome is proof; no TV is involved, so none is printed)."""
     if test.method == "impossible":
-        return f"{test.impossible} outcomes of probability 0 under {law} were emitted (one is proof that the law is not followed)"
+        return (
+            f"{test.impossible} outcomes of probability 0 under {law} were emitted (one is proof that the law is not "
+            "followed)"
+        )
     return f"TV >= {claim:.3g} detected with probability >= {power}"
 
 

@@ -174,8 +174,10 @@ class TreeTargetLawCheck(TreeCheck):
         if last_tree is not None and pvalue <= ctx.alpha and last_tree.vocab <= 64:
             evidence["tree_case"] = case_json(rows_slice(last_tree, 0))
         summary = (
-            f"{drawn} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted tokens completed to {length} "
-            f"against the target's law{' (active tokens and a lumped tail)' if lumped else ''}; {detects(test, claim, ctx.budget.power, TARGET_LAW)}"
+            f"{drawn} calls on trees of {shape.nodes - 1} candidates drawn {draws} (V={shape.vocab:,}), the emitted "
+            f"tokens completed to {length} against the target's "
+            f"law{' (active tokens and a lumped tail)' if lumped else ''}; "
+            f"{detects(test, claim, ctx.budget.power, TARGET_LAW)}"
         )
         result = law_result(
             self,

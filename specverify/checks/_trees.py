@@ -26,9 +26,9 @@ declared algorithm's law and its algorithm's acceptance.
 
 Every statistical result states its level (``alpha``) and power (``min_detectable_tv`` or the
 smallest detectable drop of the mean).  A law decision also watches an anytime-valid test, so a
-failing sampler's draw stops as soon as it rejects (:mod:`specverify.checks._tree_tally`).  Shapes whose inputs are large (36 siblings, production
-vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and are held to
-:attr:`~specverify.Budget.shape_ceiling_tv`, as the ``shapes`` family is; the others to
+failing sampler's draw stops as soon as it rejects (:mod:`specverify.checks._tree_tally`).  Shapes whose inputs are
+large (36 siblings, production vocabularies) get the rows :attr:`~specverify.Budget.shape_volume` affords and are held
+to :attr:`~specverify.Budget.shape_ceiling_tv`, as the ``shapes`` family is; the others to
 :attr:`~specverify.Budget.ceiling_tv`.
 """
 
@@ -113,7 +113,10 @@ class TreeCheck(Check):
         if not isinstance(kind_of(sut), TreeKind):
             return "a check of tree samplers (the sampler does not declare contract='tree')"
         if self.needs_algorithm and sut.algorithm is None:
-            return "the sampler declares no algorithm: its law given the candidates has no reference (judged on the target's law and acceptance)"
+            return (
+                "the sampler declares no algorithm: its law given the candidates has no reference (judged on the "
+                "target's law and acceptance)"
+            )
         shape = self.shape_name()
         if shape is not None:
             reason = _applies(shape, sut.algorithm)
@@ -304,8 +307,8 @@ class TreeGeneratedOutputCheck(TreeCheck):
         cut = self.not_posed(sut)
         return self.result(
             "pass",
-            f"{samples} outputs valid on {search.examples} generated trees (up to {GENERATED_MAX_NODES} nodes, every shape and sibling kind), "
-            f"called with the sampler's coins{coins}" + (f"; {cut[0]}" if cut else ""),
+            f"{samples} outputs valid on {search.examples} generated trees (up to {GENERATED_MAX_NODES} nodes, every "
+            f"shape and sibling kind), called with the sampler's coins{coins}" + (f"; {cut[0]}" if cut else ""),
             samples=samples,
             evidence=Evidence(not_posed=cut) if cut else Evidence(),
         )
@@ -317,7 +320,8 @@ class TreeGeneratedOutputCheck(TreeCheck):
         if limits.max_children is None and limits.max_depth is None and limits.max_nodes is None:
             return []  # reserved ids only: every generated tree is posed, its reserved candidates renamed
         return [
-            f"generated trees cut to the declared limits ({limits.describe(shape_only=True)}): nodes past them not posed"
+            f"generated trees cut to the declared limits ({limits.describe(shape_only=True)}): nodes past them not "
+            "posed"
         ]
 
 
@@ -340,7 +344,10 @@ class TreeConditionalCheck(TreeCheck):
     def unfit(self, sut: Any) -> str | None:
         reason = super().unfit(sut)
         if not reason and self.case in ROBUSTNESS_KINDS and sut.algorithm == WITHOUT_REPLACEMENT:
-            return f"{ROBUSTNESS_KINDS[self.case]}: a without-replacement drafter cannot produce them, so no law is judged there (trees.robustness[{self.case}] poses them, for the contract)"
+            return (
+                f"{ROBUSTNESS_KINDS[self.case]}: a without-replacement drafter cannot produce them, so no law is "
+                f"judged there (trees.robustness[{self.case}] poses them, for the contract)"
+            )
         if reason or self.case in CONDITIONAL_KINDS:
             return reason
         if sut.algorithm == _BLOCK:
@@ -365,7 +372,8 @@ class TreeConditionalCheck(TreeCheck):
             if vocab > ctx.budget.shape_max_vocab:
                 return self.result(
                     "skip",
-                    f"V={vocab:,} is above the {ctx.budget.name} budget's shape_max_vocab={ctx.budget.shape_max_vocab:,}",
+                    f"V={vocab:,} is above the {ctx.budget.name} budget's "
+                    f"shape_max_vocab={ctx.budget.shape_max_vocab:,}",
                 )
             shape = TreeShape(PRODUCTION_PARENTS, vocab, large=True)
             tree = sut.passed(production_tree(vocab, ctx.seed_for(self.id, "tree"), sut.tree_limits))
@@ -411,7 +419,10 @@ class TreeConditionalCheck(TreeCheck):
             "tree_case": case_json(tree, counts=counts, expected=expected, columns=columns),
             **decision.record(rows),
         }
-        summary = f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact law; {detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
+        summary = (
+            f"{rows} calls on a tree of {tree.width - 1} candidates (V={tree.vocab}) against {algorithm!r}'s exact "
+            f"law; {detects(test, claim, ctx.budget.power, DECLARED_LAW)}"
+        )
         return law_result(
             self,
             ctx,
@@ -444,7 +455,10 @@ class TreeRobustnessCheck(TreeCheck):
     def unfit(self, sut: Any) -> str | None:
         reason = super().unfit(sut)
         if not reason and sut.algorithm != WITHOUT_REPLACEMENT:
-            return "the sampler's declared drafting produces every tree the law checks pose (only without-replacement drafting excludes some)"
+            return (
+                "the sampler's declared drafting produces every tree the law checks pose (only without-replacement "
+                "drafting excludes some)"
+            )
         return reason
 
     def posed(self, algorithm: str | None) -> list[Posed]:
@@ -499,8 +513,8 @@ class TreeRobustnessCheck(TreeCheck):
         )
         return self.result(
             "pass",
-            f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot produce; "
-            f"the law given the candidates {law_words}: information, not a law finding",
+            f"{rows} outputs valid on a tree of {ROBUSTNESS_KINDS[kind]}, which a without-replacement drafter cannot "
+            f"produce; the law given the candidates {law_words}: information, not a law finding",
             samples=rows,
             evidence=evidence,
         )

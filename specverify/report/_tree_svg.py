@@ -101,7 +101,8 @@ def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
         (x1, y1), (x2, y2) = xy(parents[node]), xy(node)
         thick = node in on_path and parents[node] in on_path
         parts.append(
-            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{INK}" stroke-width="{3.5 if thick else 1}" />'
+            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{INK}" '
+            f'stroke-width="{3.5 if thick else 1}" />'
         )
     for node in range(len(parents)):
         x, y = xy(node)
@@ -111,15 +112,17 @@ def tree_case_svg(case: TreeCase, prefix: str, *, label: str) -> str | None:
         if isinstance(observed, list) and node < len(observed) and isinstance(expected, list):
             title += f"; paths ending here: observed {observed[node]}, expected {expected[node]:.1f}"
         parts.append(
-            f'<g><title>{escape(title)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{_R}" fill="{fill}" fill-opacity="0.35" '
-            f'stroke="{ring}" stroke-width="{3 if node == worst else 1}" />'
-            f'<text x="{x:.1f}" y="{y + 4:.1f}" font-size="{11 if node else 8}" text-anchor="middle" fill="{INK}">{escape(str(tokens[node]) if node else "root")}</text></g>'
+            f'<g><title>{escape(title)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{_R}" fill="{fill}" '
+            f'fill-opacity="0.35" stroke="{ring}" stroke-width="{3 if node == worst else 1}" /><text x="{x:.1f}" '
+            f'y="{y + 4:.1f}" font-size="{11 if node else 8}" text-anchor="middle" '
+            f'fill="{INK}">{escape(str(tokens[node]) if node else "root")}</text></g>'
         )
     token = case.get("token")
     if path and isinstance(token, int):
         x, y = xy(path[-1])
         parts.append(
-            f'<text x="{x:.1f}" y="{y + _R + 12:.1f}" font-size="10" text-anchor="middle" fill="{_BAD}">emits {token}</text>'
+            f'<text x="{x:.1f}" y="{y + _R + 12:.1f}" font-size="10" text-anchor="middle" fill="{_BAD}">emits '
+            f"{token}</text>"
         )
     parts.append("</svg>")
     return inline_svg("".join(parts), prefix, label=label)

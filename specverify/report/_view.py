@@ -51,9 +51,8 @@ FINDING_TEXT = {f.value: f.text for f in Finding}
 _PLACED = {
     "tv", "where", "minimal_example", "model", "repro", "observed", "expected", "outcome_labels",
     "observed_counts", "expected_law", "expected_accepted", "observed_accepted", "ratio",
-    "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms", "traceback", "violation",
-    "warps",
-    "tree_case", "event",
+    "min_detectable_drop", "min_detectable_deficit", "power", "first_mismatch", "positions", "unconfirmed_alarms",
+    "traceback", "violation", "warps", "tree_case", "event",
 }  # fmt: skip
 
 
@@ -445,11 +444,13 @@ def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView], che
     if lossless(verdict):
         if classes and alpha is not None and power is not None:
             return Guarantee(
-                lead=f"With probability ≥ {number(power)}, every statistical check detects a deviation in total variation (TV) "
+                lead=f"With probability ≥ {number(power)}, every statistical check detects a deviation in "
+                "total variation (TV) "
                 + (
                     "of at least:"
                     if len(classes) == 1
-                    else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks tested):"
+                    else f"of at least its reach class's bound ({len(classes)} classes, by the shapes their checks "
+                    "tested):"
                 ),
                 classes=shown,
                 tail=f"The probability of any false alarm in this run is ≤ {number(alpha)}.",
@@ -458,7 +459,8 @@ def _guarantee(verdict: str, run: Mapping[str, Any], views: list[CheckView], che
     if any(v.status == "fail" for v in views) and alpha is not None:
         # what the checks that passed rule out, by reach class: where the sampler was not seen to fail
         passed = (
-            f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at least:"
+            f" With probability ≥ {number(power)}, the statistical checks that passed detect a deviation in TV of at "
+            "least:"
             if shown and power is not None
             else ""
         )

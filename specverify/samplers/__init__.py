@@ -7,8 +7,8 @@
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
 * ``tree_triton``: the target-only tree verifier as one Triton kernel (tree contract), lazy like ``triton``.
-* ``tree_reference`` (SpecInfer), ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``, ``block_verification``
-  (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
+* ``tree_reference`` (SpecInfer), ``tree_specinfer``, ``tree_without_replacement``, ``tree_target_only``,
+  ``block_verification`` (and ``TREE_REFERENCES``, one per algorithm): reference samplers of the tree contract
   (:mod:`specverify.trees`, which exports them too); imported on first use.
 """
 

@@ -2,10 +2,10 @@
 
 The whole step is in the kernel: a program walks its rows' trees and draws their tokens, one row
 per program on a GPU, a tile of ``BLOCK_B`` rows under the interpreter (which pays per program and
-per operation; see :func:`launch_config`); the vocabulary is read in tiles of ``BLOCK_V``.  The walk is that of :func:`specverify.samplers._tree_reference.walk` for
-``target-only``, in unnormalised terms: at node ``n`` with target row ``p_n`` of mass ``S``, the
-children are tried in order, child ``c`` of token ``x`` accepted iff ``u_c * R < p_n(x)``, where
-``R`` is ``S`` less the mass of the tokens rejected so far at ``n`` (the reference's
+per operation; see :func:`launch_config`); the vocabulary is read in tiles of ``BLOCK_V``.  The walk is that of
+:func:`specverify.samplers._tree_reference.walk` for ``target-only``, in unnormalised terms: at node ``n`` with target
+row ``p_n`` of mass ``S``, the children are tried in order, child ``c`` of token ``x`` accepted iff
+``u_c * R < p_n(x)``, where ``R`` is ``S`` less the mass of the tokens rejected so far at ``n`` (the reference's
 ``u_c < p(x)`` on its renormalised state; a token rejected twice weighs 0 the second time).  A
 rejection that would leave at most ``V`` units of float64 round-off of ``R`` removes nothing (the
 reference's residual fallback).  At the node where no child is accepted, the token is the

@@ -61,7 +61,8 @@ class FutilityPlan:
     def __post_init__(self) -> None:
         if not (0 < self.tv <= 1 and 0 < self.alpha < 1 and 0 < self.power < 1 and self.df >= 1):
             raise ValueError(
-                f"tv must lie in (0, 1], alpha and power in (0, 1), df >= 1; got {self.tv}, {self.alpha}, {self.power}, {self.df}"
+                f"tv must lie in (0, 1], alpha and power in (0, 1), df >= 1; got {self.tv}, {self.alpha}, "
+                f"{self.power}, {self.df}"
             )
         if not self.looks or list(self.looks) != sorted(set(self.looks)) or not all(0 < t < 1 for t in self.looks):
             raise ValueError(f"looks are one or more increasing fractions in (0, 1), got {self.looks}")

@@ -50,7 +50,9 @@ def _greedy_fallback(p: torch.Tensor, q: torch.Tensor, n: torch.Tensor) -> torch
     "conformant",
     (),
     "quick",
-    "transformers' top-p (drop tokens whose ascending cumulative mass is <= 1 - top_p: at top_p 1.0 the sub-ulp tails stay) and, where the residual is float noise, the target's most probable token instead of a draw from the target row: float-edge findings only.",
+    "transformers' top-p (drop tokens whose ascending cumulative mass is <= 1 - top_p: at top_p 1.0 the sub-ulp tails "
+    "stay) and, where the residual is float noise, the target's most probable token instead of a draw from the target "
+    "row: float-edge findings only.",
     _LOGITS,
     float_edge=True,
 )
@@ -67,7 +69,9 @@ def top_p_keeping_sub_ulp_tails(t, d, y, g, params):
     "conformant",
     (),
     "quick",
-    "Its own top-p, a token kept iff the mass before it is strictly below top_p, applied at top_p 1.0 too: tokens after a mass that rounds to 1.0 (sub-ulp tails) are cut, so a sub-ulp draft is always rejected; float-edge findings only.",
+    "Its own top-p, a token kept iff the mass before it is strictly below top_p, applied at top_p 1.0 too: tokens "
+    "after a mass that rounds to 1.0 (sub-ulp tails) are cut, so a sub-ulp draft is always rejected; float-edge "
+    "findings only.",
     _LOGITS,
     float_edge=True,
 )
@@ -85,7 +89,9 @@ def top_p_cutting_sub_ulp_tails(t, d, y, g, params):
     "conformant",
     (),
     "quick",
-    "A residual of mass below 1e-12 (not only an exact zero) is taken for float noise and the token drawn from the target row: above the row's float noise (V * eps) that is a law difference, on a rejection of probability below 1e-12; float-edge findings only.",
+    "A residual of mass below 1e-12 (not only an exact zero) is taken for float noise and the token drawn from the "
+    "target row: above the row's float noise (V * eps) that is a law difference, on a rejection of probability below "
+    "1e-12; float-edge findings only.",
     float_edge=True,
 )
 def target_fallback_below_1e_12(t, d, y, g):

@@ -39,7 +39,8 @@ def _logits_step(logits, d, y, g, params, target_law):
     "non-conformant",
     ("support",),
     "standard",
-    "The target verified at temperature 1: the row's temperature reaches only the draft (vLLM PR #10198); a greedy row samples.",
+    "The target verified at temperature 1: the row's temperature reaches only the draft (vLLM PR #10198); a greedy row "
+    "samples.",
     _LOGITS,
 )
 def logits_target_temperature_ignored(t, d, y, g, params):
@@ -127,7 +128,8 @@ def seeds_ignored(t, d, y, g, params):
     "non-conformant",
     ("contract",),
     "quick",
-    "One seed for the whole batch: the first request's seed draws every row's uniforms (seeds shared or mixed across requests: vLLM #13196, #9441, TensorRT-LLM #19487).",
+    "One seed for the whole batch: the first request's seed draws every row's uniforms (seeds shared or mixed across "
+    "requests: vLLM #13196, #9441, TensorRT-LLM #19487).",
     _SEEDED,
 )
 def seed_shared_across_batch(t, d, y, g, params):
@@ -142,7 +144,8 @@ def seed_shared_across_batch(t, d, y, g, params):
     "non-conformant",
     ("contract",),
     "quick",
-    "The seed offset by the row's position in the batch: a request's output depends on where it lands in the batch (the class of seeds mixed across concurrent requests).",
+    "The seed offset by the row's position in the batch: a request's output depends on where it lands in the batch "
+    "(the class of seeds mixed across concurrent requests).",
     _SEEDED,
 )
 def seed_offset_by_row(t, d, y, g, params):

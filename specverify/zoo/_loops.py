@@ -183,8 +183,9 @@ def _members() -> dict[str, LoopMember]:
             "The drafter draws through a bfloat16 prefix sum of q, as a sampling kernel scanning in the model's dtype "
             "does, while the verifier is handed the float q: the drafter/ratio mismatch class. Lossy: the law checks' "
             "generation laws move by TV 9.3e-4 to 2.8e-3 on average over the kinds (loop.law[plain] 2.0e-3, "
-            "[temperature] 2.8e-3; chains of seeds 0-9, drafts of seeds 100-109), computed exactly by specverify.zoo._rounded.drafted_generation_law; below every "
-            "preset's reach (standard's loop laws reach TV 0.01): conformant within reach at the presets, lossy at --tv 0.001.",
+            "[temperature] 2.8e-3; chains of seeds 0-9, drafts of seeds 100-109), computed exactly by "
+            "specverify.zoo._rounded.drafted_generation_law; below every preset's reach (standard's loop laws reach TV "
+            "0.01): conformant within reach at the presets, lossy at --tv 0.001.",
         ),
         # declared warps (issue 29): the engine's own law is the oracle
         *[
@@ -203,14 +204,16 @@ def _members() -> dict[str, LoopMember]:
             _WarpsByAnother("sglang", "transformers"),
             "lossy",
             ("loop.law[separating]", "loop.law[mixed]"),
-            "Declares SGLang's warp (joint top-k/top-p, exactly k at ties) and warps as transformers does: not its engine's own law.",
+            "Declares SGLang's warp (joint top-k/top-p, exactly k at ties) and warps as transformers does: not its "
+            "engine's own law.",
         ),
         (
             "vllm-min-p-bonus-only",
             _MinPBonusOnly(warp="vllm"),
             "lossy",
             ("loop.law[min-p]",),
-            "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its rejection sampler).",
+            "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its "
+            "rejection sampler).",
         ),
     ]
     below_reach = {"bf16-prefix-sum-draft": (0.001, Verdict.LOSSY)}  # name -> (EPS, the verdict at --tv EPS)

@@ -221,8 +221,8 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
             else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
         )
         lines.append(
-            f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} ({r.declared_budget}) | "
-            f"{r.verdict}{mark} | "
+            f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} "
+            f"({r.declared_budget}) | {r.verdict}{mark} | "
             + " | ".join(cells)
             + f" | {r.first_failure or ''} | "
             + (f"{r.first_failure_seconds:.1f}" if r.first_failure_seconds is not None else "")
@@ -270,7 +270,8 @@ def write_matrix(
     directory.mkdir(parents=True, exist_ok=True)
     partial = planned is not None and len(rows) < planned
     note = (
-        f"**Partial: {len(rows)} of {planned} runs finished ({ended or 'still running'}).** The totals below count those runs only.\n\n"
+        f"**Partial: {len(rows)} of {planned} runs finished ({ended or 'still running'}).** The totals below count "
+        "those runs only.\n\n"
         if partial
         else ""
     )

@@ -100,7 +100,8 @@ def non_strict_comparison(t, d, y, g):
     "conformant",
     (),
     "quick",
-    "A per-row Python loop over a scalar implementation in Python floats: slow, exact. Declares max_vocab=4,097: beyond it a Python loop over every probability of every row is too slow to check on a CPU.",
+    "A per-row Python loop over a scalar implementation in Python floats: slow, exact. Declares max_vocab=4,097: "
+    "beyond it a Python loop over every probability of every row is too slow to check on a CPU.",
     Capabilities(max_vocab=4_097),
 )
 def per_row_loop(t, d, y, g):
@@ -117,7 +118,8 @@ def per_row_loop(t, d, y, g):
     "conformant",
     (),
     "quick",
-    "Declares batched=False: the harness calls it one row at a time (and max_vocab=4,097, so its many one-row calls stay affordable).",
+    "Declares batched=False: the harness calls it one row at a time (and max_vocab=4,097, so its many one-row calls "
+    "stay affordable).",
     Capabilities(batched=False, max_vocab=4_097),
 )
 def one_row_per_call(t, d, y, g):
@@ -196,7 +198,8 @@ def half_acceptance(t, d, y, g):
     "lossless-suboptimal",
     ("efficiency",),
     "quick",
-    "Never uses the last draft: verifies K-1 drafts and samples the K-th position from the target. Lossless, no bonus token.",
+    "Never uses the last draft: verifies K-1 drafts and samples the K-th position from the target. Lossless, no bonus "
+    "token.",
 )
 def no_bonus_token(t, d, y, g):
     batch, k = y.shape
@@ -224,7 +227,8 @@ def relaxed_acceptance(t, d, y, g):
     "non-conformant",
     ("support", "fit"),
     "quick",
-    "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design, and it emits drafts the target forbids (p = 0, q > 0).",
+    "transformers' assistant_ensemble_weight = 0.5: verifies against (p + q) / 2. Lossy by design, and it emits drafts "
+    "the target forbids (p = 0, q > 0).",
 )
 def ensemble_verification(t, d, y, g):
     mix = 0.5 * normalise(t)
@@ -249,7 +253,8 @@ def typical_acceptance(t, d, y, g):
     "lossy",
     ("fit", "exact"),
     "quick",
-    "Draws the replacement from the target p instead of the residual [p - q]+: the rejected token can come back (a stochastic-acceptance variant some ports shipped).",
+    "Draws the replacement from the target p instead of the residual [p - q]+: the rejected token can come back (a "
+    "stochastic-acceptance variant some ports shipped).",
 )
 def replacement_from_target(t, d, y, g):
     def final(p, q, n):
@@ -262,7 +267,8 @@ def replacement_from_target(t, d, y, g):
     "non-conformant",
     ("contract", "support", "fit"),
     "quick",
-    "flashinfer #425: the residual is computed from position 0 whatever the rejection position, so it can emit a token the target forbids there.",
+    "flashinfer #425: the residual is computed from position 0 whatever the rejection position, so it can emit a token "
+    "the target forbids there.",
 )
 def residual_from_row_zero(t, d, y, g):
     def final(p, q, n):
@@ -318,7 +324,8 @@ def temperature_applied_twice(t, d, y, g):
     "lossy",
     ("fit", "exact"),
     "quick",
-    "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the kernel's stride).",
+    "Positions >= 2 only: the acceptance ratio there uses the previous position's draft law (an off-by-one in the "
+    "kernel's stride).",
 )
 def position_two_off_by_one(t, d, y, g):
     batch, k = y.shape
@@ -336,7 +343,8 @@ def position_two_off_by_one(t, d, y, g):
     "lossy",
     ("fit",),
     "quick",
-    "Heterogeneous batches only: the accept ratio's draft probability is read from row 0 (a shared-memory index bug); identical rows hide it.",
+    "Heterogeneous batches only: the accept ratio's draft probability is read from row 0 (a shared-memory index bug); "
+    "identical rows hide it.",
 )
 def batch_row_zero_ratio(t, d, y, g):
     def accept(u, p_y, q_y):
@@ -349,7 +357,9 @@ def batch_row_zero_ratio(t, d, y, g):
     "lossy",
     ("fit", "exact"),
     "quick",
-    "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3, and a u rounded up to 1.0 rejects a draft the canonical step always accepts (an outcome of exact probability 0), which the quick budget already sees.",
+    "Uniforms rounded to bfloat16 (8 bits) before the accept test: a bias of TV about 1e-3, and a u rounded up to 1.0 "
+    "rejects a draft the canonical step always accepts (an outcome of exact probability 0), which the quick budget "
+    "already sees.",
 )
 def coarse_uniforms(t, d, y, g):
     batch, k = y.shape
@@ -378,7 +388,8 @@ def bf16_ratio(t, d, y, g):
     "non-conformant",
     ("support",),
     "quick",
-    "vllm #23803 / sglang #35771: a low-precision uniform can be exactly 0 and u <= p/q then accepts a draft of target probability 0.",
+    "vllm #23803 / sglang #35771: a low-precision uniform can be exactly 0 and u <= p/q then accepts a draft of target "
+    "probability 0.",
 )
 def zero_uniform_accepts_impossible(t, d, y, g):
     batch, k = y.shape
@@ -465,7 +476,8 @@ def counts_non_prefix_accepts(t, d, y, g):
     "non-conformant",
     ("robustness", "contract"),
     "quick",
-    "jaymody/speculative-sampling #5, transformers: no zero guard and no normalisation; a residual of mass 0 gives NaN and torch.multinomial raises.",
+    "jaymody/speculative-sampling #5, transformers: no zero guard and no normalisation; a residual of mass 0 gives NaN "
+    "and torch.multinomial raises.",
 )
 def nan_residual(t, d, y, g):
     def final(p, q, n):
@@ -484,7 +496,8 @@ def nan_residual(t, d, y, g):
     "non-conformant",
     ("robustness", "contract"),
     "quick",
-    "vLLM GHSA-8wr5-jm2h-8r4f: a residual with no live entry returns the vocabulary size as the token id; reachable only on inputs that do not sum to 1 (low precision).",
+    "vLLM GHSA-8wr5-jm2h-8r4f: a residual with no live entry returns the vocabulary size as the token id; reachable "
+    "only on inputs that do not sum to 1 (low precision).",
 )
 def out_of_range_on_empty_residual(t, d, y, g):
     def final(p, q, n):
@@ -539,7 +552,8 @@ def _fixed_token_at_four_drafts(t, d, y, g):
     "lossy",
     ("fit",),
     "quick",
-    "Lossy at K = 4 only: half its rows there accept nothing and emit the target's most likely token. Fewer accepted drafts, and a conditional law unlike the canonical one, must not pass for lossless-suboptimal.",
+    "Lossy at K = 4 only: half its rows there accept nothing and emit the target's most likely token. Fewer accepted "
+    "drafts, and a conditional law unlike the canonical one, must not pass for lossless-suboptimal.",
 )
 def lossy_at_four_drafts(t, d, y, g):
     return _fixed_token_at_four_drafts(t, d, y, g)
@@ -549,7 +563,8 @@ def lossy_at_four_drafts(t, d, y, g):
     "lossy",
     ("fit",),
     "quick",
-    "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at every shape must catch it.",
+    "Declares canonical=False (so no check of the canonical law runs) and is lossy at K = 4 only: the target's law at "
+    "every shape must catch it.",
     Capabilities(canonical=False),
 )
 def non_canonical_lossy_at_four_drafts(t, d, y, g):
@@ -565,7 +580,8 @@ def _no_renormalisation(t, d, y, g):
     "conformant",
     (),
     "quick",
-    "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype allows, which is what engines pass it.",
+    "Does not renormalise its inputs, as engine kernels do not: exact on rows normalised as well as their dtype "
+    "allows, which is what engines pass it.",
 )
 def no_input_renormalisation(t, d, y, g):
     return _no_renormalisation(t, d, y, g)
@@ -575,7 +591,8 @@ def no_input_renormalisation(t, d, y, g):
     "non-conformant",
     ("fit",),
     "quick",
-    "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, 'does not renormalise its inputs', not lossy.",
+    "Declares unnormalised=True but does not renormalise: on rows far from normalised it gets the finding of its own, "
+    "'does not renormalise its inputs', not lossy.",
     Capabilities(unnormalised=True),
 )
 def declares_unnormalised_but_does_not_renormalise(t, d, y, g):

@@ -24,7 +24,8 @@ def _large_vocab_only(min_vocab: int, bug, t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "A vocabulary-size dispatch: from 9 tokens on, a second code path draws the replacement from the target p instead of the residual [p - q]+.",
+    "A vocabulary-size dispatch: from 9 tokens on, a second code path draws the replacement from the target p instead "
+    "of the residual [p - q]+.",
 )
 def wrong_from_nine_tokens(t, d, y, g):
     return _large_vocab_only(9, replacement_from_target, t, d, y, g)
@@ -34,7 +35,8 @@ def wrong_from_nine_tokens(t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "Vocabulary tiled in blocks of 32,768 with a floor where a ceiling belongs: the last partial tile is never sampled (V > 32,768 only).",
+    "Vocabulary tiled in blocks of 32,768 with a floor where a ceiling belongs: the last partial tile is never sampled "
+    "(V > 32,768 only).",
 )
 def last_tile_dropped(t, d, y, g):
     def final(p, q, n):
@@ -54,7 +56,8 @@ def last_tile_dropped(t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "The emitted token's id passes through a 15-bit field (an int16 index masked to stay positive): ids >= 32,768 come back as id - 32,768.",
+    "The emitted token's id passes through a 15-bit field (an int16 index masked to stay positive): ids >= 32,768 come "
+    "back as id - 32,768.",
 )
 def int16_index_overflow(t, d, y, g):
     tokens, n = reference(t, d, y, g)
@@ -85,7 +88,8 @@ def fixed_position_arrays(t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "The large-vocabulary path (V > 4,096) launches at most 256 row blocks: rows beyond read the uniforms of block 255.",
+    "The large-vocabulary path (V > 4,096) launches at most 256 row blocks: rows beyond read the uniforms of block "
+    "255.",
 )
 def grid_limit_large_batch(t, d, y, g):
     batch, k = y.shape
@@ -99,7 +103,8 @@ def grid_limit_large_batch(t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "The accept ratio reads p and q at a draft id held in an int16: ids >= 32,768 wrap negative and are read modulo V, at another token.",
+    "The accept ratio reads p and q at a draft id held in an int16: ids >= 32,768 wrap negative and are read modulo V, "
+    "at another token.",
 )
 def draft_id_through_int16(t, d, y, g):
     wrapped = y.to(torch.int16).to(torch.int64) % t.shape[-1]
@@ -111,7 +116,8 @@ def draft_id_through_int16(t, d, y, g):
     "lossy",
     ("shapes",),
     "quick",
-    "Long drafts (K >= 12) take a second kernel whose bonus token, after every draft is accepted, is drawn from the target row of the last draft (K - 1) instead of the bonus row K.",
+    "Long drafts (K >= 12) take a second kernel whose bonus token, after every draft is accepted, is drawn from the "
+    "target row of the last draft (K - 1) instead of the bonus row K.",
 )
 def bonus_from_last_draft_row_at_long_k(t, d, y, g):
     if y.shape[1] < 12:
@@ -142,7 +148,8 @@ def _zero_residual_fallback(fallback):
     "non-conformant",
     ("shapes",),
     "quick",
-    "vLLM-style argmax over an all-zero residual: a rejection whose residual rounds to zero emits token 0, which the target may forbid.",
+    "vLLM-style argmax over an all-zero residual: a rejection whose residual rounds to zero emits token 0, which the "
+    "target may forbid.",
 )
 def zero_residual_token_zero(t, d, y, g):
     def one_hot_zero(r):
@@ -167,7 +174,10 @@ def zero_residual_uniform(t, d, y, g):
     "conformant",
     (),
     "quick",
-    "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's row index) instead of the rejection's own. The fallback runs only where the residual is float noise (mass <= V * eps), so the rejection it follows has probability below that mass: the law given the sub-ulp draft moves by TV 0.3-0.6, the emitted law by less than 1e-12. A float-edge finding, not a lossy sampler (issue 31).",
+    "A residual that rounds to zero falls back to the target row of the next position (an off-by-one in the fallback's "
+    "row index) instead of the rejection's own. The fallback runs only where the residual is float noise (mass <= V * "
+    "eps), so the rejection it follows has probability below that mass: the law given the sub-ulp draft moves by TV "
+    "0.3-0.6, the emitted law by less than 1e-12. A float-edge finding, not a lossy sampler (issue 31).",
     float_edge=True,
 )
 def zero_residual_next_row(t, d, y, g):

@@ -1,7 +1,7 @@
 """Zoo members of the class the presets miss (issue 28): a law moved by TV about 1e-3.
 
-``bf16-truncated-ratio`` (a step sampler): its accept ratio reads the draft probability through a bfloat16 copy made by truncation (the high
-16 bits of the float32, as a kernel that packs q by masking does), while the residual uses the
+``bf16-truncated-ratio`` (a step sampler): its accept ratio reads the draft probability through a bfloat16 copy made by
+truncation (the high 16 bits of the float32, as a kernel that packs q by masking does), while the residual uses the
 float32 q.  Truncation always rounds down, by up to 2^-7 relative, so drafts are accepted a little
 too often: the emitted law moves by a few 1e-4 to 2e-3 in TV, below every preset's reach
 (thorough's TV 0.003).  The law given some drafts moves further (where the truncated q(y) falls

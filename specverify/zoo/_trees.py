@@ -211,7 +211,8 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "target-only",
             "non-conformant",
             "quick",
-            "Target-only tree verifier accepting on u <= g(x): a coin of exactly 0 accepts a child of target probability 0 (SGLang #35771).",
+            "Target-only tree verifier accepting on u <= g(x): a coin of exactly 0 accepts a child of target "
+            "probability 0 (SGLang #35771).",
         ),
         _member(
             "tree-residual-from-parent-node",
@@ -219,7 +220,9 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "specinfer",
             "non-conformant",
             "quick",
-            "SpecInfer tree verifier that reads the parent's logits row for the node it descended to, so its residual and bonus come from the wrong node (a wrong logits slice, TensorRT-LLM PR #15098): it emits tokens the target gives probability 0 after the path, and its law is wrong wherever it is not.",
+            "SpecInfer tree verifier that reads the parent's logits row for the node it descended to, so its residual "
+            "and bonus come from the wrong node (a wrong logits slice, TensorRT-LLM PR #15098): it emits tokens the "
+            "target gives probability 0 after the path, and its law is wrong wherever it is not.",
         ),
         _member(
             "tree-siblings-past-32-wrap",
@@ -227,7 +230,9 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "specinfer",
             "lossy",
             "quick",
-            "SpecInfer tree verifier with a 5-bit sibling index: from the 33rd sibling on, the acceptance ratio is read at the token of sibling (rank mod 32), so trees of more than 32 siblings get the wrong law (the >32-sibling out-of-bounds class).",
+            "SpecInfer tree verifier with a 5-bit sibling index: from the 33rd sibling on, the acceptance ratio is "
+            "read at the token of sibling (rank mod 32), so trees of more than 32 siblings get the wrong law (the "
+            ">32-sibling out-of-bounds class).",
         ),
         _member(
             "tree-duplicate-siblings-counted-twice",
@@ -235,7 +240,9 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "target-only",
             "lossy",
             "quick",
-            "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass kernel).",
+            "Target-only tree verifier that divides by 1 - (mass of the siblings tried so far), counting a duplicate "
+            "sibling's mass twice, so a duplicate is accepted after its twin was rejected (SGLang's accumulated-mass "
+            "kernel).",
         ),
         _member(
             "tree-threshold-below-one",
@@ -243,7 +250,8 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "target-only",
             "lossy",
             "quick",
-            "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's law allows, lossy by design.",
+            "SGLang's target-only verifier with threshold_single = threshold_acc = 0.5: accepts more than the target's "
+            "law allows, lossy by design.",
         ),
         _member(
             "tree-no-token-after-a-leaf",
@@ -251,7 +259,9 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "specinfer",
             "non-conformant",
             "quick",
-            "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of range.",
+            "SpecInfer tree verifier that draws the bonus token only while the accepted node has children left to try: "
+            "a path that reaches a leaf emits no token (-1), its own contract violation (no-token), not a token out of "
+            "range.",
         ),
         _member(
             "tree-without-replacement-breaks-on-duplicates",
@@ -259,7 +269,10 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "without-replacement",
             "conformant",
             "quick",
-            "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the contract only) and reports the law as information.",
+            "Without-replacement tree verifier that skips a sibling holding a token an earlier sibling holds (no "
+            "rejection step for it): its law differs from the algorithm's only on duplicate siblings, trees its "
+            "drafter cannot produce, so no law check poses them; trees.robustness[duplicates] audits them (the "
+            "contract only) and reports the law as information.",
         ),
         _member(
             "tree-prefix-matching-accepts-more",
@@ -267,7 +280,9 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "target-only",
             "conformant",
             "quick",
-            "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens a step at V = 4) and is lossless; accepting more is information, never lossy.",
+            "Target-only tree verifier matching children by token prefix: after accepting a token it also tries the "
+            "subtree of a duplicate sibling holding it, so it accepts more than the target-only walk (0.01-0.04 tokens "
+            "a step at V = 4) and is lossless; accepting more is information, never lossy.",
         ),
         _member(
             "tree-block-verification-token-wise-residual",
@@ -275,7 +290,8 @@ TREE_MEMBERS: dict[str, TreeZooSampler] = {
             "block-verification",
             "lossy",
             "quick",
-            "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - q]_+) (vllm-ascend #7807, #7839).",
+            "Block verification's stopping rule with the token-wise residual norm([p - q]_+) instead of norm([w p - "
+            "q]_+) (vllm-ascend #7807, #7839).",
         ),
     )
 }

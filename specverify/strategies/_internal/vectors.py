@@ -65,9 +65,9 @@ def round_normalised(rows: torch.Tensor, precision: str) -> torch.Tensor:
 
     Entry by entry to the nearest value, then, a pass at a time over every row at once, the
     positive entry whose one-ulp step best closes the gap to 1 takes it (each entry one step at
-    most, so every entry stays within an ulp of the exact value; zeros stay zero).  A row of nearest values can miss 1 by ``V`` half-ulps (0.4% in bf16);
-    these miss it by about the smallest entry's ulp: the rows a normalised engine passes, on which
-    a kernel that does not renormalise is exact to that precision (kept in float64).
+    most, so every entry stays within an ulp of the exact value; zeros stay zero).  A row of nearest values can miss 1
+    by ``V`` half-ulps (0.4% in bf16); these miss it by about the smallest entry's ulp: the rows a normalised engine
+    passes, on which a kernel that does not renormalise is exact to that precision (kept in float64).
     """
     if precision == "float64":
         return rows
