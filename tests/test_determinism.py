@@ -17,7 +17,8 @@ sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == "with-constants":
     import lots_of_constants  # a local module full of literals
 import specverify
-result = specverify.check(specverify.reference, budget="quick", seed=7, select=["fit.conditional[random]", "robustness.edge[zeros]"])
+result = specverify.check(specverify.reference, budget="quick", seed=7, \
+select=["fit.conditional[random]", "robustness.edge[zeros]"])
 print(json.dumps([(c.id, c.status, c.p_value, c.samples, c.evidence.get("examples")) for c in result.checks]))
 """
 

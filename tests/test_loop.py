@@ -78,7 +78,7 @@ def test_the_reference_loop_follows_the_warped_autoregressive_law(k):
         assert gof_test(counts, plain.numpy(), alpha=1e-6).pvalue < 1e-6  # the test has power
 
 
-def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_the_models_only_the_rows_still_verifying():
+def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_models_only_the_rows_still_verifying():
     target, draft = _models(4)
     seen: dict[str, list[int]] = {"target": [], "draft": []}
 

@@ -330,7 +330,8 @@ def test_the_gpu_kernel_compiles_for_ampere_and_hopper():
             config = launch_config(256, vocab, interpreted=False)
             constants = {"USE_UNIFORMS": use_uniforms, "EAGER_JUMPS": config["EAGER_JUMPS"], "K_POW2": 16,
                          "BLOCK_B": config["BLOCK_B"], "BLOCK_V": config["BLOCK_V"]}
-            source = ASTSource(verify_kernel, {**sig, **{name: "constexpr" for name in constants}}, constexprs=constants)
+            source = ASTSource(verify_kernel, {**sig, **{name: "constexpr" for name in constants}}, \
+constexprs=constants)
             kernel = triton.compile(source, target=GPUTarget("cuda", arch, 32),
                                     options={"num_warps": config["num_warps"], "enable_fp_fusion": False})
             assert kernel.asm["cubin"], arch

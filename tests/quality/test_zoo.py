@@ -2,10 +2,10 @@
 
 Like Hypothesis's tests/quality: these tests are about the harness's power, not the samplers.
 Correct and lossless-suboptimal members declared at the quick budget run the whole battery here (a
-subset never passes), but for the two that make a Python call per row (see ``PYTHON_PER_ROW``); bugs declared at quick run the families declared to catch them, which must
-reach the declared verdict on their own (a failure stands in a subset), and members that need a
-larger budget run those families at that budget.  The whole battery on every member, at every
-budget, is ``specverify zoo --budget standard`` (the kill matrices quoted in the README); here the
+subset never passes), but for the two that make a Python call per row (see ``PYTHON_PER_ROW``); bugs declared at quick
+run the families declared to catch them, which must reach the declared verdict on their own (a failure stands in a
+subset), and members that need a larger budget run those families at that budget.  The whole battery on every member, at
+every budget, is ``specverify zoo --budget standard`` (the kill matrices quoted in the README); here the
 bugs' runs are cut to their families to keep CI within its time.
 """
 

@@ -76,7 +76,8 @@ def hostile_run() -> RunResult:
             id="efficiency.acceptance[random]", family="efficiency", case="random", status="fail", finding="suboptimal",
             p_value=1e-9, alpha=1e-5, samples=5000, message="accepts fewer drafts",
             evidence={"expected_accepted": 0.9, "observed_accepted": 0.7, "ratio": 0.7 / 0.9,
-                      "expected_law": [0.5, 0.3, 0.2], "observed_counts": [3000, 1500, 500], "min_detectable_drop": 0.05},
+                      "expected_law": [0.5, 0.3, 0.2], "observed_counts": [3000, 1500, 500],
+                      "min_detectable_drop": 0.05},
         ),
         CheckResult(
             id="exact.emitted[random]", family="exact", case="random", status="error",
@@ -88,7 +89,9 @@ def hostile_run() -> RunResult:
             min_detectable_tv=0.4, samples=10, message=f"could only detect TV >= 0.4; {HOSTILE}",
             evidence={"tv": {"estimate": "nan"}, "observed": "inf", "expected": [1, [2]]},
         ),
-        CheckResult(id="robustness.large-vocab", family="robustness", case="large-vocab", status="skip", message=HOSTILE),
+        CheckResult(
+            id="robustness.large-vocab", family="robustness", case="large-vocab", status="skip", message=HOSTILE
+        ),
         CheckResult(
             id="contract.determinism", family="contract", status="pass", samples=512, message=HOSTILE,
             evidence={HOSTILE: HOSTILE, "nested": {"a": [1.0, "inf", None, True]}},

@@ -168,7 +168,8 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "reports" / "screenshots"
 
 _SKIP_CELLS = """[...document.querySelectorAll('#matrix ~ .scroll td.cell.status-skip')].map(td => {
   const s = getComputedStyle(td), mark = td.querySelector('.mark');
-  return {text: td.innerText, image: s.backgroundImage, colour: getComputedStyle(mark).color, italic: getComputedStyle(td.querySelector('a')).fontStyle};
+  return {text: td.innerText, image: s.backgroundImage, colour: getComputedStyle(mark).color, \
+italic: getComputedStyle(td.querySelector('a')).fontStyle};
 })"""
 
 
@@ -248,7 +249,8 @@ def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(
     assert browser.load(page).problems == []
     assert browser.evaluate("document.querySelector('h1.verdict').innerText") == "lossy"
     failing = browser.evaluate(
-        "[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => getComputedStyle(td).backgroundColor)"
+        "[...document.querySelectorAll('table.matrix td.cell.status-fail')].map(td => "
+        "getComputedStyle(td).backgroundColor)"
     )
     assert failing and set(failing) == {"rgb(255, 235, 233)"}  # the failure's red: what a skip must not look like
     # beside the failures, what the checks that passed rule out, by reach class
@@ -267,7 +269,8 @@ def test_a_lossy_report_draws_a_skip_as_a_skip_beside_its_failures(
 
 _TREE_TABLES = """[...document.querySelectorAll('.tree-rows table.tree-node')].map(t => {
   const r = t.getBoundingClientRect(), s = getComputedStyle(t);
-  return {text: t.innerText, shown: t.offsetParent !== null && r.width > 0 && r.height > 0 && s.visibility === 'visible' && s.display !== 'none'};
+  return {text: t.innerText, shown: t.offsetParent !== null && r.width > 0 && r.height > 0 && \
+s.visibility === 'visible' && s.display !== 'none'};
 })"""
 
 

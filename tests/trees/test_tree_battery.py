@@ -190,7 +190,8 @@ def test_a_without_replacement_verifier_breaking_only_on_duplicates_is_no_law_fa
     from specverify._trees.exact import tree_law
 
     member = TREE_MEMBERS["tree-without-replacement-breaks-on-duplicates"]
-    # it does break on duplicate siblings: the star (a, a, b), p(a) < q(a), its path ends at node 3 where the law puts nothing
+    # it does break on duplicate siblings: the star (a, a, b), p(a) < q(a), its path ends at node 3 where the law puts
+    # nothing
     target = torch.tensor([[[0.3, 0.3, 0.4]] * 4], dtype=torch.float64)
     draft = torch.tensor([[[0.6, 0.2, 0.2]] * 4], dtype=torch.float64)
     star = TreeBatch(torch.tensor([[-1, 0, 0, 0]]), torch.tensor([[-1, 0, 0, 1]]), target, draft)

@@ -41,7 +41,8 @@ def test_the_one_line_helper_runs_a_tree_sampler(pytester):
     pytester.makepyfile(
         """
         import specverify
-        test_tree = specverify.pytest_battery("specverify.samplers:tree_reference", budget="quick", only=["trees.output*"])
+        test_tree = specverify.pytest_battery("specverify.samplers:tree_reference", budget="quick", \
+only=["trees.output*"])
         """
     )
     result = pytester.runpytest("-v", "-p", "no:cacheprovider")
