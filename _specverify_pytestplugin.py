@@ -17,7 +17,8 @@ def pytest_addoption(parser):
     group.addoption(
         "--specverify-sampler",
         metavar="SPEC",
-        help="run the conformance battery on the sampler 'package.module:attribute', a module in the current directory or the rootdir included (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)",
+        help="run the conformance battery on the sampler 'package.module:attribute', a module in the current directory "
+        "or the rootdir included (also: ini specverify_sampler, env SPECVERIFY_SAMPLER)",
     )
     group.addoption(
         "--specverify-budget",
@@ -29,7 +30,8 @@ def pytest_addoption(parser):
         "--specverify-tv",
         type=float,
         metavar="EPS",
-        help="a custom budget sized to detect TV EPS in (0, 1) (the nearest preset's settings, samples scaled by the power analysis)",
+        help="a custom budget sized to detect TV EPS in (0, 1) (the nearest preset's settings, samples scaled by the "
+        "power analysis)",
     )
     group.addoption(
         "--specverify-alpha", type=float, help="family-wise false-positive probability of the run (default 1e-4)"

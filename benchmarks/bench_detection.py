@@ -235,13 +235,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"samples to detect a least-favourable deviation, 16 outcomes, alpha 1e-6, power 0.99 ({checks} checks/size)")
     print(
-        f"{'TV':>7} {'bound':>10} {'needed':>10} {'bound/needed':>13} {'power@bound':>12} {'seq median':>11} {'seq p90':>8} {'seq p99':>8}"
+        f"{'TV':>7} {'bound':>10} {'needed':>10} {'bound/needed':>13} {'power@bound':>12} {'seq median':>11} "
+        f"{'seq p90':>8} {'seq p99':>8}"
     )
     for row in detection:
         fixed, seq = row["fixed"], row["sequential"]
         print(
             f"{row['tv']:>7g} {fixed['bound']:>10,} {fixed['needed']:>10,.0f} {fixed['bound_over_needed']:>13.3f} "
-            f"{fixed['power_at_bound']:>12.4f} {seq['median_over_bound']:>10.2f}x {seq['p90_over_bound']:>7.2f}x {seq['p99_over_bound']:>7.2f}x"
+            f"{fixed['power_at_bound']:>12.4f} {seq['median_over_bound']:>10.2f}x {seq['p90_over_bound']:>7.2f}x "
+            f"{seq['p99_over_bound']:>7.2f}x"
         )
     print("two stages against one, correct sampler (TV 0.01, 16 outcomes):")
     for row in result["two_stage"]:

@@ -107,28 +107,32 @@ def write(rows: list[dict], out: Path, calls: list[dict] | None = None) -> None:
     lines = [
         "# The sampler's own process: cost on the reference sampler",
         "",
-        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch {machine['torch']}): "
-        "`specverify check specverify.samplers:reference --budget B` with and without `--in-process`, each a fresh command "
-        "timed to its exit, median of the repeats, alternating",
+        f"`python benchmarks/bench_isolation.py` ({machine['platform']}, {machine['cpus']} CPUs, torch "
+        f"{machine['torch']}): `specverify check specverify.samplers:reference --budget B` with and without "
+        "`--in-process`, each a fresh command timed to its exit, median of the repeats, alternating",
         "",
-        "| budget | repeats | in-process s | isolated s | overhead | calls | rows | harness share (in-process / isolated) | same numbers |",
+        "| budget | repeats | in-process s | isolated s | overhead | calls | rows | harness share (in-process / "
+        "isolated) | same numbers |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['budget']} | {r['repeats']} | {r['in_process_seconds']} | {r['isolated_seconds']} | {r['overhead_ratio']:+.1%} | {r['calls']:,} | "
-            f"{r['rows']:,} | {r['harness_share_in_process']:.0%} / {r['harness_share_isolated']:.0%} | {r['same_numbers']} |"
+            f"| {r['budget']} | {r['repeats']} | {r['in_process_seconds']} | {r['isolated_seconds']} | "
+            f"{r['overhead_ratio']:+.1%} | {r['calls']:,} | {r['rows']:,} | {r['harness_share_in_process']:.0%} / "
+            f"{r['harness_share_isolated']:.0%} | {r['same_numbers']} |"
         )
     if calls:
         lines += [
             "",
-            "One call (`SamplerUnderTest.step` on the reference, fresh inputs each call, median; both modes in one process):",
+            "One call (`SamplerUnderTest.step` on the reference, fresh inputs each call, median; both modes in one "
+            "process):",
             "",
             "| rows | K | V | in-process ms | isolated ms | ratio |",
             "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {c['rows']:,} | {c['k']} | {c['vocab']:,} | {c['in_process_ms']} | {c['isolated_ms']} | {c['ratio']:.2f} |"
+            f"| {c['rows']:,} | {c['k']} | {c['vocab']:,} | {c['in_process_ms']} | {c['isolated_ms']} | "
+            f"{c['ratio']:.2f} |"
             for c in calls
         ]
     (out / "isolation.md").write_text("\n".join(lines) + "\n")
@@ -156,7 +160,8 @@ def main() -> None:
             }
         )
         print(
-            f"one call, {rows_:,} rows, K={k}, V={vocab:,}: in-process {1e3 * here:.2f} ms, isolated {1e3 * isolated:.2f} ms ({isolated / here:.2f}x)"
+            f"one call, {rows_:,} rows, K={k}, V={vocab:,}: in-process {1e3 * here:.2f} ms, isolated "
+            f"{1e3 * isolated:.2f} ms ({isolated / here:.2f}x)"
         )
     rows: list[dict] = []
     write(rows, Path(args.out), calls)
@@ -186,9 +191,9 @@ def main() -> None:
         rows.append(row)
         write(rows, Path(args.out), calls)
         print(
-            f"{budget}: in-process {here_s:.1f} s, isolated {isolated_s:.1f} s "
-            f"(overhead {row['overhead_ratio']:+.1%}, {row['calls']:,} calls, {row['rows']:,} rows); harness share "
-            f"{row['harness_share_in_process']:.0%} / {row['harness_share_isolated']:.0%}; same numbers: {row['same_numbers']}"
+            f"{budget}: in-process {here_s:.1f} s, isolated {isolated_s:.1f} s (overhead {row['overhead_ratio']:+.1%}, "
+            f"{row['calls']:,} calls, {row['rows']:,} rows); harness share {row['harness_share_in_process']:.0%} / "
+            f"{row['harness_share_isolated']:.0%}; same numbers: {row['same_numbers']}"
         )
 
 

@@ -6,7 +6,8 @@ command without ``--plan`` runs the battery. Both are fresh commands, as a user 
 table gives the estimate, the real wall time, their ratio, the plan's rows against the rows the
 run drew, and the largest per-check row ratios (the checks the plan counts worst).
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_plan.py [--settings standard tv=0.001] [--workers 1] [--out benchmarks/results]
+    OMP_NUM_THREADS=1 python benchmarks/bench_plan.py [--settings standard tv=0.001] [--workers 1]
+        [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -100,9 +101,9 @@ def main() -> None:
     lines = [
         "# The plan against the run (reference sampler)",
         "",
-        f"`OMP_NUM_THREADS=1 python benchmarks/bench_plan.py --settings {' '.join(args.settings)} --workers {args.workers}` on "
-        f"{host['cpus']} CPUs ({host['platform']}), load average at the end {host['load_average'][0]:.1f}: each a fresh "
-        "`--plan` command, then the same command run.",
+        f"`OMP_NUM_THREADS=1 python benchmarks/bench_plan.py --settings {' '.join(args.settings)} --workers "
+        f"{args.workers}` on {host['cpus']} CPUs ({host['platform']}), load average at the end "
+        f"{host['load_average'][0]:.1f}: each a fresh `--plan` command, then the same command run.",
         "",
     ]
     header = [

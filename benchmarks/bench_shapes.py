@@ -70,8 +70,9 @@ def by_vocab(args: argparse.Namespace) -> dict[str, object]:
         row.update(V=vocab, K=k)
         rows.append(row)
         print(
-            f"V={vocab:>7,} K={k}: {row['seconds']:6.2f} s to verdict, sampler {row['sampler_seconds']:6.2f} s "
-            f"(ratio {row['ratio_to_sampler'] or float('nan'):.2f}, harness share {row['harness_share']:.0%}), {row['rows']:,} rows"
+            f"V={vocab:>7,} K={k}: {row['seconds']:6.2f} s to verdict, sampler {row['sampler_seconds']:6.2f} s (ratio "
+            f"{row['ratio_to_sampler'] or float('nan'):.2f}, harness share {row['harness_share']:.0%}), "
+            f"{row['rows']:,} rows"
         )
     return {"command": "by-vocab", "budget": args.budget, "sampler": args.sampler, "rows": rows}
 

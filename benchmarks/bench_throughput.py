@@ -109,13 +109,15 @@ def main() -> None:
         "threads": torch.get_num_threads(),
     }
     lines = [
-        "| B | K | V | reference steps/s | seed loop steps/s | speedup vs seed loop | multinomial floor rows/s | reference cost / floor |",
+        "| B | K | V | reference steps/s | seed loop steps/s | speedup vs seed loop | multinomial floor rows/s | "
+        "reference cost / floor |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['B']} | {r['K']} | {r['V']} | {r['reference_steps_per_s']:,.0f} | {r['seed_loop_steps_per_s']:,.0f} | "
-            f"{r['speedup_vs_seed_loop']:,.1f}x | {r['multinomial_rows_per_s']:,.0f} | {r['cost_vs_multinomial_floor']:.1f}x |"
+            f"| {r['B']} | {r['K']} | {r['V']} | {r['reference_steps_per_s']:,.0f} | {r['seed_loop_steps_per_s']:,.0f} "
+            f"| {r['speedup_vs_seed_loop']:,.1f}x | {r['multinomial_rows_per_s']:,.0f} | "
+            f"{r['cost_vs_multinomial_floor']:.1f}x |"
         )
     table = "\n".join(lines)
     print(table)

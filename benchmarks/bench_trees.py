@@ -161,10 +161,10 @@ def counts_main(args: argparse.Namespace) -> None:
     command = "python benchmarks/bench_trees.py counts " + " ".join(sys.argv[2:])
     (out / f"{stem}.md").write_text(
         f"# Trees per check and budget ({args.sampler} reference, seed 0)\n\n`{command}`\n\n"
-        "A passing sampler's trees (a failing one's law checks stop earlier); \"shared\": tallied on the trees of the result above it; "
-        '"skip": not run (the check skips, saying why: above the budget\'s shape_max_vocab, or not for this algorithm).\n\n'
-        + "\n".join(lines)
-        + "\n"
+        "A passing sampler's trees (a failing one's law checks stop earlier); \"shared\": tallied on the "
+        "trees of the result above it; "
+        '"skip": not run (the check skips, saying why: above the budget\'s shape_max_vocab, or not for this '
+        "algorithm).\n\n" + "\n".join(lines) + "\n"
     )
 
 
@@ -256,8 +256,9 @@ def time_main(args: argparse.Namespace) -> None:
                 record.update(label=label, round=round_)
                 runs.append(record)
                 print(
-                    f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  CPU {record['cpu_s']:7.1f} s  "
-                    f"load {record['load_before'][0]:.2f} -> {record['load_after'][0]:.2f}",
+                    f"{label:6} {record['verdict']:12} {record['trees']:>8,} trees  wall {record['wall_s']:7.1f} s  "
+                    f"CPU {record['cpu_s']:7.1f} s  load {record['load_before'][0]:.2f} -> "
+                    f"{record['load_after'][0]:.2f}",
                     flush=True,
                 )
     command = "python benchmarks/bench_trees.py time " + " ".join(sys.argv[2:])
@@ -269,15 +270,18 @@ def time_main(args: argparse.Namespace) -> None:
         else ""
     )
     lines = [
-        f"# A {args.budget} run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and after\n",
-        f"`{command}` (before: `{args.before}` = {before}, exported with `git archive`; after: this tree, {after}{dirty} to specverify/; "
-        "alternating, the same machine, one after the other)\n",
-        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, shared with other work (load average: 1-minute figure before and after each run).\n",
+        f"# A {args.budget} run of the tree reference through an unbatched {args.ms:g} ms-a-tree wrapper: before and "
+        "after\n",
+        f"`{command}` (before: `{args.before}` = {before}, exported with `git archive`; after: this tree, "
+        f"{after}{dirty} to specverify/; alternating, the same machine, one after the other)\n",
+        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, shared with other work (load average: 1-minute figure "
+        "before and after each run).\n",
         "| run | verdict | trees | wall s | CPU s | load before | load after |",
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['label']} ({r['round'] + 1}) | {r['verdict']} | {r['trees']:,} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['load_before'][0]:.2f} | {r['load_after'][0]:.2f} |"
+        f"| {r['label']} ({r['round'] + 1}) | {r['verdict']} | {r['trees']:,} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | "
+        f"{r['load_before'][0]:.2f} | {r['load_after'][0]:.2f} |"
         for r in runs
     ]
     out = Path(args.out)

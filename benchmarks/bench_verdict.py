@@ -86,8 +86,9 @@ def main() -> None:
         "",
         f"`python benchmarks/bench_verdict.py --budget {args.budget}` on {machine}",
         "",
-        f"Reference sampler (the baseline): {baseline['verdict']} in {baseline['seconds']:.1f} s over {baseline['rows']:,} rows; "
-        f"the harness's own share of that time is {baseline['harness_share']:.0%} (the rest is the sampler).",
+        f"Reference sampler (the baseline): {baseline['verdict']} in {baseline['seconds']:.1f} s over "
+        f"{baseline['rows']:,} rows; the harness's own share of that time is {baseline['harness_share']:.0%} (the rest "
+        "is the sampler).",
         "",
         "| member | declared | verdict | first failure (s) | ratio to the reference's verdict time | full run (s) |",
         "|---|---|---|---|---|---|",

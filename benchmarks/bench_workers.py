@@ -19,7 +19,8 @@ in one process and in N at once, so a speedup can be read against what the cores
 ``--spec`` runs another sampler instead (a zoo member, your own): where the spreading pays depends
 on how the sampler's cost compares with the harness's (docs/statistics.md, "Workers").
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--loop] [--spec SPEC] [--selection NAME | --check PATTERN] [--out benchmarks/results]
+    OMP_NUM_THREADS=1 python benchmarks/bench_workers.py [--budget standard] [--workers 1 2] [--repeats 3] [--loop]
+        [--spec SPEC] [--selection NAME | --check PATTERN] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def ceiling(spec: str, n: int, seconds: float = 20.0) -> dict:
         outputs = [p.communicate()[0] for p in procs]
         if any(p.returncode for p in procs):
             raise SystemExit(
-                f"the ceiling could not call {spec} as a chain sampler (target, draft, drafts, generator): see its error above"
+                f"the ceiling could not call {spec} as a chain sampler (target, draft, drafts, generator): see its "
+                "error above"
             )
         return [float(out) for out in outputs]
 
@@ -223,16 +225,18 @@ def main() -> None:
     lines = [
         f"# Workers: rows a second against one worker, budget {setting}, {spec}",
         "",
-        f"`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget {args.budget}{'' if args.tv is None else f' --tv {args.tv:g}'}{flag} --repeats {args.repeats}` on {host['cpus']} CPUs "
-        f"({host['platform']}), load average at the end {host['load_average'][0]:.1f}; median of {args.repeats} "
-        f"alternating runs, each a fresh `{command} --workers N` command.",
+        "`OMP_NUM_THREADS=1 python benchmarks/bench_workers.py --budget "
+        f"{args.budget}{'' if args.tv is None else f' --tv {args.tv:g}'}{flag} --repeats {args.repeats}` on "
+        f"{host['cpus']} CPUs ({host['platform']}), load average at the end {host['load_average'][0]:.1f}; median of "
+        f"{args.repeats} alternating runs, each a fresh `{command} --workers N` command.",
         "",
     ]
     if limit is not None:
         lines += [
-            f"The machine's ceiling, measured first: the sampler's own calls (a batch of 16,384 rows, K = 4, V = 8) took {limit['alone_s']} s "
-            f"in one process and {limit['together_s']} s in each of {limit['processes']} at once: {limit['ratio']:.2f}x one process's rate "
-            f"({limit['processes']}x on an ideal machine), no harness in it.",
+            "The machine's ceiling, measured first: the sampler's own calls (a batch of 16,384 rows, K = 4, V = 8) "
+            f"took {limit['alone_s']} s in one process and {limit['together_s']} s in each of {limit['processes']} at "
+            f"once: {limit['ratio']:.2f}x one process's rate ({limit['processes']}x on an ideal machine), no harness "
+            "in it.",
             "",
         ]
     header = [

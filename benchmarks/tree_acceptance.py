@@ -54,7 +54,8 @@ def main() -> None:
             block = sum(r[1] for r in rows) / len(rows)
             least = min(b / t for t, b in rows)
             print(
-                f"{k:>2} {mix:>6.2f} {len(rows):>5} {token_wise:>10.4f} {block:>8.4f} {block / token_wise - 1:>+7.2%} {least - 1:>+9.2%}"
+                f"{k:>2} {mix:>6.2f} {len(rows):>5} {token_wise:>10.4f} {block:>8.4f} {block / token_wise - 1:>+7.2%} "
+                f"{least - 1:>+9.2%}"
             )
 
 

@@ -1,6 +1,7 @@
 """A ten-line adapter for a whole generation loop: put your engine's generate() through specverify.
 
-    python -c "import specverify, examples.my_loop_adapter as m; print(specverify.check_loop(m.loop, budget='quick').verdict)"
+    python -c "import specverify, examples.my_loop_adapter as m; \
+        print(specverify.check_loop(m.loop, budget='quick').verdict)"
 
 ``speculative_generate`` below stands for your engine: lists of prompt ids in, lists of generated
 ids out, models that map a list of ids to logits, one temperature and one seed per request.  The

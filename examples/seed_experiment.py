@@ -163,7 +163,8 @@ def main() -> None:
     print(f"speculative_vs_target_max_error={(f2 - TARGET).abs().max().item():.5f}")
     print(f"baseline_vs_speculative_max_error={(f1 - f2).abs().max().item():.5f}")
     print(
-        f"mean_accepted_draft_tokens_per_call={accepted / calls:.3f} (exact, stationary chain: {exact_accepted_per_call(args.k):.3f})"
+        f"mean_accepted_draft_tokens_per_call={accepted / calls:.3f} (exact, stationary chain: "
+        f"{exact_accepted_per_call(args.k):.3f})"
     )
     print(f"target_calls_per_emitted_token={calls / tokens:.3f}")
     print(f"vectorised_seconds={vectorised:.3f} (speculative stream, {tokens} tokens)")

@@ -102,8 +102,9 @@ def main() -> None:
     lines = [
         "# Futility looks: power kept, samples saved",
         "",
-        f"`python scripts/futility_calibration.py --runs {args.runs} --limit-runs {args.limit_runs}`; power {args.power}, "
-        f"looks at {', '.join(map(str, LOOKS))} of a final sample sized for {FINAL_SHARE} of the miss probability.",
+        f"`python scripts/futility_calibration.py --runs {args.runs} --limit-runs {args.limit_runs}`; power "
+        f"{args.power}, looks at {', '.join(map(str, LOOKS))} of a final sample sized for {FINAL_SHARE} of the miss "
+        "probability.",
         "",
         "| law | TV | alpha | fixed n | final n | null: mean n / fixed | null: stopped at a look | null: rejected | "
         "least favourable: missed (promised <=) | 99% upper bound on the miss rate |",

@@ -7,9 +7,9 @@ A refactor that promises "behaviour unchanged" runs this before and after::
     python scripts/json_identity.py compare before/ after/
 
 ``record`` runs every built-in reference (chain, logits, loop, each tree algorithm) through the CLI at
-the given budget and seed and writes one JSON per reference; ``compare`` (of two such directories, or two run JSON files) drops what differs from run
-to run by nature (durations, timings, start times, versions, the platform) and prints every other
-difference, exiting 1 if there is one.
+the given budget and seed and writes one JSON per reference; ``compare`` (of two such directories, or two run JSON
+files) drops what differs from run to run by nature (durations, timings, start times, versions, the platform) and prints
+every other difference, exiting 1 if there is one.
 """
 
 from __future__ import annotations

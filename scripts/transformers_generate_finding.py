@@ -71,7 +71,8 @@ def main() -> None:
         tv = tv_estimate(counts, law)
         verdict = "follows the law" if test.pvalue > alpha else "DIFFERS"
         lines.append(
-            f"| {name} | {args.rows:,} | {test.pvalue:.3g} | {tv.estimate:.4f} [{tv.low:.4f}, {tv.high:.4f}] | {verdict} | {ms:.1f} |"
+            f"| {name} | {args.rows:,} | {test.pvalue:.3g} | {tv.estimate:.4f} [{tv.low:.4f}, {tv.high:.4f}] | "
+            f"{verdict} | {ms:.1f} |"
         )
         print(lines[-1], flush=True)
     path = pathlib.Path("reports") / f"transformers-{sut.name.split()[1]}-generate-finding.md"
