@@ -18,6 +18,9 @@
 * :func:`least_favourable`, :func:`chi_square_distance`: the planted deviation power is stated
   against.
 * :func:`mean_test`: accepted drafts per call against the exact expectation.
+* :func:`two_sample_test`, :func:`two_sample_samples_needed`, :func:`two_sample_min_tv`: two
+  samples of unknown laws, one law? (an engine with speculation on against itself with it off), with
+  the power two arms cost: twice the one-sample samples in each arm.
 * :func:`identity_test`, :func:`identity_plan`, :func:`identity_min_tv`: the whole law over a
   large domain with samples growing like ``sqrt(cells) / eps^2`` (Acharya, Daskalakis and Kamath
   2015), level exact at any alpha.
@@ -33,6 +36,7 @@ from ._planted import chi_square_distance, least_favourable
 from ._power import min_detectable_tv, noncentrality, power_of, samples_needed
 from ._sequential import SequentialTest, mixture_log_e_value
 from ._tv import TVEstimate, tv_distance, tv_estimate
+from ._two_sample import TwoSampleTest, two_sample_min_tv, two_sample_samples_needed, two_sample_test
 
 __all__ = [
     "AlphaBudget",
@@ -43,6 +47,7 @@ __all__ = [
     "MeanTest",
     "SequentialTest",
     "TVEstimate",
+    "TwoSampleTest",
     "TwoStagePlan",
     "chi_square_distance",
     "confirmation_alpha",
@@ -63,4 +68,7 @@ __all__ = [
     "samples_needed",
     "tv_distance",
     "tv_estimate",
+    "two_sample_min_tv",
+    "two_sample_samples_needed",
+    "two_sample_test",
 ]

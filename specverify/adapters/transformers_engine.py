@@ -1,0 +1,139 @@
+"""Hugging Face transformers' own ``generate()`` on real Llama models, speculation on and off.
+
+Spec: ``specverify.adapters.transformers_engine:engine`` (the engine contract of :mod:`specverify._engine`).
+
+The target is a real ``LlamaForCausalLM`` and the drafter a smaller real one, both built from a config
+with random weights drawn from a fixed seed (nothing is downloaded), over a tiny vocabulary so that
+the laws are dense.  With speculation on, ``generate(assistant_model=...)`` runs transformers' assisted
+decoding: its candidate generator, ``_speculative_sampling``, the bonus token and the KV-cache crop
+after a rejection; with ``drafter="prompt-lookup"`` candidates come from n-grams of the prompt
+instead.  With speculation off, plain sampling.  Assisted generation takes one sequence per call, so
+rows run one after another, each seeded from the call's seed and its row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .._seeds import derive_seed
+from .._warps.rules import SamplingParams
+from ._common import import_library
+
+__all__ = ["TransformersEngine", "engine"]
+
+_INSTALL = "pip install 'speculative-verify[transformers]'"
+_DRAFTERS = ("assistant", "prompt-lookup")
+
+
+class TransformersEngine:
+    """``LlamaForCausalLM.generate`` behind the engine contract; ``fault`` plants an engine bug."""
+
+    contract = "engine"
+    parameters = ("temperature", "top_k", "top_p")
+    faults = ("cache-not-rolled-back",)
+
+    def __init__(
+        self,
+        transformers: Any,
+        *,
+        vocab: int = 6,
+        drafter: str = "assistant",
+        num_assistant_tokens: int = 3,
+        seed: int = 0,
+        fault: str | None = None,
+    ) -> None:
+        if drafter not in _DRAFTERS:
+            raise ValueError(f"drafter must be one of {_DRAFTERS}, got {drafter!r}")
+        if fault is not None and fault not in self.faults:
+            raise ValueError(f"fault must be one of {self.faults}, got {fault!r}")
+        self._transformers = transformers
+        self.vocab = vocab
+        self.drafter = drafter
+        self.num_assistant_tokens = num_assistant_tokens
+        self.fault = fault
+        self.target = self._llama(layers=2, hidden=32, seed=seed)
+        self.assistant = self._llama(layers=1, hidden=16, seed=seed + 1) if drafter == "assistant" else None
+        self.name = f"transformers {transformers.__version__} generate({drafter}{', ' + fault if fault else ''})"
+
+    def _llama(self, *, layers: int, hidden: int, seed: int) -> Any:
+        config = self._transformers.LlamaConfig(
+            vocab_size=self.vocab,
+            hidden_size=hidden,
+            intermediate_size=2 * hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            initializer_range=0.25,  # wide enough that the next token depends on the prefix
+            bos_token_id=None,
+            eos_token_id=None,
+            pad_token_id=0,
+            tie_word_embeddings=False,
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self._transformers.LlamaForCausalLM(config).eval()
+
+    def __call__(
+        self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
+    ) -> torch.Tensor:
+        rows = []
+        verbosity = self._transformers.logging.get_verbosity()
+        self._transformers.logging.set_verbosity_error()  # its deprecation notes are not the run's output
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad(), self._planted(speculative):
+                for row in range(prompts.shape[0]):  # assisted generation takes one sequence per call
+                    torch.manual_seed(derive_seed("engine", seed, row))
+                    config = self._generation_config(params.select(slice(row, row + 1)), num_tokens, speculative)
+                    extra = {"assistant_model": self.assistant} if speculative and self.assistant is not None else {}
+                    out = self.target.generate(prompts[row : row + 1], generation_config=config, **extra)
+                    rows.append(out[0, prompts.shape[1] :])
+        finally:
+            self._transformers.logging.set_verbosity(verbosity)
+        return torch.stack(rows).to(torch.int64)
+
+    def _generation_config(self, params: SamplingParams, num_tokens: int, speculative: bool) -> Any:
+        def value(name: str, off: float) -> float:
+            tensor = getattr(params, name)
+            return off if tensor is None else tensor.item()
+
+        temperature = value("temperature", 1.0)
+        greedy = temperature == 0
+        lookup = speculative and self.drafter == "prompt-lookup"
+        return self._transformers.GenerationConfig(
+            do_sample=not greedy,
+            temperature=None if greedy else temperature,
+            top_k=None if greedy else int(value("top_k", 0)),
+            top_p=None if greedy else value("top_p", 1.0),
+            max_new_tokens=num_tokens,
+            min_new_tokens=num_tokens,
+            num_assistant_tokens=self.num_assistant_tokens,
+            prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
+
+    @contextlib.contextmanager
+    def _planted(self, speculative: bool) -> Iterator[None]:
+        """The planted fault, in force for the call where it acts (speculation on)."""
+        if self.fault != "cache-not-rolled-back" or not speculative:
+            yield
+            return
+        cache = self._transformers.DynamicCache
+        crop = cache.crop
+        cache.crop = lambda self, tokens_to_remove: None  # rejected drafts' keys and values stay
+        try:
+            yield
+        finally:
+            cache.crop = crop
+
+
+def engine(**options: Any) -> TransformersEngine:
+    """The engine adapter (options as :class:`TransformersEngine`'s); raises
+    :class:`~specverify.errors.AdapterUnavailable` without transformers."""
+    transformers = import_library("transformers", adapter="transformers", install=_INSTALL)
+    return TransformersEngine(transformers, **options)

@@ -1,0 +1,51 @@
+"""transformers' own generate() on real Llama models behind the engine contract (speculation on and off)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specverify._engine import audit_generations
+from specverify._warps.rules import SamplingParams
+
+pytest.importorskip("transformers")
+
+from specverify.adapters.transformers_engine import engine  # noqa: E402 - after the skip
+
+ROWS, TOKENS = 3, 4
+
+
+def _params(**values: float) -> SamplingParams:
+    return SamplingParams(**{k: torch.full((ROWS,), v, dtype=torch.float64) for k, v in values.items()})
+
+
+@pytest.mark.parametrize("drafter", ["assistant", "prompt-lookup"])
+def test_both_modes_keep_the_contract_and_a_seed_repeats_its_output(drafter: str) -> None:
+    generate = engine(drafter=drafter)
+    prompts = torch.tensor([[1, 2, 3, 1, 2]]).expand(ROWS, -1)
+    for speculative in (False, True):
+        out = generate(prompts, TOKENS, _params(temperature=1.0), 7, speculative)
+        assert audit_generations(out, ROWS, TOKENS, generate.vocab) == []
+        assert torch.equal(out, generate(prompts, TOKENS, _params(temperature=1.0), 7, speculative))
+
+
+def test_greedy_generation_is_the_same_with_speculation_on_and_off() -> None:
+    generate = engine()
+    prompts = torch.tensor([[4, 0, 2]]).expand(ROWS, -1)
+    greedy = _params(temperature=0.0)
+    assert torch.equal(generate(prompts, TOKENS, greedy, 0, False), generate(prompts, TOKENS, greedy, 1, True))
+
+
+def test_the_planted_fault_acts_only_with_speculation_on_and_is_undone_after() -> None:
+    transformers = pytest.importorskip("transformers")
+    crop = transformers.DynamicCache.crop
+    faulty = engine(fault="cache-not-rolled-back")
+    prompts = torch.tensor([[1, 2, 3]]).expand(ROWS, -1)
+    assert torch.equal(
+        faulty(prompts, TOKENS, _params(temperature=1.0), 3, False),
+        engine()(prompts, TOKENS, _params(temperature=1.0), 3, False),
+    )
+    faulty(prompts, TOKENS, _params(temperature=1.0), 3, True)
+    assert transformers.DynamicCache.crop is crop
+    with pytest.raises(ValueError, match="fault must be one of"):
+        engine(fault="no-such-fault")

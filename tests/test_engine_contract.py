@@ -1,0 +1,50 @@
+"""The engine contract's pieces: its declaration, the output audit, and the tables the two-sample
+tests compare (each position's token given the tokens before it, and the lengths)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specverify._engine import audit_generations, engine, length_counts, position_tables
+
+
+def test_engine_declares_its_contract_and_parameters() -> None:
+    @engine(parameters=("temperature", "top_k"), name="mine")
+    def generate(prompts, num_tokens, params, seed, speculative):
+        return prompts
+
+    assert (generate.contract, generate.parameters, generate.name) == ("engine", ("temperature", "top_k"), "mine")
+    with pytest.raises(ValueError, match="unknown sampling parameters"):
+        engine(parameters=("beam_width",))
+
+
+def test_the_audit_names_what_breaks_the_contract() -> None:
+    good = torch.tensor([[1, 2, -1], [0, 0, 0]])
+    assert audit_generations(good, 2, 3, vocab=3) == []
+    assert "not a tensor" in audit_generations([[1, 2, 3]], 1, 3, vocab=4)[0]
+    assert "not int64 (2, 4)" in audit_generations(good, 2, 4, vocab=3)[0]
+    assert "outside [0, 3)" in audit_generations(torch.tensor([[1, 3, 0]]), 1, 3, vocab=3)[0]
+    resumed = audit_generations(torch.tensor([[1, -1, 2]]), 1, 3, vocab=3)
+    assert resumed == ["row 0 holds token 2 at position 2, after it ended (-1)"]
+
+
+def test_position_tables_count_each_token_given_its_prefix() -> None:
+    a = np.array([[0, 1], [0, 1], [0, 0], [1, -1]])
+    b = np.array([[0, 1], [1, 0], [1, -1], [1, -1]])
+    first, second = position_tables(a, b, vocab=2)
+    # position 0: one group (the empty prefix); cells: token 0, token 1, ended
+    assert first[0].tolist() == [[3, 1, 0]] and first[1].tolist() == [[1, 3, 0]]
+    # position 1: groups are the running prefixes either arm reached, (0,) and (1,)
+    assert second[0].tolist() == [[1, 2, 0], [0, 0, 1]]
+    assert second[1].tolist() == [[0, 1, 0], [1, 0, 2]]
+
+
+def test_rows_that_ended_leave_the_later_positions() -> None:
+    a = np.array([[-1, -1, -1], [1, -1, -1]])
+    tables = position_tables(a, a, vocab=2)
+    assert tables[0][0].tolist() == [[0, 1, 1]]
+    assert tables[1][0].tolist() == [[0, 0, 1]]  # only the row still running after token 1
+    assert tables[2][0].shape == (0, 3)  # no row runs past two positions
+    assert length_counts(a).tolist() == [1, 1, 0, 0]
