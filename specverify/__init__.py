@@ -92,6 +92,7 @@ _SUBMODULES = (
     "stats",
     "strategies",
     "trees",
+    "warps",
     "zoo",
 )
 

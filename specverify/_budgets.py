@@ -19,10 +19,13 @@ __all__ = [
     "MAX_SAMPLES_CAP",
     "SHAPE_VOLUME_CAP",
     "Budget",
+    "SampleSize",
     "budget_for_tv",
+    "decision_cap",
     "depth_for",
     "get_budget",
     "resolve_budget",
+    "sample_size",
 ]
 
 
@@ -98,6 +101,35 @@ class Budget:
         """Most samples each of a check's ``decisions`` may draw (see ``cap_per_decision``)."""
         return decision_cap(self.max_samples, decisions, per_decision=self.cap_per_decision)
 
+    def volume_cap(self, row_elements: int) -> int:
+        """Most rows a production shape of ``row_elements`` input elements a row may draw: what
+        ``shape_volume`` affords, and never fewer than ``shape_min_rows``."""
+        return max(self.shape_min_rows, self.shape_volume // row_elements)
+
+    def sample_size(
+        self,
+        df: int,
+        alpha: float,
+        *,
+        tv: float | None = None,
+        power: float | None = None,
+        decisions: int = 1,
+        cap: int | None = None,
+        factor: int = 1,
+        floor: int = 1,
+    ) -> SampleSize:
+        """:func:`sample_size` at this budget: sized for its ``tv`` with its ``power`` unless
+        given, under the cap of one of ``decisions`` (:meth:`decision_cap`) unless ``cap`` is given."""
+        return sample_size(
+            self.tv if tv is None else tv,
+            df,
+            alpha,
+            self.power if power is None else power,
+            self.decision_cap(decisions) if cap is None else cap,
+            factor=factor,
+            floor=floor,
+        )
+
     def with_(self, **changes: object) -> Budget:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
@@ -147,6 +179,34 @@ def decision_cap(max_samples: int, decisions: int = 1, *, per_decision: bool = F
     """Most samples each of ``decisions`` may draw: ``max_samples`` each where the cap is per
     decision (a ``--tv`` budget), else their share of one ``max_samples``."""
     return max_samples if per_decision else max(1, max_samples // max(1, decisions))
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleSize:
+    """How many samples one statistical decision draws: ``needed``, what its test needs to detect
+    the TV it is sized for, and ``samples``, what it draws under its cap (a capped decision states
+    the TV it actually reaches)."""
+
+    needed: int
+    samples: int
+
+    @property
+    def capped(self) -> bool:
+        return self.samples < self.needed
+
+
+def sample_size(
+    tv: float, df: int, alpha: float, power: float, cap: int, *, factor: int = 1, floor: int = 1
+) -> SampleSize:
+    """The one rule for a statistical decision's sample: ``factor`` times what a level-``alpha``
+    test with ``df`` (at least 1) needs to detect any deviation of ``tv`` with ``power``
+    (:func:`specverify.stats.samples_needed`), at most ``cap`` and at least ``floor``.  Every check
+    sizes its decisions here (through :meth:`Budget.sample_size` where it holds a budget), so the
+    plan's rehearsal, which runs the checks' own code, counts what this rule gives."""
+    from .stats import samples_needed  # scipy: imported where a decision is sized, not with the presets
+
+    needed = factor * samples_needed(tv, max(df, 1), alpha, power)
+    return SampleSize(needed, max(floor, min(needed, cap)))
 
 
 def _nearest_preset(tv: float) -> Budget:

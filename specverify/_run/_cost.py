@@ -152,7 +152,7 @@ def _at_cap(
     p: PlannedCheck, budget: Budget, calibration: Calibration, workers: int, counted: str = AT_CAP
 ) -> CheckCost:
     decisions = p.check.decisions if p.check.statistical else 0
-    samples = decisions * budget.max_samples
+    samples = decisions * budget.decision_cap()  # the sample size rule's cap of one decision
     rate = calibration.seconds_per_row
     seconds = None if rate is None else samples * rate / workers
     return CheckCost(p.id, decisions, samples, p.skip_reason is not None, seconds, counted)

@@ -16,7 +16,7 @@ from .._evidence import Evidence, tv_record
 from .._exact import target_law
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ..stats import FutilityPlan, gof_test, samples_needed, tv_estimate
+from ..stats import FutilityPlan, gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result, law_verdict
 from ._fixtures import random_table_model
 from ._looks import FutilityLooks, budget_looks
@@ -81,11 +81,7 @@ class EveryShapeCheck(Check):
         plan = FutilityPlan(ctx.budget.tv, df, share, ctx.budget.power)
         looks = budget_looks(ctx, plan, laws, lambda j, d: ctx.seed_for(self.id, "look", k, vocab, j, d))
         samples = (
-            plan.final_samples
-            if looks is not None
-            else max(
-                1, min(samples_needed(ctx.budget.tv, df, share, ctx.budget.power), ctx.budget.decision_cap(shapes))
-            )
+            plan.final_samples if looks is not None else ctx.budget.sample_size(df, share, decisions=shapes).samples
         )
         return _ShapePlan(k, vocab, model, joint, laws, plan, looks, samples)
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._budgets import decision_cap
+from .._budgets import decision_cap, sample_size
 from .._evidence import Evidence, tv_record
 from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
@@ -37,7 +37,7 @@ from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
 from .._warps.separating import SEPARATING_GROUPS, separating_chain
 from ..errors import SamplerFault
-from ..stats import FutilityPlan, gof_test, samples_needed, tv_estimate
+from ..stats import FutilityPlan, gof_test, tv_estimate
 from ._base import Check, registered
 from ._looks import FutilityLooks
 from ._loop_context import LoopContext, LoopTally, _chain, _needs, _params, loop_parameters
@@ -308,7 +308,7 @@ class LoopCheck(Check):
             cap=cap,
         )
         if looks is None:  # a fixed sample, as large as the cap allows
-            n = min(samples_needed(ctx.tv, df, share, ctx.power), cap)
+            n = sample_size(ctx.tv, df, share, ctx.power, cap).samples
             with contextlib.closing(draw([(n, ctx.seed_for(self.id, "loop"))])) as fixed:
                 return np.asarray(next(fixed), dtype=np.int64), None
         ends = [*plan.look_samples, plan.final_samples]

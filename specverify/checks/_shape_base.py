@@ -24,7 +24,6 @@ from .._cases import StepCase
 from .._reach import Reach, merge
 from .._result import CheckResult
 from ..errors import SamplerFault, Violation
-from ..stats import samples_needed
 from ._base import Context
 
 __all__ = [
@@ -146,9 +145,9 @@ def bounded(sut: SamplerUnderTest, shape: Shape) -> tuple[Shape, str | None]:
 
 def planned_rows(ctx: Context, shape: Shape, df: int, alpha: float) -> tuple[int, int]:
     """``(rows, needed)``: rows for the budget's shape TV, bounded by what its volume affords."""
-    needed = samples_needed(ctx.budget.shape_tv, max(df, 1), alpha, ctx.budget.power)
-    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
-    return max(MIN_ROWS, min(needed, affordable, ctx.budget.max_samples)), needed
+    cap = min(ctx.budget.volume_cap(shape.row_elements()), ctx.budget.max_samples)
+    size = ctx.budget.sample_size(df, alpha, tv=ctx.budget.shape_tv, cap=cap, floor=MIN_ROWS)
+    return size.samples, size.needed
 
 
 def lumped_law(case: StepCase, cells: torch.Tensor, n_cells: int) -> np.ndarray:

@@ -44,7 +44,7 @@ from .._cases import StepCase
 from .._evidence import Evidence, tv_record
 from .._result import CheckResult
 from ..errors import SamplerFault
-from ..stats import gof_test, identity_plan, identity_test, samples_needed, tv_estimate
+from ..stats import gof_test, identity_plan, identity_test, tv_estimate
 from ..strategies._internal.shapes import EDGE_LAW_KINDS, active_tokens, cell_map, edge_case, structured_case
 from ._base import Check, Context, Decision, check_id, fault_result
 from ._event import event_size, sized_status, sizes_text
@@ -226,7 +226,7 @@ def _full_law(ctx: Context, alpha: float, fault: SamplerFault | None) -> CheckRe
     cells = law.size
     eps = ctx.budget.shape_tv
     batches, size = identity_plan(cells, eps, alpha, ctx.budget.power)
-    affordable = max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // shape.row_elements())
+    affordable = ctx.budget.volume_cap(shape.row_elements())
     mean_size = min(float(size), affordable / batches)  # what the volume affords: a coarser claim
     harness = np.random.default_rng(ctx.seed_for(rid, "batches"))
     sizes = harness.poisson(mean_size, size=batches)  # Poisson-sized batches: independent cell counts
@@ -426,13 +426,8 @@ class EdgeLawCheck(Check):
             cells, labels = cell_map(active_tokens(case, threshold=EDGE_ACTIVE), vocab)
             law = lumped_law(case, cells, len(labels))
             df = int((law > 0).sum()) - 1
-            rows = max(
-                self.rows,
-                min(
-                    samples_needed(ctx.budget.shape_tv, max(df, 1), share, ctx.budget.power),
-                    ctx.budget.shape_volume // shape.row_elements(),
-                ),
-            )
+            cap = ctx.budget.shape_volume // shape.row_elements()  # what the volume affords; self.rows the floor
+            rows = ctx.budget.sample_size(df, share, tv=ctx.budget.shape_tv, cap=cap, floor=self.rows).samples
             judges.append(
                 functools.partial(
                     _lumped_result,

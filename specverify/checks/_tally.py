@@ -33,7 +33,6 @@ from .._exact import sequence_offsets
 from .._layout import StepInputs
 from .._models import draw_drafts, sample_next, step_inputs
 from .._seeds import derive_seed
-from ..stats import samples_needed
 from ._base import Context
 from ._step_table import step_table
 
@@ -62,11 +61,10 @@ def plan_samples(
     ctx: Context, df: int, alpha: float, groups: int = 1, *, power: float | None = None, factor: int = 1
 ) -> int:
     """Samples per group for a level-``alpha`` test with ``df`` to detect the budget's TV at
-    ``power`` (a stage's power unless given), times ``factor``, under the cap of a decision."""
-    needed = factor * samples_needed(
-        ctx.budget.tv, max(df, 1), alpha, ctx.budget.stage_power if power is None else power
-    )
-    return max(1, min(needed, ctx.budget.decision_cap(groups)))
+    ``power`` (a stage's power unless given), times ``factor``, under the cap of one of ``groups``
+    decisions: the budget's rule (:meth:`~specverify.Budget.sample_size`) as a two-stage check asks it."""
+    power = ctx.budget.stage_power if power is None else power
+    return ctx.budget.sample_size(df, alpha, power=power, decisions=groups, factor=factor).samples
 
 
 def largest_deviation(observed: np.ndarray, expected: np.ndarray, label) -> str:

@@ -27,7 +27,7 @@ from .._evidence import Evidence
 from .._kinds import TreeKind, kind_of
 from .._result import CheckResult
 from .._trees.contract import TreeBatch
-from ..stats import SequentialTest, gof_test, samples_needed
+from ..stats import SequentialTest, gof_test
 from ._base import Context
 from ._tally import largest_deviation
 
@@ -75,12 +75,11 @@ def ceiling(ctx: Context, large: bool) -> float:
 def planned_rows(ctx: Context, df: int, alpha: float, *, large: bool, row_elements: int) -> int:
     """Rows a test at ``alpha`` with ``df`` needs to detect the budget's TV (the shape TV for a
     ``large`` shape, whose rows its volume also bounds) with the budget's power."""
-    tv = ctx.budget.shape_tv if large else ctx.budget.tv
-    needed = samples_needed(tv, max(df, 1), alpha, ctx.budget.power)
-    rows = min(needed, ctx.budget.max_samples)
-    if large:
-        rows = min(rows, max(ctx.budget.shape_min_rows, ctx.budget.shape_volume // row_elements))
-    return max(1, rows)
+    budget = ctx.budget
+    if not large:
+        return budget.sample_size(df, alpha, cap=budget.max_samples).samples
+    cap = min(budget.max_samples, budget.volume_cap(row_elements))
+    return budget.sample_size(df, alpha, tv=budget.shape_tv, cap=cap).samples
 
 
 def expand(tree: TreeBatch, rows: int) -> TreeBatch:
