@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from specverify._history import history_generation_law, history_logits, padded_code, stop_padding_violation
+from specverify._kinds import LoopInputs, LoopLayout
 from specverify._loop import MarkovLM, generation_law
 from specverify._warps.rules import SamplingParams, warp
+from specverify.samplers._loop_reference import LoopReference
+from specverify.stats import gof_test
 
 
 def one(**values):
@@ -121,3 +124,38 @@ def test_parameters_are_validated():
         one(repetition_penalty=0.0)
     with pytest.raises(ValueError, match="logit_bias"):
         SamplingParams(logit_bias=torch.zeros(3, dtype=torch.float64))
+
+
+def _reference_counts(values, rows, seed, vocab=3, length=4):
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(vocab, vocab, generator=g, dtype=torch.float64) * 0.5 + 2 * torch.eye(vocab, dtype=torch.float64)
+    target = MarkovLM(base, context=(0,))
+    draft = MarkovLM(base + 0.3 * torch.randn(vocab, vocab, generator=g, dtype=torch.float64), context=(0,))
+    params = one(**values).select(torch.zeros(rows, dtype=torch.int64))
+    prompt = torch.tensor([0, 0])
+    out = LoopReference()(target, draft, prompt.expand(rows, -1), length, params, torch.Generator().manual_seed(seed))
+    assert LoopLayout().audit(LoopInputs(target, prompt.expand(rows, -1), length, params), out) == []
+    law = history_generation_law(target, prompt, length, params.select(torch.tensor([0])))
+    return torch.bincount(padded_code(out, vocab), minlength=law.numel()).numpy(), law.numpy()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"repetition_penalty": 2.0, "frequency_penalty": 0.7},
+        {"presence_penalty": 1.0, "penalty_window": 2, "temperature": 0.8},
+        {"min_tokens": 3, "stop_tokens": 0b001, "logit_bias": [1.0, 0.0, -0.5]},
+    ],
+)
+def test_the_reference_loop_generates_the_exact_law(values):
+    counts, law = _reference_counts(values, 20_000, seed=5)
+    assert gof_test(counts, law, alpha=1e-4, random_state=0).pvalue > 1e-4
+
+
+def test_the_reference_loop_ends_a_row_at_its_stop_token_and_keeps_min_tokens():
+    counts, law = _reference_counts({"min_tokens": 2, "stop_tokens": 0b001}, 4000, seed=1)
+    codes = torch.nonzero(torch.as_tensor(counts)).squeeze(-1)
+    digits = [[(int(c) // 4**p) % 4 for p in (3, 2, 1, 0)] for c in codes]
+    assert any(3 in d for d in digits)  # some rows ended early, padded
+    assert all(0 not in d[:2] for d in digits)  # never a stop token before 2 are generated
+    assert (law[counts > 0] > 0).all()
