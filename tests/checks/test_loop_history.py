@@ -1,0 +1,30 @@
+"""loop.history[kind]: posed only to loops that declare the parameters; a failure names the parameter."""
+
+from __future__ import annotations
+
+from specverify._runner import check_loop
+from specverify.checks._loop import LoopCheck, loop_battery
+from specverify.checks._loop_history import HISTORY_KINDS
+from specverify.samplers._loop_reference import LoopReference
+from specverify.zoo._loops import LOOP_MEMBERS
+
+
+def test_every_history_kind_is_in_the_battery():
+    assert {c.case for c in loop_battery() if c.name == "history"} == set(HISTORY_KINDS)
+    assert all(LoopCheck("history", kind).statistical for kind in HISTORY_KINDS)
+
+
+def test_a_loop_that_does_not_declare_the_parameters_is_not_posed_them():
+    memoryless = LoopReference()
+    memoryless.parameters = ("temperature", "top_k", "top_p", "min_p")
+    result = check_loop(memoryless, budget="quick", select=["loop.history[*]"], isolation="in-process")
+    assert [c.status for c in result.checks] == ["skip"] * len(HISTORY_KINDS)
+    assert "repetition_penalty" in result.checks[0].message
+
+
+def test_a_history_failure_names_the_parameter_group():
+    member = LOOP_MEMBERS["penalties-ignored-at-verified-rows"]
+    result = check_loop(member.loop, budget="quick", seed=0, select=["loop.history[penalties]"], isolation="in-process")
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "loss"
+    assert "penalty" in check.evidence["where"] and "_penalty=" in check.message
