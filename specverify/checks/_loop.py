@@ -497,5 +497,6 @@ def loop_battery() -> list[LoopCheck]:
 REACH = (
     "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
     f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens; "
-    f"history parameters ({', '.join(HISTORY_KINDS)}): 4 generated tokens on a self-repeating chain over 3 tokens"
+    f"history parameters ({', '.join(k for k in HISTORY_KINDS if k != 'positions')}): 4 generated tokens, "
+    "and pairs over 16 under a windowed penalty, on a self-repeating chain over 3 tokens"
 )

@@ -28,3 +28,10 @@ def test_a_history_failure_names_the_parameter_group():
     (check,) = result.checks
     assert check.status == "fail" and check.finding == "loss"
     assert "penalty" in check.evidence["where"] and "_penalty=" in check.message
+
+
+def test_the_pair_law_by_position_separates_a_state_that_misses_the_steps_drafts():
+    relaxed = LOOP_MEMBERS["relaxed-penalty-state"].loop
+    for loop, status in ((LoopReference(), "pass"), (relaxed, "fail")):
+        result = check_loop(loop, budget="quick", seed=1, select=["loop.history[positions]"], isolation="in-process")
+        assert result.checks[0].status == status, result.checks[0].message
