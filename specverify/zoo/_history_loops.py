@@ -61,7 +61,7 @@ HISTORY_ENTRIES = [
         "penalties-ignored-at-verified-rows",
         _PenaltiesIgnoredAtVerifiedRows(),
         "lossy",
-        ("loop.history[penalties]", "loop.history[mixed]"),
+        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
         "Repetition, presence and frequency penalties applied by the bonus row's sampler only, silently "
         "skipped at the verified rows (vLLM #18902, fixed by PR #19482; TensorRT-LLM before PR #17701).",
     ),
@@ -69,7 +69,7 @@ HISTORY_ENTRIES = [
         "penalty-state-one-token-per-step",
         _OneTokenPerStep(),
         "lossy",
-        ("loop.history[penalties]", "loop.history[mixed]"),
+        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
         "The penalty state advances by one token per speculative step, whatever the step emitted: "
         "frequency acts at about f/L, min_tokens counts steps (SGLang PR #33643).",
     ),
@@ -77,7 +77,7 @@ HISTORY_ENTRIES = [
         "relaxed-penalty-state",
         _RelaxedState(),
         "lossy",
-        ("loop.history[penalties]", "loop.history[mixed]"),
+        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
         "One 'relaxed' penalty state from the committed tokens broadcast over every draft row: row i "
         "misses drafts 1..i-1 (SGLang EAGLE v1/v2, DFlash).",
     ),
