@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from specverify._runner import check_loop
 from specverify.checks._loop import LoopCheck, loop_battery
 from specverify.checks._loop_history import HISTORY_KINDS
@@ -35,3 +37,17 @@ def test_the_pair_law_by_position_separates_a_state_that_misses_the_steps_drafts
     for loop, status in ((LoopReference(), "pass"), (relaxed, "fail")):
         result = check_loop(loop, budget="quick", seed=1, select=["loop.history[positions]"], isolation="in-process")
         assert result.checks[0].status == status, result.checks[0].message
+
+
+class _StopsIgnored(LoopReference):
+    def __call__(self, target, draft, prompt, num_tokens, params, generator=None):
+        return super().__call__(
+            target, draft, prompt, num_tokens, dataclasses.replace(params, stop_tokens=None), generator
+        )
+
+
+def test_a_loop_that_runs_past_its_stop_token_breaks_the_contract():
+    result = check_loop(_StopsIgnored(), budget="quick", select=["loop.history[stop]"], isolation="in-process")
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "contract"
+    assert "stop-token rule" in check.message and "after its stop token" in check.message
