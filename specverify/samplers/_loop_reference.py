@@ -67,9 +67,9 @@ class LoopReference:
         length = torch.full((batch,), prompt_length, dtype=torch.int64, device=device)
         # the tokens the history parameters count (the state): the emitted ones, where the loop is right
         remembers = any(getattr(params, name) is not None for name in HISTORY_PARAMETERS)
-        state = torch.full(
-            (batch, prompt_length + (num_tokens + 1) * (2 * k + 2)), -1, dtype=torch.int64, device=device
-        )
+        # room for every step's record (at most 2k + 1 tokens: drafts and emitted ones); none where nothing remembers
+        state_width = prompt_length + (num_tokens + 1) * (2 * k + 2) if remembers else prompt_length
+        state = torch.full((batch, state_width), -1, dtype=torch.int64, device=device)
         state[:, :prompt_length] = prompt
         state_length = length.clone()
         end, iteration = prompt_length + num_tokens, 0
@@ -191,7 +191,7 @@ class LoopReference:
         return torch.cat([seen, drafts], dim=1)
 
     def record(self, tokens: torch.Tensor, accepted: torch.Tensor, drafts: torch.Tensor) -> torch.Tensor:
-        """What a step adds to the state: the tokens it emitted (``-1`` after them)."""
+        """What a step adds to the state: the tokens it emitted (``-1`` after them); at most ``2k + 1`` a step."""
         return tokens
 
     def target_law(self, logits: torch.Tensor, params: SamplingParams, position: int) -> torch.Tensor:
