@@ -108,16 +108,16 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     counts, looked = check._counts(
         ctx, laws, share, decision_cap(ctx.max_samples, len(groups), per_decision=ctx.cap_per_decision), draw
     )
+    labels = [_label(g) for g in groups]
+
+    def label(c: int) -> str:
+        return " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length))
+
+    forbidden = _forbidden(check, counts, laws, labels, label)
+    if forbidden is not None:
+        return forbidden
     result: CheckResult = check._decide(
-        ctx,
-        counts,
-        laws,
-        share,
-        [_label(g) for g in groups],
-        lambda c: " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length)),
-        generations=int(counts.sum()),
-        laws_of=laws_of,
-        looked=looked,
+        ctx, counts, laws, share, labels, label, generations=int(counts.sum()), laws_of=laws_of, looked=looked
     )
     return result
 
@@ -155,13 +155,21 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
         return ctx.tally_phases(target, draft, torch.tensor([PROMPT]), phases, length, [group], tally)
 
     counts, looked = check._counts(ctx, laws, share, ctx.max_samples, draw)
+    labels = [f"{_label(group)}: tokens {t} and {t + 1}" for t in range(1, length)]
+
+    def label(c: int) -> str:
+        return f"{c // vocab} then {c % vocab}"
+
+    forbidden = _forbidden(check, counts, laws, labels, label)
+    if forbidden is not None:
+        return forbidden
     result: CheckResult = check._decide(
         ctx,
         counts,
         laws,
         share,
-        [f"{_label(group)}: tokens {t} and {t + 1}" for t in range(1, length)],
-        lambda c: f"{c // vocab} then {c % vocab}",
+        labels,
+        label,
         generations=int(counts[0].sum()),
         counted=f"{int(counts.sum()):,} pairs of adjacent tokens",
         laws_of=laws_of,
@@ -170,8 +178,34 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     return result
 
 
+def _forbidden(
+    check: Any, counts: np.ndarray, laws: np.ndarray, labels: list[str], label: Callable[[int], str]
+) -> CheckResult | None:
+    """A ``support`` failure where the loop generated an outcome of probability 0 (a stop token
+    before ``min_tokens``, a token a ``-inf`` bias removes): exact evidence, whatever the sample."""
+    impossible = (laws == 0) & (counts > 0)
+    if not impossible.any():
+        return None
+    g, c = (int(i) for i in np.argwhere(impossible)[0])
+    where = f"{labels[g]}: generated {label(c)} {int(counts[g, c])} times, which its law forbids (probability 0)"
+    result: CheckResult = check._result(
+        "fail",
+        finding="support",
+        samples=int(counts.sum()),
+        message=f"an outcome the history parameters forbid: {where}",
+        evidence={"where": where, "groups": labels},
+    )
+    return result
+
+
 def _label(group: dict[str, Any]) -> str:
     """A group as the parameters it sets (the parameter a failure names)."""
     if not group:
         return "no history parameters"
-    return ", ".join(f"{name}={value}" for name, value in group.items())
+
+    def shown(name: str, value: Any) -> str:
+        if name == "stop_tokens":  # the bit mask as the token ids it holds
+            return "{" + ", ".join(str(t) for t in range(64) if (int(value) >> t) & 1) + "}"
+        return str(value)
+
+    return ", ".join(f"{name}={shown(name, value)}" for name, value in group.items())

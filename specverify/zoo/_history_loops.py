@@ -55,36 +55,38 @@ class _RejectedDraftsRecorded(LoopReference):
         return torch.cat([drafts, tokens], dim=1)
 
 
-#: The members: each ``lossy`` at quick through the check named first.
+#: The members: each ``non-conformant`` at quick (seed 0) through the check named first, where it
+#: generates an outcome of probability 0 (a stop token before ``min_tokens``, a token the top-k cut
+#: removes once the penalty is applied); the others catch it as a ``loss``.
 HISTORY_ENTRIES = [
     (
         "penalties-ignored-at-verified-rows",
         _PenaltiesIgnoredAtVerifiedRows(),
-        "lossy",
-        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
+        "non-conformant",
+        ("loop.history[mixed]", "loop.history[penalties]", "loop.history[positions]"),
         "Repetition, presence and frequency penalties applied by the bonus row's sampler only, silently "
         "skipped at the verified rows (vLLM #18902, fixed by PR #19482; TensorRT-LLM before PR #17701).",
     ),
     (
         "penalty-state-one-token-per-step",
         _OneTokenPerStep(),
-        "lossy",
-        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
+        "non-conformant",
+        ("loop.history[mixed]", "loop.history[penalties]", "loop.history[positions]"),
         "The penalty state advances by one token per speculative step, whatever the step emitted: "
         "frequency acts at about f/L, min_tokens counts steps (SGLang PR #33643).",
     ),
     (
         "relaxed-penalty-state",
         _RelaxedState(),
-        "lossy",
-        ("loop.history[penalties]", "loop.history[positions]", "loop.history[mixed]"),
+        "non-conformant",
+        ("loop.history[mixed]", "loop.history[penalties]", "loop.history[positions]"),
         "One 'relaxed' penalty state from the committed tokens broadcast over every draft row: row i "
         "misses drafts 1..i-1 (SGLang EAGLE v1/v2, DFlash).",
     ),
     (
         "rejected-drafts-recorded",
         _RejectedDraftsRecorded(),
-        "lossy",
+        "non-conformant",
         ("loop.history[min-tokens]", "loop.history[mixed]"),
         "The processor's copies share one state: every drafted token is recorded, rejected or not, and "
         "accepted ones twice, so the law depends on the drafter (vmlx-swift #357, fixed by PR #361).",
@@ -92,7 +94,7 @@ HISTORY_ENTRIES = [
     (
         "min-tokens-bonus-only",
         _MinTokensBonusOnly(),
-        "lossy",
+        "non-conformant",
         ("loop.history[min-tokens]",),
         "min_tokens' stop-token mask reaches only the bonus row, the verified rows may stop early "
         "(as min_p and logit_bias in vLLM #42744, #38467).",

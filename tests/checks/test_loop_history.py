@@ -51,3 +51,13 @@ def test_a_loop_that_runs_past_its_stop_token_breaks_the_contract():
     (check,) = result.checks
     assert check.status == "fail" and check.finding == "contract"
     assert "stop-token rule" in check.message and "after its stop token" in check.message
+
+
+def test_an_outcome_of_probability_zero_is_a_support_failure():
+    member = LOOP_MEMBERS["min-tokens-bonus-only"]
+    result = check_loop(
+        member.loop, budget="quick", seed=0, select=["loop.history[min-tokens]"], isolation="in-process"
+    )
+    (check,) = result.checks
+    assert check.status == "fail" and check.finding == "support" and result.verdict == "non-conformant"
+    assert "min_tokens=" in check.message and "probability 0" in check.message
