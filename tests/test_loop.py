@@ -99,7 +99,7 @@ def test_a_step_emits_the_canonical_steps_tokens_for_the_same_coins_and_shows_mo
     history = torch.randint(4, (rows, 2), generator=torch.Generator().manual_seed(1))
     coins = torch.rand((rows, 2 * k + 1), generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     loop = LoopReference(k=k)
-    tokens, accepted = loop.step(recorded("target", target), recorded("draft", draft), history, params, coins)
+    tokens, accepted, _ = loop.step(recorded("target", target), recorded("draft", draft), history, params, coins)
 
     # every draft first, then the canonical step on them (the textbook order)
     law = resolve_warp(None)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 
 from .._contract import Violation
+from .._history.generation import stop_padding_violation
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
 from .._warps.rules import SamplingParams
@@ -65,7 +66,13 @@ class LoopLayout(StepLayout[LoopInputs]):
                     "output", f"the loop returned {described}, expected int64 tokens of shape {(rows, num_tokens)}"
                 )
             ]
-        bad = (output < 0) | (output >= vocab)
+        stops = inputs.params.stop_tokens
+        if stops is not None:  # a row ends at its stop token, -1 after it (specverify._history.generation)
+            broken = stop_padding_violation(output, stops)
+            if broken is not None:
+                return [Violation("output", f"the loop's output breaks the stop-token rule: {broken}")]
+        padding = (output == -1) if stops is not None else torch.zeros_like(output, dtype=torch.bool)
+        bad = ((output < 0) & ~padding) | (output >= vocab)
         if bool(bad.any()):
             row = int(bad.any(-1).nonzero()[0, 0])
             message = f"the loop's output, row {row}: token id {int(output[row][bad[row]][0])} is outside [0, {vocab})"

@@ -32,12 +32,22 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-__all__ = ["DEFAULT_ORDER", "PARAMETERS", "SamplingParams", "asking", "cut_on", "warp"]
+__all__ = ["DEFAULT_ORDER", "HISTORY_PARAMETERS", "PARAMETERS", "SamplingParams", "asking", "cut_on", "warp"]
 
 #: The warps, in the order Hugging Face applies them.
 DEFAULT_ORDER: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
+#: The parameters whose law depends on the tokens so far (:mod:`specverify._history`); off when not given.
+HISTORY_PARAMETERS: tuple[str, ...] = (
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "penalty_window",
+    "min_tokens",
+    "stop_tokens",
+    "logit_bias",
+)
 #: Every per-row parameter a sampler can declare it supports.
-PARAMETERS: tuple[str, ...] = (*DEFAULT_ORDER, "seeds")
+PARAMETERS: tuple[str, ...] = (*DEFAULT_ORDER, "seeds", *HISTORY_PARAMETERS)
 
 _DTYPES = {
     "temperature": torch.float64,
@@ -45,6 +55,13 @@ _DTYPES = {
     "top_p": torch.float64,
     "min_p": torch.float64,
     "seeds": torch.int64,
+    "repetition_penalty": torch.float64,
+    "presence_penalty": torch.float64,
+    "frequency_penalty": torch.float64,
+    "penalty_window": torch.int64,
+    "min_tokens": torch.int64,
+    "stop_tokens": torch.int64,
+    "logit_bias": torch.float64,
 }
 
 
@@ -58,6 +75,14 @@ class SamplingParams:
         top_p: float64 in ``(0, 1]``, ``1`` means off.
         min_p: float64 in ``[0, 1]``, ``0`` means off.
         seeds: int64 per-request seeds, for samplers that declare per-request seeding.
+        repetition_penalty: float64 ``> 0``, ``1`` off; presence_penalty, frequency_penalty: float64, ``0`` off.
+        penalty_window: int64, the tokens the penalties count: ``-1`` the convention's own sets,
+            ``0`` the generated tokens only, ``n > 0`` the last ``n`` of prompt and generated tokens.
+        min_tokens: int64, ``0`` off: the stop tokens are masked until that many tokens are generated.
+        stop_tokens: int64 bit mask, token ``t`` a stop token iff bit ``t`` is set (``0``: none):
+            generation ends at one (the loop pads the rest of the row with ``-1``).
+        logit_bias: float64 ``[B, V]``, added to the logits (the one parameter with a row of values).
+        (:mod:`specverify._history` states their law and order.)
     """
 
     temperature: torch.Tensor | None = None
@@ -65,6 +90,13 @@ class SamplingParams:
     top_p: torch.Tensor | None = None
     min_p: torch.Tensor | None = None
     seeds: torch.Tensor | None = None
+    repetition_penalty: torch.Tensor | None = None
+    presence_penalty: torch.Tensor | None = None
+    frequency_penalty: torch.Tensor | None = None
+    penalty_window: torch.Tensor | None = None
+    min_tokens: torch.Tensor | None = None
+    stop_tokens: torch.Tensor | None = None
+    logit_bias: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         sizes = set()
@@ -72,8 +104,13 @@ class SamplingParams:
             value = getattr(self, name)
             if value is None:
                 continue
-            if not isinstance(value, torch.Tensor) or value.dim() != 1:
-                raise ValueError(f"SamplingParams.{name} must be a 1-d tensor of one value per row")
+            if not isinstance(value, torch.Tensor) or value.dim() != (2 if name == "logit_bias" else 1):
+                what = (
+                    "a [B, V] tensor of one row per row"
+                    if name == "logit_bias"
+                    else "a 1-d tensor of one value per row"
+                )
+                raise ValueError(f"SamplingParams.{name} must be {what}")
             if value.dtype != _DTYPES[name]:
                 raise ValueError(f"SamplingParams.{name} must be {_DTYPES[name]}, got {value.dtype}")
             sizes.add(value.shape[0])
@@ -84,6 +121,13 @@ class SamplingParams:
             ("top_k", lambda k: k >= 0, ">= 0"),
             ("top_p", lambda p: (p > 0) & (p <= 1), "in (0, 1]"),
             ("min_p", lambda m: (m >= 0) & (m <= 1), "in [0, 1]"),
+            ("repetition_penalty", lambda r: torch.isfinite(r) & (r > 0), "finite and > 0"),
+            ("presence_penalty", torch.isfinite, "finite"),
+            ("frequency_penalty", torch.isfinite, "finite"),
+            ("penalty_window", lambda n: n >= -1, ">= -1"),
+            ("min_tokens", lambda n: n >= 0, ">= 0"),
+            ("stop_tokens", lambda m: m >= 0, "a bit mask >= 0"),
+            ("logit_bias", lambda b: ~torch.isnan(b) & (b < float("inf")), "finite or -inf"),
         )
         for name, valid, text in checks:
             value = getattr(self, name)

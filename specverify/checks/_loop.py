@@ -41,6 +41,7 @@ from ..stats import FutilityPlan, gof_test, tv_estimate
 from ._base import Check, registered
 from ._looks import FutilityLooks
 from ._loop_context import LoopContext, LoopTally, _chain, _needs, _params, loop_parameters
+from ._loop_history import HISTORY_KINDS, history_law
 
 __all__ = ["REACH", "LoopCheck", "loop_battery"]
 
@@ -71,7 +72,7 @@ class LoopCheck(Check):
 
     @property
     def statistical(self) -> bool:
-        return self.name in ("law", "positions")
+        return self.name in ("law", "positions", "history")
 
     @property
     def proves(self) -> str:
@@ -81,8 +82,8 @@ class LoopCheck(Check):
         declared = set(loop_parameters(loop))
         if self.name == "seeds" and "seeds" not in declared:
             return "the loop declares no per-request seeds (parameters has no 'seeds')"
-        if self.name == "law":
-            missing = _needs(KINDS[self.case or "plain"]) - declared
+        if self.name in ("law", "history"):
+            missing = _needs((KINDS if self.name == "law" else HISTORY_KINDS)[self.case or "plain"]) - declared
             if missing:
                 return f"the loop does not declare {', '.join(sorted(missing))}"
         return None
@@ -237,6 +238,9 @@ class LoopCheck(Check):
             laws_of=laws_of,
             looked=looked,
         )
+
+    def _history(self, ctx: LoopContext) -> CheckResult:
+        return history_law(self, ctx)
 
     def _positions(self, ctx: LoopContext) -> CheckResult:
         vocab, length = 4, 24
@@ -493,6 +497,7 @@ def loop_battery() -> list[LoopCheck]:
             LoopCheck("seeds"),
             *[LoopCheck("law", kind) for kind in KINDS],
             LoopCheck("positions"),
+            *[LoopCheck("history", kind) for kind in HISTORY_KINDS],
         ],
         families=(LOOP_FAMILY,),
     )
@@ -501,5 +506,7 @@ def loop_battery() -> list[LoopCheck]:
 #: What the loop family's models and generations cover: the claim of a conformant verdict holds there.
 REACH = (
     "Markov chain models over 4-5 tokens (orders 1-2): 3 generated tokens per parameter group "
-    f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens"
+    f"({', '.join(kind for kind in KINDS)}), pairs of tokens over 24 generated tokens; "
+    f"history parameters ({', '.join(k for k in HISTORY_KINDS if k != 'positions')}): 4 generated tokens, "
+    "and pairs over 16 under a windowed penalty, on a self-repeating chain over 3 tokens"
 )

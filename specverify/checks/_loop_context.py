@@ -15,11 +15,12 @@ import numpy as np
 import torch
 
 from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
+from .._history.posing import history_columns
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM
 from .._seeds import derive_seed
 from .._warps.declared import DeclaredWarp, declared_warp
-from .._warps.rules import PARAMETERS, SamplingParams
+from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 
 __all__ = ["LoopContext", "LoopTally", "LoopUnit", "generate", "loop_parameters", "tally_generations"]
@@ -215,9 +216,9 @@ def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovL
 
 
 def _params(groups: list[dict[str, float]], which: torch.Tensor, names: tuple[str, ...]) -> SamplingParams:
-    columns = {}
+    columns = history_columns(groups, which, names)  # history parameters: only where a group sets them
     for name in names:
-        if name == "seeds":
+        if name == "seeds" or name in HISTORY_PARAMETERS:
             continue
         values = torch.tensor([g.get(name, _OFF[name]) for g in groups], dtype=_DTYPES.get(name, torch.float64))
         columns[name] = values[which]

@@ -21,12 +21,13 @@ from collections.abc import Callable
 
 import torch
 
+from .._history import history_logits, is_stop
 from .._loop import left_padded
 from .._oracle import accepts, emitting_law, inverse_cdf
 from .._seeded import seeded_uniforms
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
-from .._warps.rules import PARAMETERS, SamplingParams
+from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
 
 __all__ = ["PRESET_LOOPS", "UNDECLARED_LOOPS", "LoopReference", "loop_reference"]
 
@@ -64,6 +65,13 @@ class LoopReference:
         buffer = torch.full((batch, width), -1, dtype=torch.int64, device=device)
         buffer[:, :prompt_length] = prompt
         length = torch.full((batch,), prompt_length, dtype=torch.int64, device=device)
+        # the tokens the history parameters count (the state): the emitted ones, where the loop is right
+        remembers = any(getattr(params, name) is not None for name in HISTORY_PARAMETERS)
+        # room for every step's record (at most 2k + 1 tokens: drafts and emitted ones); none where nothing remembers
+        state_width = prompt_length + (num_tokens + 1) * (2 * k + 2) if remembers else prompt_length
+        state = torch.full((batch, state_width), -1, dtype=torch.int64, device=device)
+        state[:, :prompt_length] = prompt
+        state_length = length.clone()
         end, iteration = prompt_length + num_tokens, 0
         while bool((length < end).any()):  # over steps, vectorised over rows
             active = (length < end).nonzero().squeeze(-1)
@@ -73,11 +81,23 @@ class LoopReference:
             coins = self.coins(row_params, active.numel(), iteration, generator, device)
             # left-padded, every row ends at the last column: drafts are appended as columns
             history = left_padded(buffer if everyone else buffer[active], row_length)
-            tokens, accepted = self.step(target, draft, history, row_params, coins)
+            seen = left_padded(state[active], state_length[active]) if remembers else None
+            tokens, accepted, drafts = self.step(target, draft, history, row_params, coins, seen, prompt_length)
+            if row_params.stop_tokens is not None:  # a stop token ends its row: -1 after it
+                stop = is_stop(tokens, row_params.stop_tokens)
+                after = (torch.cumsum(stop.to(torch.int64), dim=1) - stop.to(torch.int64)) > 0
+                tokens = torch.where(after, -1, tokens)
             # past its length a row is -1, as tokens are past the emitted ones: write the k + 1 columns
             columns = row_length.unsqueeze(-1) + torch.arange(k + 1, device=device)
             buffer[active.unsqueeze(-1), columns] = tokens
             length[active] = row_length + accepted + 1
+            if row_params.stop_tokens is not None:
+                length[active[stop.any(-1)]] = end
+            if remembers:
+                recorded = _packed(self.record(tokens, accepted, drafts))
+                at = state_length[active].unsqueeze(-1) + torch.arange(recorded.shape[1], device=device)
+                state[active.unsqueeze(-1), at] = recorded
+                state_length[active] += (recorded >= 0).sum(-1)
             iteration += 1
         return buffer[:, prompt_length : prompt_length + num_tokens]
 
@@ -88,35 +108,46 @@ class LoopReference:
         history: torch.Tensor,
         params: SamplingParams,
         coins: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        seen: torch.Tensor | None = None,
+        prompt_length: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One speculative step of every row of ``history [B, L]`` (left-padded): ``[B, K+1]``
-        tokens (the accepted drafts, then the corrected or bonus token, ``-1`` after) and the
-        number of drafts accepted.
+        tokens (the accepted drafts, then the corrected or bonus token, ``-1`` after), the number
+        of drafts accepted, and the drafts ``[B, K]`` (``-1`` past the first rejected one).
 
         Drafting and verification go position by position: a row leaves at its first rejection,
         so the models and the warps see only the rows still verifying.  Its law, and its tokens
         for the same coins, are those of drafting all ``k`` before verifying
         (:func:`~specverify._oracle.canonical_emit`): the drafts after a rejection never reach the
         output.  Coins: ``[:, i]`` draws draft ``i``, ``[:, k + i]`` accepts it, ``[:, 2k]`` draws
-        the last token; the arithmetic is the oracle's (its module docstring).
+        the last token; the arithmetic is the oracle's (its module docstring).  ``seen [B, S]``
+        (left-padded, ``prompt_length`` prompt tokens first) is the state the history parameters
+        count, ``None`` where none is given: row ``i`` sees it and drafts ``1..i-1``
+        (:meth:`row_state`), through :meth:`processed`.
         """
         k, device = self.k, history.device
         batch, width = history.shape
         prefixes = torch.cat([history, history.new_empty((batch, k))], dim=1)
         tokens = torch.full((batch, k + 1), -1, dtype=torch.int64, device=device)
+        drafts = torch.full((batch, k), -1, dtype=torch.int64, device=device)
         accepted = torch.full((batch,), k, dtype=torch.int64, device=device)
         rows = torch.arange(
             batch, device=device
         )  # the rows still verifying: prefixes, params and coins hold only theirs
         for i in range(k + 1):  # over draft positions, vectorised over the rows still verifying
             prefix = prefixes[:, : width + i]
-            p = self.target_law(target(prefix), params, i)
+            state = None if seen is None else self.row_state(seen, prefixes[:, width : width + i], i)
+            p = self.target_law(self.processed(target(prefix), state, prompt_length, params, i), params, i)
             p_sum = p.sum(dim=-1, dtype=torch.float64)
             if i == k:  # every draft accepted: the bonus token, from p (the residual against no draft)
                 tokens[rows, k] = inverse_cdf(emitting_law(p, p_sum), coins[:, 2 * k])
                 break
-            sampled_from, q = self.draft_law(draft(prefix), params)
+            draft_logits = draft(prefix)
+            if state is not None:
+                draft_logits = history_logits(draft_logits, state, prompt_length, params)
+            sampled_from, q = self.draft_law(draft_logits, params)
             drafted = inverse_cdf(sampled_from, coins[:, i])
+            drafts[rows, i] = drafted
             q_sum = q.sum(dim=-1, dtype=torch.float64)
             keep = accepts(coins[:, k + i], drafted, p, p_sum, q, q_sum)
             out = (~keep).nonzero().squeeze(-1)
@@ -137,8 +168,31 @@ class LoopReference:
                     params.select(kept),
                     drafted[kept],
                 )
+                seen = None if seen is None else seen[kept]
             prefixes[:, width + i] = drafted
-        return tokens, accepted
+        return tokens, accepted, drafts
+
+    # --- the history parameters' state: what a variant gets wrong ----------------------------
+
+    def processed(
+        self,
+        logits: torch.Tensor,
+        state: torch.Tensor | None,
+        prompt_length: int,
+        params: SamplingParams,
+        position: int,
+    ) -> torch.Tensor:
+        """The target's logits at draft ``position`` after the history processors of ``state``
+        (:func:`~specverify._history.history_logits`); ``None``: no history parameter given."""
+        return logits if state is None else history_logits(logits, state, prompt_length, params)
+
+    def row_state(self, seen: torch.Tensor, drafts: torch.Tensor, position: int) -> torch.Tensor:
+        """The state draft row ``position`` is processed with: the committed state and the drafts before it."""
+        return torch.cat([seen, drafts], dim=1)
+
+    def record(self, tokens: torch.Tensor, accepted: torch.Tensor, drafts: torch.Tensor) -> torch.Tensor:
+        """What a step adds to the state: the tokens it emitted (``-1`` after them); at most ``2k + 1`` a step."""
+        return tokens
 
     def target_law(self, logits: torch.Tensor, params: SamplingParams, position: int) -> torch.Tensor:
         """``[B, V]``: the law the token at draft ``position`` must follow (``k``: the bonus), the warped target."""
@@ -157,6 +211,12 @@ class LoopReference:
         if params.seeds is not None:
             return seeded_uniforms(params.seeds, count, offset=iteration * count)
         return torch.rand((rows, count), generator=generator, dtype=torch.float64, device=device)
+
+
+def _packed(tokens: torch.Tensor) -> torch.Tensor:
+    """Each row's tokens (``>= 0``) moved to its front, in order, ``-1`` after them."""
+    order = torch.sort((tokens < 0).to(torch.int8), dim=1, stable=True).indices
+    return tokens.gather(1, order)
 
 
 loop_reference = LoopReference()

@@ -14,6 +14,7 @@ from .._vocabulary import Verdict
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
+from ._history_loops import HISTORY_ENTRIES
 from ._rounded import bf16_prefix_sum_law
 
 __all__ = ["LOOP_MEMBERS", "LoopMember"]
@@ -215,6 +216,8 @@ def _members() -> dict[str, LoopMember]:
             "Declares vLLM's warp; min_p skipped at verified positions, applied to the bonus (vLLM #42744, its "
             "rejection sampler).",
         ),
+        # sampling state that remembers (issue 53): specverify.zoo._history_loops
+        *HISTORY_ENTRIES,
     ]
     below_reach = {"bf16-prefix-sum-draft": (0.001, Verdict.LOSSY)}  # name -> (EPS, the verdict at --tv EPS)
     members = {}

@@ -1,0 +1,14 @@
+"""Sampling state that remembers: parameters whose law depends on the tokens emitted so far."""
+
+from .generation import history_generation_law, padded_code, stop_padding_violation
+from .processors import CONVENTION, generated_length, history_logits, is_stop
+
+__all__ = [
+    "CONVENTION",
+    "generated_length",
+    "history_generation_law",
+    "history_logits",
+    "is_stop",
+    "padded_code",
+    "stop_padding_violation",
+]
