@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from specverify._kinds import LoopKind
 from specverify._loop import MarkovLM, generation_law
 from specverify._warps.rules import SamplingParams
 from specverify.stats import gof_test
@@ -53,6 +54,7 @@ def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     from specverify._calling.sut import SamplerUnderTest
 
     under_test = SamplerUnderTest(
-        "specverify.adapters.transformers_generate:loop", isolation="in-process", generation=True
+        "specverify.adapters.transformers_generate:loop", isolation="in-process", kind="loop"
     )
-    assert under_test.kind.generation and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
+    assert under_test.kind == LoopKind(under_test.parameters)
+    assert under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
