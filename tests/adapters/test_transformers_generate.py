@@ -53,8 +53,6 @@ def test_sampled_generation_follows_the_warped_target_law():
 def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     from specverify._calling.sut import SamplerUnderTest
 
-    under_test = SamplerUnderTest(
-        "specverify.adapters.transformers_generate:loop", isolation="in-process", kind="loop"
-    )
+    under_test = SamplerUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process", kind="loop")
     assert under_test.kind == LoopKind(under_test.parameters)
     assert under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
