@@ -83,7 +83,11 @@ def test_every_kind_is_served_planned_and_travels(kind: Kind) -> None:
     assert type(kind) in KIND_CLASSES and kind_named(kind.name) is type(kind)
 
 
-@pytest.mark.parametrize("sampler", [reference, logits_reference, tree_specinfer, loop_reference], ids=str)
+@pytest.mark.parametrize(
+    "sampler",
+    [reference, logits_reference, tree_specinfer, loop_reference],
+    ids=["reference", "logits_reference", "tree_specinfer", "loop_reference"],
+)
 def test_each_kind_describes_its_subject(sampler) -> None:  # noqa: ANN001
     subject = SamplerUnderTest(sampler)
     record = run_info(subject, get_budget("quick"), 0, None).to_json()
