@@ -19,14 +19,13 @@ from typing import Any
 
 from ._budgets import Budget, get_budget, resolve_budget
 from ._calling.pool import Pool
-from ._calling.sut import SamplerUnderTest, importable_source
-from ._kinds import LoopKind, kind_of
+from ._calling.sut import SamplerUnderTest
+from ._kinds import kind_named, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
-from ._run import PlannedCheck, Run, base_info, no_match, run_check, run_info, selected
+from ._run import PlannedCheck, Run, base_info, battery_of, no_match, run_check, run_info, selected
 from ._run._cost import RunCost, rehearsed_cost
 from ._run._workers import Placement, open_pool
-from .checks._loop import loop_battery
 from .errors import Interrupted, NotStarted, UsageError
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
@@ -114,7 +113,8 @@ def check(
         timeout: seconds one call may take (default: from the budget's ``timeout`` and the sampler's speed).
         on_plan: called with the planned checks before the first runs.
         on_wait: called with ``(seconds, limit)`` while a call is slow (isolated samplers only).
-        kind: ``"loop"`` for a generation loop given by its spec (an object says so itself);
+        kind: the name of the kind the subject is given as (``"loop"`` for a generation loop given
+            by its spec; an object says so itself), decided once (:func:`specverify._kinds.kind_as_given`);
             ``None``: what the subject declares.
         tv: a target TV in (0, 1): a custom budget sized for it (:func:`specverify._budgets.budget_for_tv`)
             from the nearest preset (or from ``budget`` when it is not the default); ``None``: the preset.
@@ -166,7 +166,7 @@ def _start(
     subject, reason = _load(
         sampler, kind, budget, select, device=placement.device(0), isolation=isolation, timeout=timeout, spec=spec
     )
-    if on_wait is not None and not subject.kind.generation:
+    if on_wait is not None:
         subject.on_wait = on_wait
     pool: Pool | None = None
     try:
@@ -177,7 +177,7 @@ def _start(
         raise
     except BaseException:  # nothing ran (a selection that matches nothing): a sampler's process is kept
         ending = pool if pool is not None else subject
-        ending.kill() if subject.kind.generation else ending.close()
+        ending.close() if subject.kind.kept_after_failure else ending.kill()
         raise
     if placement.recorded:
         run.info.extra["workers"] = placement.to_json()
@@ -218,8 +218,8 @@ def _drive(
         pool.kill()
         run.interrupted = True
     except BaseException:
-        if subject.kind.generation:
-            pool.kill()  # a loop's worker may be mid-call: never kept for the next run
+        if not subject.kind.kept_after_failure:
+            pool.kill()  # its worker may be mid-call (a loop's): never kept for the next run
         raise
     finally:
         result = run.result()
@@ -294,31 +294,26 @@ def _load(
     timeout: float | None,
     spec: str | None,
 ) -> tuple[SamplerUnderTest, str | None]:
-    """The subject under test, and why it runs in this process where it does (``None``: the
-    subject records its own reason, or it runs isolated)."""
-    if kind == LoopKind.name or (kind is None and kind_of(sampler).generation):
+    """The subject under test, and why it runs in this process where it does (``None``: it runs
+    isolated).  Its kind is decided once: the one ``kind`` names, else what it declares; where that
+    is known before it loads (a kind named, or a callable), a selection that matches none of the
+    kind's checks fails first: a typo costs no worker."""
+    known = kind_named(kind) if kind is not None else None if isinstance(sampler, str) else type(kind_of(sampler))
+    if known is not None:
         patterns = list(select or [])
-        if not selected(loop_battery(), patterns):  # before loading: a typo costs no worker
-            raise UsageError(no_match(patterns, loop=True))
-        return SamplerUnderTest(sampler, isolation=isolation, timeout=timeout, generation=True), None
-    if kind is not None:
-        raise ValueError(f"kind must be 'loop' or None, not {kind!r}")
-    mode, reason = isolation, None
-    if isolation == "auto":
-        source = importable_source(sampler, spec)
-        mode, reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
-    elif isolation == "in-process":
-        reason = "asked for (isolation='in-process', the CLI's --in-process)"
+        if not selected(battery_of(known), patterns):
+            raise UsageError(no_match(patterns, known))
     sut = load_sut(
         sampler,
+        kind=kind,
         device=device,
         timeout=timeout,
         first_timeout=budget.timeout,
-        isolation=mode,
+        isolation=isolation,
         spec=spec,
         timed=isolation == "auto",
     )
-    return sut, reason
+    return sut, sut.reason
 
 
 def _progress_of(item: PlannedCheck, progress: Callable[[PlannedCheck, int], None] | None) -> Callable[[int], None]:

@@ -157,3 +157,63 @@ def test_the_layers_point_one_way():
     # the record is pure: reading a result needs no check, no plan, no run layer
     below = _reach(graph, "specverify._result")
     assert not {m for m in below if m.startswith("specverify.checks")} | (below & run_layer), sorted(below)
+
+
+def _subpackages() -> set[str]:
+    """The package's subpackages (``specverify._kinds``: a folder with an ``__init__``)."""
+    return {name for name, path in _modules().items() if path.name == "__init__.py" and name.count(".") == 1}
+
+
+def package_graph(graph: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    """The import graph with each subpackage one node (a top-level module stays its own node), and
+    for each edge the module imports it stands for."""
+    subpackages = _subpackages()
+
+    def node(module: str) -> str:
+        top = ".".join(module.split(".")[:2])
+        return top if top in subpackages else module
+
+    packages: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], list[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(node(module), set())
+        for target in targets:
+            a, b = node(module), node(target)
+            if a != b:
+                packages[a].add(b)
+                why.setdefault((a, b), []).append(f"{module} -> {target}")
+    return packages, why
+
+
+def two_way_ties(packages: dict[str, set[str]], among: set[str]) -> list[tuple[str, str]]:
+    """Pairs of ``among`` that import each other."""
+    return sorted(
+        (a, b) for a in among for b in packages.get(a, set()) & among if a < b and a in packages.get(b, set())
+    )
+
+
+#: The layers a sampler's calls go through: the kinds (what differs by kind), the calling layer (the
+#: sampler under test) and the worker (the sampler's process); each depends one way only.
+SEAM = {"specverify._kinds", "specverify._calling", "specverify._worker"}
+
+
+def test_the_package_check_sees_a_tie() -> None:
+    graph = {"p._kinds.chain": {"p._worker.wire"}, "p._worker.wire": set(), "p._worker.serving": {"p._kinds"}}
+    graph["p._kinds"] = set()
+    nodes = {m: ".".join(m.split(".")[:2]) for m in graph}
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(nodes[module], set()).update(nodes[t] for t in targets if nodes[t] != nodes[module])
+    assert two_way_ties(packages, {"p._kinds", "p._worker"}) == [("p._kinds", "p._worker")]
+    assert cycles(packages) == [["p._kinds", "p._worker", "p._kinds"]]
+
+
+def test_no_two_way_tie_between_subpackages() -> None:
+    """No two subpackages import each other (``_kinds`` and ``_worker``, ``_calling`` and ``_worker``
+    did: the seam depended on the wire); and no circle of packages passes through the kinds, the
+    calling layer or the worker."""
+    packages, why = package_graph(import_graph())
+    ties = two_way_ties(packages, _subpackages())
+    assert not ties, "; ".join(f"{a} <-> {b}: {why[(a, b)][0]}, {why[(b, a)][0]}" for a, b in ties)
+    circled = sorted(p for p in SEAM if any(q == p or p in _reach(packages, q) for q in packages[p]))
+    assert not circled, f"on a circle of package imports: {circled}; circles: {cycles(packages)}"

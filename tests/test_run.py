@@ -108,7 +108,7 @@ def test_a_run_executes_a_planned_check_here_and_records_it(sut):
 def test_the_loop_runner_records_every_runs_fields():
     from specverify.samplers._loop_reference import LoopReference
 
-    loop = SamplerUnderTest(LoopReference(), isolation="in-process", generation=True)
+    loop = SamplerUnderTest(LoopReference(), isolation="in-process", kind="loop")
     run = Run(loop, BUDGET, seed=0, select=["loop.output"])
     chain = Run(SamplerUnderTest(specverify.reference), BUDGET, seed=0, select=["contract.output"])
     common = set(chain.result().run) - {
@@ -138,5 +138,5 @@ def test_one_driver_runs_every_kind_the_loop_included():
     assert by_object.run.contract == by_alias.run.contract == "loop" and by_object.checks[0].status == "pass"
     chain = check(specverify.reference, budget=BUDGET, seed=0, select=["contract.output"], isolation="in-process")
     assert chain.run.contract is None and [c.id for c in chain.checks] == ["contract.output"]
-    with pytest.raises(ValueError, match="kind must be 'loop' or None"):
-        check(specverify.reference, budget=BUDGET, kind="chain")
+    with pytest.raises(ValueError, match="kind must be one of .*'loop'.* or None"):
+        check(specverify.reference, budget=BUDGET, kind="engine")

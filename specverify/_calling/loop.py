@@ -6,7 +6,7 @@ next call gets a fresh process.  The models it is given are the harness's own
 (:class:`~specverify._loop.MarkovLM`); they travel as descriptions (their logits table and context)
 and are rebuilt in the worker, which beats at every model call: a loop hangs when it goes
 ``timeout`` seconds without calling a model or returning.  :class:`LoopCalls` are the calls
-:class:`specverify._calling.sut.SamplerUnderTest` makes of a loop (``generation=True``).
+:class:`specverify._calling.sut.SamplerUnderTest` makes of a loop (a sampler under test of the loop kind).
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ from .._worker import WorkerDied, WorkerHung, WorkerRaised
 from ..errors import SamplerFault, SamplerSpecError
 from .supervised import Supervised
 
-__all__ = ["DEFAULT_TIMEOUT", "LoopCalls"]
-
-#: Seconds a loop may go without calling a model (or returning) before it is a hang.
-DEFAULT_TIMEOUT = 120.0
+__all__ = ["LoopCalls"]
 
 
 class LoopCalls(Supervised):

@@ -149,7 +149,7 @@ class RayPool:
         options = {
             "timeout": timeout,
             "first_timeout": first_timeout,
-            "generation": subject.kind.generation,
+            "kind": subject.kind,  # decided once, as the harness took it
             "spec": spec,
         }
         loaded = spec if spec is not None else sampler

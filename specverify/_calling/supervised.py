@@ -44,6 +44,9 @@ __all__ = [
 
 #: An unbatched sampler's outputs are audited together, this many rows at a time.
 UNBATCHED_AUDIT_ROWS = 4_096
+#: What runs a unit in the sampler's process (:func:`specverify._calling.sut.host_unit`), named so
+#: the worker runs it by reference and never imports the calling layer.
+UNIT_HOST = ("specverify._calling.sut", "host_unit")
 
 
 def check_device(device: str | None) -> None:
@@ -228,12 +231,13 @@ class Supervised:
         """
         from .pool import UnitDone, run_unit
 
-        if not there or self._process is None or self.kind.generation:
+        if not there or self._process is None or not self.kind.units_in_worker:
             return run_unit(self, work, unit)
         self._fresh_process()
         started = time.perf_counter()
         try:
             tag, value = self._process.call_unit(
+                UNIT_HOST,
                 (work.__module__, work.__qualname__),
                 unit,
                 limit=self.limit(getattr(unit, "call_elements", CallLimit.MEASURED_ELEMENTS)),

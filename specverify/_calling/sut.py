@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities, capabilities_of, resolve_sampler
-from .._kinds import Kind, LoopKind, TreeKind, kind_of
+from .._kinds import Kind, kind_as_given
 from .._layout import StepLayout
 from .._reach import ReachRecorder
 from .._warps.declared import DeclaredWarp, declared_warp, from_reference
@@ -32,11 +32,20 @@ from .._worker import SamplerProcess
 from .._worker.wire import STEP, TREE_STEP
 from ..errors import SamplerFault, SamplerSpecError
 from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
-from .loop import DEFAULT_TIMEOUT, LoopCalls
+from .loop import LoopCalls
+from .pool import UnitDone, run_unit
 from .supervised import CallLimit, CallThread, check_device, importable_source
 from .tree import TreeCalls
 
-__all__ = ["DEFAULT_CHUNK", "CallLimit", "SamplerFault", "SamplerUnderTest", "check_device", "importable_source"]
+__all__ = [
+    "DEFAULT_CHUNK",
+    "CallLimit",
+    "SamplerFault",
+    "SamplerUnderTest",
+    "check_device",
+    "host_unit",
+    "importable_source",
+]
 
 
 #: Why a sampler asked to run in this process does.
@@ -58,9 +67,11 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         spec: the sampler's spec, tried to load a callable by name.
         timed: in-process only: make calls in a helper thread, so a hang is abandoned at its limit
             (``False``: in the caller's thread, untimed, so ``breakpoint()`` works).
-        generation: the subject is a generation loop (``specverify loop``): a callable passed in is
-            taken for one, a spec must declare one; ``timeout`` (default :data:`DEFAULT_TIMEOUT`) is
-            then how long it may go without calling a model.
+        kind: the kind the sampler is given as (a kind's name, as ``specverify loop`` names
+            ``"loop"``, or a kind decided already), decided once (:func:`specverify._kinds.kind_as_given`):
+            a callable passed in is taken for one, a spec must declare it; ``None``: what the
+            sampler declares.  Where the kind has a :attr:`~specverify._kinds.Kind.call_timeout`
+            (a loop's: how long it may go without calling a model), it is the default ``timeout``.
 
     :attr:`kind` is the sampler's :class:`~specverify._kinds.Kind`, :attr:`layout` its layout;
     :meth:`step` runs a batch of a step kind's inputs (the chain's three tensors, or a tree batch),
@@ -81,7 +92,7 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         isolation: str = "in-process",
         spec: str | None = None,
         timed: bool = True,
-        generation: bool = False,
+        kind: str | Kind | None = None,
     ) -> None:
         if isolation not in ("process", "in-process", "auto"):
             raise ValueError(f"isolation must be 'process', 'in-process' or 'auto', not {isolation!r}")
@@ -91,8 +102,6 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
             source = importable_source(sampler, spec)
             isolation, self.reason = ("process", None) if isinstance(source, tuple) else ("in-process", source)
         self.isolation = isolation
-        if generation:
-            timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
         self.limit = CallLimit(timeout=timeout, first=first_timeout)
         self.calls = self.rows = self.crashes = self.hangs = 0
         self.seconds = 0.0  # the sampler's own time, measured around its calls
@@ -104,13 +113,17 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         self.timed = timed
         self._warm = False
         self.worker_starts = 0
+        by_name = sampler if isinstance(sampler, str) else None  # a spec must declare the kind it is given as
         if isolation == "process":
             self._load_isolated(sampler, spec, device)
+            try:
+                self.kind = kind_as_given(sampler, kind, declared=self.kind, spec=by_name)
+            except SamplerSpecError:
+                self.close()
+                raise
         else:
             raw = resolve_sampler(sampler) if isinstance(sampler, str) else sampler
-            self.kind: Kind = kind_of(raw)
-            if generation and not self.kind.generation and not isinstance(sampler, str):
-                self.kind = _taken_for_a_loop(raw)
+            self.kind = kind_as_given(raw, kind, spec=by_name)
             self.sampler: Callable[..., Any] | None = self.kind.posed(raw)
             try:
                 self.warp: DeclaredWarp = declared_warp(raw)  # the law it is judged by (specverify._warps.declared)
@@ -120,20 +133,12 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
             self.capabilities: Capabilities = capabilities_of(self.sampler)
             self.device = torch.device(self.capabilities.device or device or "cpu")
             check_device(str(self.device))
-        if generation and not self.kind.generation:
-            if isinstance(sampler, str):
-                self.close()
-                raise SamplerSpecError(
-                    f"{sampler!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
-                )
-            self.kind = _taken_for_a_loop(sampler)
-        if self.capabilities.tree_limits and not isinstance(self.kind, TreeKind):
+        if self.kind.call_timeout is not None:  # its own limit, how long it may go without a heartbeat
+            self.limit.timeout = self.kind.call_timeout if timeout is None else float(timeout)
+        refused = self.kind.refuses(self.capabilities)
+        if refused is not None:
             self.close()
-            raise SamplerSpecError(
-                f"{self.name} declares max_children, max_depth, max_nodes or reserved_tokens, capabilities of a tree "
-                f"sampler, but is of the {self.kind.name} kind (a tree sampler declares contract='tree': "
-                "@specverify.tree_sampler)"
-            )
+            raise SamplerSpecError(f"{self.name} {refused}")
         self.dtype = self.capabilities.dtypes[0]
         self.layout: StepLayout[Any] = self.kind.layout  # how its outputs are audited and coded
 
@@ -149,7 +154,7 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         self.name = info["name"]
         self.capabilities = info["capabilities"]
         self.device = torch.device(info["device"])
-        self.kind = info["kind"]
+        self.kind: Kind = info["kind"]
         try:
             self.warp = from_reference(info.get("warp"))
         except ValueError as exc:
@@ -165,9 +170,14 @@ class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
         return calls(self, *inputs, **options)
 
 
-def _taken_for_a_loop(loop: Any) -> LoopKind:
-    """The kind of a callable passed in as a loop that declares none: a loop of its ``parameters``."""
-    return LoopKind(tuple(getattr(loop, "parameters", ("temperature",))))
+def host_unit(worker: Any, work: Callable[[Any, Any], Any], unit: Any) -> UnitDone:
+    """Run an experiment's unit in the sampler's own process (the worker's ``unit`` verb names this
+    function, :data:`specverify._calling.supervised.UNIT_HOST`): on an in-process sampler under test
+    of the sampler ``worker`` loaded, built at its first unit, whose calls beat the worker's counter."""
+    if worker.local is None:
+        worker.local = SamplerUnderTest(worker.raw, isolation="in-process", timed=False, device=str(worker.device))
+        worker.local.sampler = worker.beating(worker.local.sampler)
+    return run_unit(worker.local, work, unit)
 
 
 #: The calls of each worker verb a step kind names (:attr:`specverify._kinds.Kind.verb`).

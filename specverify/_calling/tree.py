@@ -26,21 +26,16 @@ import torch
 from .._calling.supervised import UNBATCHED_AUDIT_ROWS, CallThread, Supervised, last_frames, raised
 from .._contract import Capabilities, Violation
 from .._evidence import Evidence
-from .._kinds import TreeKind, kind_of
+from .._kinds import TreeKind
 from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
 from .._trees.limits import TreeLimits
 from .._worker import WorkerDied, WorkerHung, WorkerRaised
 from ..errors import SamplerFault
 
-__all__ = ["TreeCalls", "is_tree_sampler", "tree_sampler"]
+__all__ = ["TreeCalls", "tree_sampler"]
 
 #: Most input elements (rows x N x V, both laws counted) in one call when the sampler sets no max_batch.
 MAX_CALL_ELEMENTS = 2**23
-
-
-def is_tree_sampler(sampler: Any) -> bool:
-    """Whether ``sampler`` is of the tree kind (declares ``contract = "tree"``)."""
-    return isinstance(kind_of(sampler), TreeKind)
 
 
 def tree_sampler(fn: Any = None, *, algorithm: str | None = None, name: str | None = None, **capabilities: Any) -> Any:

@@ -11,6 +11,9 @@ which battery runs, which worker verb serves it) is then asked of that object:
 * :mod:`~specverify._kinds.logits`: :class:`LogitsKind`, :class:`LogitsLayout`;
 * :mod:`~specverify._kinds.tree`: :class:`TreeKind`, :class:`TreeLayout`;
 * :mod:`~specverify._kinds.loop`: :class:`LoopKind`, :class:`LoopLayout`.
+
+Adding a kind is one module here (its :class:`Kind` and layout), one entry in :data:`KINDS`, and
+its checks (a battery of ``specverify.checks.BATTERIES`` under the kind's :attr:`Kind.battery`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._contract import capabilities_of, resolve_sampler
+from .._contract import resolve_sampler
 from .._layout import StepLayout
+from ..errors import SamplerSpecError
 from ._base import Kind
 from .chain import ChainKind, ChainLayout
 from .logits import LogitsKind, LogitsLayout
@@ -27,6 +31,7 @@ from .loop import LoopInputs, LoopKind, LoopLayout
 from .tree import TreeKind, TreeLayout
 
 __all__ = [
+    "KINDS",
     "ChainKind",
     "ChainLayout",
     "Kind",
@@ -37,10 +42,17 @@ __all__ = [
     "LoopLayout",
     "TreeKind",
     "TreeLayout",
+    "kind_as_given",
+    "kind_named",
     "kind_of",
     "layout_of",
     "load_sampler",
 ]
+
+
+#: Every kind, in the order a sampler's declarations are read: the first that the sampler declares
+#: is its kind (the chain kind, last, is declared by anything).
+KINDS: tuple[type[Kind], ...] = (LoopKind, TreeKind, LogitsKind, ChainKind)
 
 
 def kind_of(sampler: Any) -> Kind:
@@ -49,15 +61,40 @@ def kind_of(sampler: Any) -> Kind:
     held = getattr(sampler, "kind", None)
     if isinstance(held, Kind):
         return held
-    contract = getattr(sampler, "contract", None)
-    if contract == LoopKind.declared:
-        return LoopKind(tuple(getattr(sampler, "parameters", ("temperature",))))
-    if contract == TreeKind.declared:
-        return TreeKind(getattr(sampler, "algorithm", None))
-    capabilities = capabilities_of(sampler)
-    if capabilities.inputs == LogitsKind.declared:
-        return LogitsKind(capabilities.params)
-    return ChainKind()
+    return next(kind for kind in KINDS if kind.declares(sampler)).of(sampler)
+
+
+def kind_named(name: str) -> type[Kind]:
+    """The kind a command names (``specverify loop``: ``"loop"``).
+
+    Raises:
+        ValueError: no kind of that name.
+    """
+    for kind in KINDS:
+        if kind.name == name:
+            return kind
+    raise ValueError(f"kind must be one of {[k.name for k in KINDS]} or None, not {name!r}")
+
+
+def kind_as_given(sampler: Any, named: str | Kind | None, *, declared: Kind | None = None, spec: Any = None) -> Kind:
+    """The kind of a sampler given to the harness, decided once: what it declares (``declared``,
+    where its own process read it; else :func:`kind_of`), unless a command names another
+    (``named``: a kind's name, or the kind decided already).  A callable given as a kind it does
+    not declare is taken for one (with what it declares of it); a sampler loaded by name
+    (``spec``) must declare it.
+
+    Raises:
+        SamplerSpecError: a sampler loaded by name that declares another kind than the one named.
+    """
+    found = declared if declared is not None else kind_of(sampler)
+    if named is None:
+        return found
+    wanted = type(named) if isinstance(named, Kind) else kind_named(named)
+    if isinstance(found, wanted):
+        return found
+    if spec is not None:
+        raise SamplerSpecError(wanted.undeclared.format(spec=spec, name=wanted.name))
+    return named if isinstance(named, Kind) else wanted.of(sampler)
 
 
 def layout_of(sampler: Any) -> StepLayout[Any]:

@@ -6,9 +6,11 @@ import abc
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .._contract import name_of
+from .._contract import Capabilities, name_of
 from .._evidence import Warps
 from .._layout import StepLayout
+from .._record import Isolation, RunInfo, SamplerInfo
+from .._warps.declared import warp_reference
 
 __all__ = ["Kind"]
 
@@ -16,17 +18,22 @@ __all__ = ["Kind"]
 class Kind(abc.ABC):
     """One kind of sampler (chain, logits, tree, loop): everything the harness does differently for it.
 
-    A kind is detected once, when the sampler is loaded (:func:`specverify._kinds.kind_of`), from
-    what the sampler declares; the rest of the package asks it, never the declarations:
+    A kind is decided once, when the sampler is given to the harness (:func:`specverify._kinds.kind_of`
+    from what the sampler declares, or :func:`specverify._kinds.kind_as_given` where a command names
+    the kind); the run, calling and worker layers then ask it, never the declarations, and never
+    which kind it is:
 
     * :attr:`layout`: how a case is posed to the sampler, how an output is audited and coded as an
       outcome, and which exact law the outcomes have (:class:`~specverify._layout.StepLayout`);
-    * :attr:`battery`: the battery it is put through (``specverify.checks._plan`` maps the name);
-    * :attr:`verb`: the worker verb its calls travel with (:mod:`specverify._worker.wire`);
-    * :attr:`contract`: what a run's record says of it (``run["contract"]``; ``None``: nothing,
-      the chain contract being the default);
-    * :attr:`generation`: whether the subject is a whole generation loop (called on models, not
-      on step inputs: the loop family's checks drive it).
+    * :attr:`battery`: the name of the battery it is put through (``specverify.checks.BATTERIES``);
+    * :attr:`verb`: the worker verb its calls travel with (:mod:`specverify._worker.wire` takes
+      its verbs from here); :attr:`units_in_worker`: whether an experiment's units may run in the
+      sampler's process;
+    * :meth:`describe`: what a run's record says of the subject (``run``);
+    * :attr:`rehearsed`, :attr:`calibrated`: how a plan's cost is estimated;
+    * :attr:`call_timeout`, :attr:`kept_after_failure`, :attr:`strict_warp`: how its calls are
+      limited, whether its idle worker is kept after a failed run, how its warp is read;
+    * :meth:`declares`, :meth:`of`: how it is read from a sampler's declarations.
 
     Kinds are frozen values: two kinds are equal when they declare the same; they travel from the
     sampler's process to the harness pickled.
@@ -36,7 +43,36 @@ class Kind(abc.ABC):
     battery: ClassVar[str]
     verb: ClassVar[str]
     contract: ClassVar[str | None] = None
-    generation: ClassVar[bool] = False
+    #: Whether an experiment's unit may run in the sampler's own process (its counts travel back):
+    #: a kind whose worker beats at other calls than its sampler's (a loop's, at model calls) may not.
+    units_in_worker: ClassVar[bool] = True
+    #: Whether a plan's cost is rehearsed on stand-ins (else counted at the cap).
+    rehearsed: ClassVar[bool] = False
+    #: Whether a few calls of the chain's calibration shape time the sampler.
+    calibrated: ClassVar[bool] = False
+    #: Seconds a call may go without a heartbeat when none is given (``None``: from the sampler's speed).
+    call_timeout: ClassVar[float | None] = None
+    #: Whether the sampler's idle worker is kept for the next run after a run that failed to start
+    #: or raised (a worker of a kind whose calls may be mid-way then is ended instead).
+    kept_after_failure: ClassVar[bool] = True
+    #: Whether a warp the sampler declares must be known by name in its process (a loop's oracle).
+    strict_warp: ClassVar[bool] = False
+    #: What a selection that matches none of the battery's checks is told (``{patterns}`` filled in).
+    no_match: ClassVar[str] = (
+        "no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'"
+    )
+    #: Why a sampler loaded by name for this kind is refused when it declares another.
+    undeclared: ClassVar[str] = "{spec!r} is not of the {name} kind"
+
+    @classmethod
+    def declares(cls, sampler: Any) -> bool:
+        """Whether ``sampler`` declares this kind (the chain kind, the default, is declared by anything)."""
+        return True
+
+    @classmethod
+    @abc.abstractmethod
+    def of(cls, sampler: Any) -> Kind:
+        """This kind, with what ``sampler`` declares of it (its parameters, its algorithm)."""
 
     @property
     @abc.abstractmethod
@@ -51,8 +87,53 @@ class Kind(abc.ABC):
         """The name a sampler loaded in this process is shown by (:func:`specverify._contract.name_of`)."""
         return name_of(sampler)
 
-    def describe(self, sampler: dict[str, Any]) -> None:
-        """Add what this kind records of the sampler to ``run["sampler"]`` (nothing by default)."""
+    def warp_of(self, sampler: Any) -> Any:
+        """The warp a sampler declares, by reference, as its process reports it (:func:`warp_reference`)."""
+        return warp_reference(sampler, strict=self.strict_warp)
+
+    def refuses(self, capabilities: Capabilities) -> str | None:
+        """Why a sampler of this kind cannot declare ``capabilities`` (``None``: it may): the tree
+        limits are a tree sampler's alone."""
+        if capabilities.tree_limits:
+            return (
+                "declares max_children, max_depth, max_nodes or reserved_tokens, capabilities of a tree sampler, "
+                f"but is of the {self.name} kind (a tree sampler declares contract='tree': @specverify.tree_sampler)"
+            )
+        return None
+
+    def sampler_info(self, subject: Any) -> SamplerInfo:
+        """What ``run["sampler"]`` says of the subject: its name and capabilities."""
+        return SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
+
+    def describe(self, record: RunInfo, subject: Any) -> None:
+        """Fill in what a run's record says of the subject beyond the sampler: where it runs, on
+        what, its contract (the step kinds': its device, dtype and isolation)."""
+        record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
+        record.isolation = Isolation(
+            mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first
+        )
+        record.contract = self.contract
+
+    def tally(self, record: RunInfo, subject: Any, count: dict[str, float]) -> None:
+        """What a run's record says the subject was put through, from its counters summed over the
+        run's workers (a step kind's: its calls, rows, seconds, crashes, hangs and worker starts)."""
+        isolation = record.isolation if record.isolation is not None else Isolation()
+        isolation.crashes, isolation.hangs, isolation.worker_starts = (
+            int(count["crashes"]),
+            int(count["hangs"]),
+            int(count["worker_starts"]),
+        )
+        record.isolation = isolation
+        record.sampler_calls, record.sampler_rows, record.sampler_seconds = (
+            int(count["calls"]),
+            int(count["rows"]),
+            round(count["seconds"], 3),
+        )
+
+    def runs(self, battery: str) -> bool:
+        """Whether a check of ``battery`` is one this kind is put through (a check run on another
+        kind's subject declines, saying why)."""
+        return battery == self.battery
 
     @property
     def seeds(self) -> bool:

@@ -16,7 +16,6 @@ import torch
 from .._contract import Violation, audit_output, malformed
 from .._exact import sequence_index, step_law
 from .._layout import Output, StepInputs, StepLayout
-from .._worker.wire import STEP
 from ._base import Kind
 
 __all__ = ["ChainKind", "ChainLayout"]
@@ -66,7 +65,14 @@ class ChainKind(Kind):
 
     name: ClassVar[str] = "chain"
     battery: ClassVar[str] = "chain"
-    verb: ClassVar[str] = STEP
+    #: A step's call, one message to the worker (:mod:`specverify._worker.wire` takes it from here).
+    verb: ClassVar[str] = "step"
+    rehearsed: ClassVar[bool] = True
+    calibrated: ClassVar[bool] = True
+
+    @classmethod
+    def of(cls, sampler: Any) -> ChainKind:
+        return cls()
 
     @property
     def layout(self) -> ChainLayout:

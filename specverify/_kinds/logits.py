@@ -11,7 +11,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from .._contract import capabilities_of
 from .._evidence import Warps
+from .._record import RunInfo
+from .._warps.separating import warp_record
 from .chain import ChainKind, ChainLayout
 from .logits_posing import PosedSampler, warps_evidence
 
@@ -49,6 +52,21 @@ class LogitsKind(ChainKind):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
+
+    @classmethod
+    def declares(cls, sampler: Any) -> bool:
+        return capabilities_of(sampler).inputs == cls.declared
+
+    @classmethod
+    def of(cls, sampler: Any) -> LogitsKind:
+        return cls(capabilities_of(sampler).params)
+
+    def describe(self, record: RunInfo, subject: Any) -> None:
+        """As the chain's, with the warp its cases were posed by and how it differs from each other
+        preset (informative)."""
+        super().describe(record, subject)
+        if getattr(subject, "warp", None) is not None:
+            record.extra["warp"] = warp_record(subject.warp)
 
     @property
     def layout(self) -> LogitsLayout:

@@ -19,8 +19,9 @@ from .._contract import Violation
 from .._history.generation import stop_padding_violation
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
+from .._record import Isolation, RunInfo, SamplerInfo
 from .._warps.rules import SamplingParams
-from .._worker.wire import GENERATE
+from .._warps.separating import warp_record
 from ._base import Kind
 
 __all__ = ["LoopInputs", "LoopKind", "LoopLayout"]
@@ -107,13 +108,29 @@ class LoopKind(Kind):
     #: The value of a loop's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "loop"
     battery: ClassVar[str] = "loop"
-    verb: ClassVar[str] = GENERATE
+    #: One generation, one message to the worker, which rebuilds the harness's models there.
+    verb: ClassVar[str] = "generate"
     contract: ClassVar[str | None] = "loop"
-    generation: ClassVar[bool] = True
+    units_in_worker: ClassVar[bool] = False  # its worker beats at model calls, served by its own verb
+    rehearsed: ClassVar[bool] = True
+    call_timeout: ClassVar[float | None] = 120.0  # how long it may go without calling a model
+    kept_after_failure: ClassVar[bool] = False  # a loop's worker may be mid-call: never kept
+    strict_warp: ClassVar[bool] = True
+    no_match: ClassVar[str] = "no loop check matches {patterns}; ids look like 'loop.law[top-k]'"
+    undeclared: ClassVar[str] = "{spec!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
     parameters: tuple[str, ...] = ("temperature",)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", tuple(self.parameters))
+
+    @classmethod
+    def declares(cls, sampler: Any) -> bool:
+        return getattr(sampler, "contract", None) == cls.declared
+
+    @classmethod
+    def of(cls, sampler: Any) -> LoopKind:
+        """The loop's declared ``parameters`` (a callable given as a loop that declares none: temperature)."""
+        return cls(tuple(getattr(sampler, "parameters", ("temperature",))))
 
     @property
     def layout(self) -> LoopLayout:
@@ -123,6 +140,22 @@ class LoopKind(Kind):
         """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""
         named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
         return named
+
+    def sampler_info(self, subject: Any) -> SamplerInfo:
+        return SamplerInfo(name=subject.name, parameters=list(self.parameters))
+
+    def describe(self, record: RunInfo, subject: Any) -> None:
+        """Its contract, what its models and generations cover (``record.reach``, its battery's) and
+        the warp it is judged by
+        (:mod:`specverify._warps.declared`); its isolation as its calls record it."""
+        record.contract, record.reach = self.contract, f"{record.reach}; {subject.warp.statement}"
+        record.extra["warp"] = warp_record(subject.warp)
+        record.isolation = Isolation.from_json(subject.info())
+
+    def tally(self, record: RunInfo, subject: Any, count: dict[str, float]) -> None:
+        """A loop's calls are generations, timed whole (:mod:`specverify._calling.loop`): its
+        isolation as its calls record it, no call or row counts."""
+        record.isolation = Isolation.from_json(subject.info())
 
     @property
     def seeds(self) -> bool:

@@ -17,10 +17,10 @@ import torch
 from .._contract import Violation
 from .._exact import sequence_index
 from .._layout import Output, StepLayout
+from .._record import RunInfo
 from .._trees.contract import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
 from .._trees.draw import emitted_sequences
 from .._trees.exact import tree_law
-from .._worker.wire import TREE_STEP
 from ._base import Kind
 
 __all__ = ["TreeKind", "TreeLayout"]
@@ -70,13 +70,26 @@ class TreeKind(Kind):
     #: The value of a sampler's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "tree"
     battery: ClassVar[str] = "trees"
-    verb: ClassVar[str] = TREE_STEP
+    #: A step on a tree batch, one message to the worker.
+    verb: ClassVar[str] = "tree-step"
     contract: ClassVar[str | None] = "tree"
     algorithm: str | None = None
+
+    @classmethod
+    def declares(cls, sampler: Any) -> bool:
+        return getattr(sampler, "contract", None) == cls.declared
+
+    @classmethod
+    def of(cls, sampler: Any) -> TreeKind:
+        return cls(getattr(sampler, "algorithm", None))
 
     @property
     def layout(self) -> TreeLayout:
         return TreeLayout(self.algorithm)
 
-    def describe(self, sampler: dict[str, Any]) -> None:
-        sampler["algorithm"] = self.algorithm
+    def refuses(self, capabilities: Any) -> str | None:
+        return None  # its tree limits are its own
+
+    def describe(self, record: RunInfo, subject: Any) -> None:
+        super().describe(record, subject)
+        record.sampler.algorithm = self.algorithm

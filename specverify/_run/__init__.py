@@ -14,12 +14,13 @@ The driver over a Run, one for every kind, is :func:`specverify._runner.check`. 
 
 from __future__ import annotations
 
-from ._execute import COUNTERS, Run, run_check, run_loop_check
+from ._execute import COUNTERS, Run, run_check
 from ._info import base_info, run_info
 from ._migrate import migrate
 from ._plan import (
     PlannedCheck,
     battery_for,
+    battery_of,
     check_selection,
     left_out_among,
     left_out_of,
@@ -39,6 +40,7 @@ __all__ = [
     "Run",
     "base_info",
     "battery_for",
+    "battery_of",
     "check_selection",
     "left_out_among",
     "left_out_of",
@@ -49,7 +51,6 @@ __all__ = [
     "result_ids",
     "run_check",
     "run_info",
-    "run_loop_check",
     "selected",
     "selects",
     "skip_reason",

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._budgets import Budget
-from .._kinds import ChainKind, LoopKind
 from ._plan import PlannedCheck
 from ._rehearsal import rehearse, time_groups
 
@@ -170,10 +169,9 @@ def rehearsed_cost(
     """The plan's cost by rehearsal (:mod:`._rehearsal`): each check at the rows its own code draws
     on a conforming sampler, each shape's rows timed on ``subject``; a check that cannot be
     rehearsed is counted at the cap, at the speed of :func:`calibrate`."""
-    loop = isinstance(subject.kind, LoopKind)
-    if not (loop or isinstance(subject.kind, ChainKind)):
+    if not subject.kind.rehearsed:
         return plan_cost(planned, budget, calibrate(subject), workers=workers)
-    rehearsed = rehearse(planned, subject, budget, seed, spec=spec, loop=loop)
+    rehearsed = rehearse(planned, subject, budget, seed, spec=spec)
     try:
         how = time_groups(rehearsed, subject, there=workers > 1)  # several workers tally units in their own processes
     except Exception as exc:  # a sampler that refuses a timing call: no estimate, never a guess
@@ -200,7 +198,7 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
     after one warm-up; a loop (called as itself) is not calibrated here."""
     import torch
 
-    if not isinstance(subject.kind, ChainKind):
+    if not subject.kind.calibrated:
         return Calibration(
             None, f"not calibrated: a {subject.kind.name} subject's speed is measured only on chain samplers"
         )

@@ -22,18 +22,16 @@ from .._calling.pool import COUNTERS as POOL_COUNTERS
 from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
 from .._reach import Reach, merge
-from .._record import Isolation, RunInfo, Timing
+from .._record import RunInfo, Timing
 from .._result import CheckResult, RunResult
 from ..checks import Check, Context
 from ..checks._base import fault_result
-from ..checks._loop import LoopCheck
-from ..checks._loop_context import LoopContext
 from ..errors import SamplerFault
 from ._cost import NOT_CALIBRATED, plan_cost
 from ._info import run_info
-from ._plan import PlannedCheck, left_out_of, plan, result_ids, subject_kind
+from ._plan import PlannedCheck, left_out_of, plan, subject_kind
 
-__all__ = ["COUNTERS", "Run", "run_check", "run_loop_check"]
+__all__ = ["COUNTERS", "Run", "run_check"]
 
 #: What a sampler under test counts as it is called; a run sums them over the processes that ran its checks.
 COUNTERS = POOL_COUNTERS
@@ -43,8 +41,7 @@ class Run:
     """A battery planned on a subject, and the results recorded for it, in plan order.
 
     Args:
-        subject: the sampler under test (:func:`specverify._runner.load_sut`) or the loop under
-            test (``SamplerUnderTest(loop, generation=True)``).
+        subject: the sampler under test, of any kind (:func:`specverify._runner.load_sut`).
         budget: how much evidence to gather, with the run's family-wise alpha.
         seed: the run seed every random draw derives from.
         select: glob patterns of check ids or family names (default: the whole battery).
@@ -84,8 +81,8 @@ class Run:
         self.info.planned_checks = len(self.planned)
         self.info.select = self.select
         self.info.left_out = left_out_of(subject, self.select)
-        if not self.is_loop:  # what the subject's declared limits keep from being posed, said once for the run
-            self.info.not_posed = [f"{p.id}: {why}" for p in self.planned for why in p.check.not_posed(subject)] or None
+        # what the subject's declared limits keep from being posed, said once for the run
+        self.info.not_posed = [f"{p.id}: {why}" for p in self.planned for why in p.check.not_posed(subject)] or None
         self.info.alpha_per_decision = max((p.alpha for p in self.planned), default=0.0)
         self.info.extra["plan"] = plan_cost(
             self.planned, budget, NOT_CALIBRATED
@@ -96,20 +93,13 @@ class Run:
         self._elsewhere = dict.fromkeys(COUNTERS, 0.0)  # counted by other processes (xdist workers)
         self._order = {p.id: i for i, p in enumerate(self.planned)}
 
-    @property
-    def is_loop(self) -> bool:
-        return subject_kind(self.subject).generation
-
     def execute(
         self, planned: PlannedCheck, *, advance: Callable[[int], None] = lambda rows: None
     ) -> list[CheckResult]:
         """Run one planned check on the subject, here, and record its results (never raises, but for Ctrl-C)."""
-        if self.is_loop:
-            results = run_loop_check(planned, self.subject, self.budget, self.seed, pool=self.pool)
-        else:
-            results = run_check(
-                planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance, pool=self.pool
-            )
+        results = run_check(
+            planned, self.subject, self.budget, self.seed, spec=self.spec, advance=advance, pool=self.pool
+        )
         self._results[planned.id] = results
         return results
 
@@ -170,22 +160,7 @@ class Run:
             harness_seconds=round(total - seconds, 3) if here else None,
             harness_share=round((total - seconds) / total, 4) if here and total > 0 else None,
         )
-        if self.is_loop:  # a loop's calls are generations, timed whole (specverify._calling.loop)
-            record.isolation = Isolation.from_json(self.subject.info())
-            record.timing = timing
-            return
-        isolation = record.isolation if record.isolation is not None else Isolation()
-        isolation.crashes, isolation.hangs, isolation.worker_starts = (
-            int(count["crashes"]),
-            int(count["hangs"]),
-            int(count["worker_starts"]),
-        )
-        record.isolation = isolation
-        record.sampler_calls, record.sampler_rows, record.sampler_seconds = (
-            int(count["calls"]),
-            int(count["rows"]),
-            round(seconds, 3),
-        )
+        subject_kind(self.subject).tally(record, self.subject, count)  # what its kind counts of its calls
         record.timing = timing
 
 
@@ -203,7 +178,7 @@ def run_check(
     ``pool``: where its experiments' units run (default: on ``sut``, one after another)."""
     check = planned.check
     if planned.skip_reason is not None:
-        return _skips(check, planned.skip_reason)
+        return check.skipped(planned.skip_reason)
     ctx = Context(sut=sut, budget=budget, seed=seed, alpha=planned.alpha, spec=spec, advance=advance, pool=pool)
     sut.reach.reset()
     sut.last_fault = None
@@ -262,30 +237,3 @@ def _add_warps(result: CheckResult, sut: SamplerUnderTest, fault: SamplerFault |
     warps = subject_kind(sut).warps(result.evidence["minimal_example"], row, message, getattr(sut, "warp", None))
     if warps is not None:
         result.evidence["warps"] = warps
-
-
-def _skips(check: Check, reason: str) -> list[CheckResult]:
-    """One skip per result the check would have reported, counted apart from passes."""
-    return [
-        CheckResult(id=i, family=check.family, case=check.case, status="skip", message=reason)
-        for i in result_ids(check)
-    ]
-
-
-def run_loop_check(
-    planned: PlannedCheck, loop: SamplerUnderTest, budget: Budget, seed: int, *, pool: Pool | None = None
-) -> list[CheckResult]:
-    """Run one planned check of the loop family on ``loop`` (never raises, but for Ctrl-C): a
-    failure of the loop is the check's failing result; its generations run on ``pool``."""
-    check = planned.check
-    assert isinstance(check, LoopCheck), f"{check.id} is not a check of the loop family"
-    if planned.skip_reason is not None:
-        return [check._result("skip", message=planned.skip_reason)]
-    start = time.perf_counter()
-    result = check.run(
-        LoopContext(
-            loop, budget.tv, budget.power, budget.max_samples, seed, planned.alpha, pool, budget.cap_per_decision
-        )
-    )
-    result.duration_s = time.perf_counter() - start
-    return [result]

@@ -10,37 +10,21 @@ import platform
 from typing import Any
 
 from .._budgets import Budget
-from .._record import Isolation, RunInfo, SamplerInfo
-from .._warps.separating import warp_record
-from ..checks._loop import REACH as LOOP_REACH
+from .._record import RunInfo, SamplerInfo
+from ..checks import BATTERIES
 from ._plan import subject_kind
 
 __all__ = ["base_info", "run_info"]
 
 
 def run_info(subject: Any, budget: Budget, seed: int, spec: str | None) -> RunInfo:
-    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on."""
+    """What a run was: the subject, budget, seed, where the subject ran and the software it ran on
+    (what its kind records of it: :meth:`specverify._kinds.Kind.describe`, with what its battery
+    covers where the battery says so itself)."""
     kind = subject_kind(subject)
-    if kind.generation:
-        record = base_info(SamplerInfo(name=subject.name, parameters=list(subject.parameters)), budget, seed, spec)
-        record.contract, record.reach = kind.contract, f"{LOOP_REACH}; {subject.warp.statement}"
-        record.extra["warp"] = warp_record(subject.warp)  # the warp it was judged by (specverify._warps.declared)
-        record.isolation = Isolation.from_json(subject.info())
-        return record
-    sampler = SamplerInfo(name=subject.name, capabilities=subject.capabilities.to_json())
-    record = base_info(sampler, budget, seed, spec)
-    record.device, record.dtype = str(subject.device), str(subject.dtype).removeprefix("torch.")
-    record.isolation = Isolation(
-        mode=subject.isolation, reason=None, timeout=subject.timeout, first_timeout=subject.limit.first
-    )
-    record.contract = kind.contract
-    if kind.name == "logits" and getattr(subject, "warp", None) is not None:
-        # the warp its cases were posed by, and how it differs from each other preset (informative)
-        record.extra["warp"] = warp_record(subject.warp)
-    described: dict[str, Any] = {}
-    kind.describe(described)
-    for field, value in described.items():  # the tree's algorithm
-        setattr(sampler, field, value)
+    record = base_info(kind.sampler_info(subject), budget, seed, spec)
+    record.reach = BATTERIES[kind.battery].reach()
+    kind.describe(record, subject)
     return record
 
 

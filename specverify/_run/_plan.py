@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .._budgets import Budget
-from .._kinds import ChainKind, Kind, LoopKind, TreeKind, kind_of
-from ..checks import battery, tree_battery
+from .._kinds import Kind, kind_of
+from ..checks import BATTERIES, battery, tree_battery
 from ..checks._base import Check
 from ..errors import UsageError
 
 __all__ = [
+    "BATTERIES",
     "PlannedCheck",
     "battery_for",
+    "battery_of",
     "check_selection",
     "left_out_among",
     "left_out_of",
@@ -61,24 +63,16 @@ def subject_kind(sut: Any) -> Kind:
     return kind_of(sut)
 
 
-def _loop_battery() -> list[Check]:
-    from ..checks._loop import loop_battery  # imported late: the loop family imports torch's models
-
-    return list(loop_battery())
-
-
-#: The battery each kind names (:attr:`specverify._kinds.Kind.battery`).
-BATTERIES: dict[str, Callable[[], list[Check]]] = {
-    ChainKind.battery: battery,
-    TreeKind.battery: tree_battery,
-    LoopKind.battery: _loop_battery,
-}
+def battery_of(kind: Kind | type[Kind]) -> list[Check]:
+    """The checks of the battery a kind names (:attr:`specverify._kinds.Kind.battery`,
+    ``specverify.checks.BATTERIES``)."""
+    return BATTERIES[kind.battery].checks()
 
 
 def battery_for(sut: Any) -> list[Check]:
     """The battery of a subject's kind: the ``loop`` family for a generation loop, the ``trees``
     family for a tree sampler, else the chain battery."""
-    return BATTERIES[subject_kind(sut).battery]()
+    return battery_of(subject_kind(sut))
 
 
 def result_ids(check: Check) -> list[str]:
@@ -143,15 +137,13 @@ def plan(sut: Any, budget: Budget, select: Iterable[str] | None = None) -> list[
     patterns = list(select or [])
     checks = selected(battery_for(sut), patterns)
     if not checks:
-        raise UsageError(no_match(patterns, loop=subject_kind(sut).generation))
+        raise UsageError(no_match(patterns, subject_kind(sut)))
     return plan_checks(checks, sut, budget.alpha)
 
 
-def no_match(patterns: list[str], *, loop: bool = False) -> str:
-    """What to say of a selection that matches no check of the battery (the loop family's, with ``loop``)."""
-    if loop:
-        return f"no loop check matches {patterns}; ids look like 'loop.law[top-k]'"
-    return f"no check matches {patterns}; ids look like 'contract.output' or 'fit.conditional[random]'"
+def no_match(patterns: list[str], kind: Kind | type[Kind]) -> str:
+    """What to say of a selection that matches no check of the battery of ``kind``."""
+    return kind.no_match.format(patterns=patterns)
 
 
 def check_selection(select: Iterable[str] | None) -> str | None:

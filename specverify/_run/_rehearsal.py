@@ -37,7 +37,7 @@ from .._exact import emitted_law, sequence_offsets, step_law, target_law
 from .._reach import ReachRecorder
 from .._warps.declared import declared_warp
 from ..checks._base import Context
-from ..checks._loop_context import LoopContext, LoopUnit, generate, tally_generations
+from ..checks._loop_context import LoopUnit, generate, tally_generations
 from ..checks._shape_base import LumpedUnit, count_lumped, lumped_law
 from ..checks._shape_target import accepted_law, tally_completed
 from ..checks._tally import ModelTally, ModelUnit, StepUnit, count_adjacent, count_steps, tally_model
@@ -104,26 +104,20 @@ class Rehearsed:
 
 
 def rehearse(
-    planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None, loop: bool = False
+    planned: Iterable[PlannedCheck], sut: Any, budget: Any, seed: int, *, spec: str | None = None
 ) -> list[Rehearsed]:
-    """Each planned check, run against the stand-ins (never the sampler); ``loop``: ``sut`` is a
-    generation loop, whose generations are drawn from its oracle's warped target."""
+    """Each planned check, run against the stand-ins (never the sampler); a generation loop's
+    generations are drawn from its oracle's warped target."""
     out = []
     for item in planned:
         if item.skip_reason is not None:
             out.append(Rehearsed(item.id, {}))
             continue
         drawn: dict[tuple[str, int, int, str], Drawn] = {}
-        ctx: Any
         # stand-ins for the pool and the sampler: they draw from the exact law instead of calling
-        pool: Any = _ExactPool(drawn, oracle=declared_warp(sut)) if loop else _ExactPool(drawn)
-        if loop:
-            ctx = LoopContext(
-                sut, budget.tv, budget.power, budget.max_samples, seed, item.alpha, pool, budget.cap_per_decision
-            )
-        else:
-            stand_in: Any = _StandIn(sut, drawn)
-            ctx = Context(sut=stand_in, budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=pool)
+        pool: Any = _ExactPool(drawn, oracle=declared_warp(sut))
+        stand_in: Any = _StandIn(sut, drawn)
+        ctx = Context(sut=stand_in, budget=budget, seed=seed, alpha=item.alpha, spec=spec, pool=pool)
         try:
             item.check.run(ctx)
             out.append(Rehearsed(item.id, drawn))

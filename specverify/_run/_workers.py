@@ -119,7 +119,7 @@ def open_pool(
                     timeout=timeout,
                     first_timeout=first_timeout,
                     spec=spec,
-                    generation=subject.kind.generation,
+                    kind=subject.kind,  # decided once, as the first worker took it
                 )
             )
     except BaseException:

@@ -91,13 +91,13 @@ INPUT_DTYPES: tuple[torch.dtype | None, ...] = (None, None, torch.int64, torch.f
 @dataclasses.dataclass
 class _Slot:
     """What one input region of the arena holds: a copy of ``source`` (kept alive, so its address
-    is not reused) in ``dtype``, written as ``generation``."""
+    is not reused) in ``dtype``, written as input ``stamp``."""
 
     source: torch.Tensor
     key: tuple[Any, ...]
     offset: int
     nbytes: int
-    generation: int
+    stamp: int  # the input's number, as the arena numbers inputs written
     pristine: torch.Tensor | None = None  # the parent's copy, where the worker cannot see writes
 
 
@@ -181,7 +181,7 @@ class Lane:
             if slot < 3 and keep_pristine:
                 held.pristine = view.clone()  # the worker cannot tell writes: the parent compares
             self.slots[slot] = held
-        return view, held.generation
+        return view, held.stamp
 
 
 def identity(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[Any, ...]:

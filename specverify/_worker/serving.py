@@ -59,6 +59,11 @@ class Worker:
     def send(self, message: Any) -> None:
         self.reply.send(message)
 
+    def beating(self, sampler: Any) -> Any:
+        """``sampler``, beating the shared counter at each call (a unit's calls, timed as the
+        harness times its own)."""
+        return _Beating(sampler, self.beat_once)
+
     def arena(self, body: dict[str, Any]) -> WorkerArena:
         """The lane's arena, mapped afresh where the parent made a new one."""
         lane = body["lane"]
@@ -87,7 +92,6 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
     """Import and build the sampler, pose it as its kind is called, and say what it is."""
     from .._contract import capabilities_of, name_of, resolve_sampler
     from .._kinds import kind_of
-    from .._warps.declared import warp_reference
 
     sys.path[:] = body["sys_path"]
     worker.watch, worker.generator = (worker.page_watch if body["page_watch"] else None), None
@@ -101,7 +105,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
         )
         kind = kind_of(sampler)
         worker.raw, worker.local = sampler, None
-        warp = warp_reference(sampler, strict=kind.generation)  # the oracle, by name (specverify._warps.declared)
+        warp = kind.warp_of(sampler)  # the oracle, by name (specverify._warps.declared)
         sampler = worker.sampler = kind.posed(sampler)
         capabilities = capabilities_of(sampler)
         device = worker.device = torch.device(capabilities.device or body["device"] or "cpu")
@@ -323,18 +327,15 @@ class _Beating:
 
 
 def serve_unit(worker: Worker, body: dict[str, Any]) -> None:
-    """An experiment's unit (:mod:`specverify._calling.pool`), run here on an in-process sampler
-    under test (the same calls and audits as the harness makes) and tallied here: the reply is its
-    result (counts), what it reached and its counters, or the sampler's fault."""
-    from .._calling.pool import run_unit
-    from .._calling.sut import SamplerUnderTest
+    """An experiment's unit (:mod:`specverify._calling.pool`), run here by the harness's own code,
+    named in the message as the unit's work is (``host``: it runs the unit on an in-process sampler
+    under test of the sampler loaded here, the same calls and audits as the harness makes, its
+    calls beating the counter), and tallied here: the reply is its result (counts), what it
+    reached and its counters, or the sampler's fault."""
     from ..errors import SamplerFault
 
     try:
-        if worker.local is None:
-            worker.local = SamplerUnderTest(worker.raw, isolation="in-process", timed=False, device=str(worker.device))
-            worker.local.sampler = _Beating(worker.local.sampler, worker.beat_once)
-        done = run_unit(worker.local, _by_reference(*body["work"]), body["unit"])
+        done = _by_reference(*body["host"])(worker, _by_reference(*body["work"]), body["unit"])
     except SamplerFault as fault:
         worker.send(("fault", fault))
         return

@@ -476,8 +476,9 @@ class SamplerProcess:
             raise WorkerRaised(type_name, text, trace, calls_made)
         return reply[1], calls_made
 
-    def call_unit(self, work: tuple[str, str], unit: Any, *, limit: float) -> tuple[str, Any]:
-        """Run an experiment's unit in the worker (``work`` by module and name): ``("done", UnitDone)``
+    def call_unit(self, host: tuple[str, str], work: tuple[str, str], unit: Any, *, limit: float) -> tuple[str, Any]:
+        """Run an experiment's unit in the worker (``work`` by module and name, run there by ``host``,
+        the harness's function that runs a unit on the sampler loaded there): ``("done", UnitDone)``
         or ``("fault", SamplerFault)``.  The worker beats at every sampler call, so ``limit`` is
         how long one call may take.
 
@@ -487,7 +488,7 @@ class SamplerProcess:
         """
         self.drain(limit)
         started = self._beat_count()
-        self._send((UNIT, {"work": work, "unit": unit}))
+        self._send((UNIT, {"host": host, "work": work, "unit": unit}))
         reply = self._wait(limit, calls_before=started)
         if reply[0] == "raised":
             _, type_name, text, trace = reply[:4]

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .._contract import ForeignTensor
+from .._kinds import ChainKind, LoopKind, TreeKind
 
 __all__ = [
     "GENERATE",
@@ -40,11 +41,11 @@ __all__ = [
 
 #: The verb that loads a sampler into the worker.
 LOAD = "load"
-#: The verbs that call it, one per way of calling (a kind names its own: ``Kind.verb``): a chain
-#: step on arena inputs, a tree step on a tree batch in the arena, a generation loop on models.
-STEP = "step"
-TREE_STEP = "tree-step"
-GENERATE = "generate"
+#: The verbs that call it, one per way of calling, each the one its kind names (``Kind.verb``): a
+#: chain step on arena inputs, a tree step on a tree batch in the arena, a generation loop on models.
+STEP = ChainKind.verb
+TREE_STEP = TreeKind.verb
+GENERATE = LoopKind.verb
 #: A unit of an experiment (:mod:`specverify._calling.pool`), run and tallied in the worker: its
 #: counts travel back, not its tokens.
 UNIT = "unit"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .._families import FAMILIES
 from ._base import Check, Context, registered
+from ._batteries import TREES, Battery, loop_battery, loop_reach
 from ._contract import (
     CallIndependenceCheck,
     DeterminismCheck,
@@ -43,7 +44,7 @@ from ._robustness import EdgeValidityCheck, LargeVocabCheck
 from ._shapes import EdgeLawCheck, FullSizeGridCheck, ShapeConditionalCheck, ShapeTargetLawCheck
 from ._tree_battery import tree_battery
 
-__all__ = ["Check", "Context", "FAMILIES", "battery", "tree_battery"]
+__all__ = ["BATTERIES", "Battery", "Check", "Context", "FAMILIES", "battery", "tree_battery"]
 
 
 def battery() -> list[Check]:
@@ -95,3 +96,13 @@ def battery() -> list[Check]:
             ShapeTargetLawCheck(),
         ]
     )
+
+
+#: Each battery by the name a kind gives its own (:attr:`specverify._kinds.Kind.battery`): a new
+#: kind of sampler brings its checks and one entry here, and the run layer looks its subject's
+#: battery up by name, never asking which kind the subject is.
+BATTERIES: dict[str, Battery] = {
+    "chain": Battery(battery),
+    TREES: Battery(tree_battery),
+    "loop": Battery(loop_battery, loop_reach),
+}

@@ -171,7 +171,8 @@ class Check(abc.ABC):
     statistical, none if exact); exact checks spend none.  The subject ``applies`` and
     ``skip_reason`` are given is what the battery tests: a
     :class:`~specverify._calling.sut.SamplerUnderTest` of the battery's kind (chain, logits, tree, loop);
-    ``run`` is given its battery's context (:class:`Context`, or the loop family's).
+    ``run`` is given a :class:`Context`, whatever the battery (a family may read it through a view
+    of its own: the loop family's :class:`~specverify.checks._loop_context.LoopContext`).
     """
 
     family: str
@@ -215,8 +216,15 @@ class Check(abc.ABC):
         """The results the check reports, one each (default: one, the check's own id)."""
         return [Decision(self.id, self.family, self.case, self.proves)]
 
+    def skipped(self, reason: str) -> list[CheckResult]:
+        """One skip per result the check would have reported, counted apart from passes."""
+        return [
+            CheckResult(id=d.id, family=self.family, case=self.case, status="skip", message=reason)
+            for d in self.decision_list()
+        ]
+
     @abc.abstractmethod
-    def run(self, ctx: Any) -> CheckResult | list[CheckResult]:
+    def run(self, ctx: Context) -> CheckResult | list[CheckResult]:
         """Gather the evidence and report one result per decision."""
 
 

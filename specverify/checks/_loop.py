@@ -38,7 +38,7 @@ from .._warps.rules import SamplingParams
 from .._warps.separating import SEPARATING_GROUPS, separating_chain
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, tv_estimate
-from ._base import Check, registered
+from ._base import Check, Context, registered
 from ._looks import FutilityLooks
 from ._loop_context import LoopContext, LoopTally, _chain, _needs, _params, loop_parameters
 from ._loop_history import HISTORY_KINDS, history_law
@@ -88,9 +88,13 @@ class LoopCheck(Check):
                 return f"the loop does not declare {', '.join(sorted(missing))}"
         return None
 
-    def run(self, ctx: LoopContext) -> CheckResult:
+    def skipped(self, reason: str) -> list[CheckResult]:
+        return [self._result("skip", message=reason)]
+
+    def run(self, ctx: Context | LoopContext) -> CheckResult:
+        """Run on the loop's generations (:meth:`LoopContext.of` the run's context)."""
         try:
-            return getattr(self, f"_{self.name}")(ctx)
+            return getattr(self, f"_{self.name}")(LoopContext.of(ctx))
         except SamplerFault as fault:
             return self._result(
                 "fail",

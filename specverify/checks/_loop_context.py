@@ -1,6 +1,6 @@
 """Where a loop check's generations are made and counted: the units its rows are cut into, the
-counts that travel back instead of tokens, and the context a loop check is given
-(:class:`LoopContext`).
+counts that travel back instead of tokens, and how a loop check reads the run's context
+(:class:`LoopContext`, :meth:`LoopContext.of`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .._seeds import derive_seed
 from .._warps.declared import DeclaredWarp, declared_warp
 from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
 from ..errors import SamplerFault
+from ._base import Context
 
 __all__ = ["LoopContext", "LoopTally", "LoopUnit", "generate", "loop_parameters", "tally_generations"]
 
@@ -102,8 +103,9 @@ def tally_generations(loop: Any, unit: LoopUnit) -> np.ndarray:
 
 @dataclasses.dataclass
 class LoopContext:
-    """What a loop check is given: the loop, the budget's numbers, its seed and alpha share, and
-    the workers its generations are spread over (``None``: the loop alone)."""
+    """The run's context as a loop check reads it (:meth:`of`): the loop, the budget's numbers,
+    its seed and alpha share, and the workers its generations are spread over (``None``: the
+    loop alone)."""
 
     loop: Callable[..., torch.Tensor]
     tv: float
@@ -113,6 +115,17 @@ class LoopContext:
     alpha: float
     pool: Pool | None = None
     cap_per_decision: bool = False  # a --tv budget's: max_samples caps each group, not their sum
+
+    @classmethod
+    def of(cls, ctx: Context | LoopContext) -> LoopContext:
+        """The loop family's view of the context every check is given (itself, where a test
+        builds one directly)."""
+        if isinstance(ctx, LoopContext):
+            return ctx
+        budget = ctx.budget
+        return cls(
+            ctx.sut, budget.tv, budget.power, budget.max_samples, ctx.seed, ctx.alpha, ctx.pool, budget.cap_per_decision
+        )
 
     def seed_for(self, *parts: object) -> int:
         return derive_seed(self.seed, *parts)

@@ -24,11 +24,12 @@ import torch
 
 from .._calling.sut import SamplerUnderTest
 from .._evidence import Evidence
-from .._kinds import TreeKind, kind_of
+from .._kinds import kind_of
 from .._result import CheckResult
 from .._trees.contract import TreeBatch
 from ..stats import SequentialTest, gof_test
 from ._base import Context
+from ._batteries import TREES
 from ._tally import largest_deviation
 
 __all__ = [
@@ -63,7 +64,7 @@ DECLARED_LAW, TARGET_LAW = "the declared algorithm's law", "the target's law"
 
 def sut_of(ctx: Context) -> SamplerUnderTest:
     """The context's sampler, a tree sampler (``TreeCheck.skip_reason`` lets no other run)."""
-    if not isinstance(kind_of(ctx.sut), TreeKind):
+    if not kind_of(ctx.sut).runs(TREES):
         raise TypeError(f"a tree check was given a sampler of the {kind_of(ctx.sut).name} kind, not a tree sampler")
     return ctx.sut
 

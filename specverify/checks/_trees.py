@@ -40,12 +40,13 @@ from typing import Any
 import torch
 
 from .._evidence import Evidence
-from .._kinds import TreeKind, kind_of
+from .._kinds import kind_of
 from .._result import CheckResult
 from .._trees.contract import last_nodes
 from ..errors import SamplerFault
 from ..stats import gof_test
 from ._base import Check, Context, check_id, fault_result
+from ._batteries import TREES
 from ._tally import largest_deviation
 from ._tree_cases import (
     AUDIT_ONLY,
@@ -110,7 +111,7 @@ class TreeCheck(Check):
 
     def unfit(self, sut: Any) -> str | None:
         """Why the check cannot run on the sampler, its declared tree limits aside."""
-        if not isinstance(kind_of(sut), TreeKind):
+        if not kind_of(sut).runs(TREES):
             return "a check of tree samplers (the sampler does not declare contract='tree')"
         if self.needs_algorithm and sut.algorithm is None:
             return (
@@ -136,7 +137,7 @@ class TreeCheck(Check):
         return []
 
     def not_posed(self, sut: Any) -> list[str]:
-        if not isinstance(kind_of(sut), TreeKind) or not sut.tree_limits.declared or self.unfit(sut):
+        if self.unfit(sut) or not sut.tree_limits.declared:
             return []
         limits = sut.tree_limits
         return [
@@ -314,7 +315,7 @@ class TreeGeneratedOutputCheck(TreeCheck):
         )
 
     def not_posed(self, sut: Any) -> list[str]:
-        if not isinstance(kind_of(sut), TreeKind) or not sut.tree_limits.declared or self.unfit(sut):
+        if self.unfit(sut) or not sut.tree_limits.declared:
             return []
         limits = sut.tree_limits
         if limits.max_children is None and limits.max_depth is None and limits.max_nodes is None:

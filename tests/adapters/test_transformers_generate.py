@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from specverify._kinds import LoopKind
 from specverify._loop import MarkovLM, generation_law
 from specverify._warps.rules import SamplingParams
 from specverify.stats import gof_test
@@ -52,7 +53,6 @@ def test_sampled_generation_follows_the_warped_target_law():
 def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     from specverify._calling.sut import SamplerUnderTest
 
-    under_test = SamplerUnderTest(
-        "specverify.adapters.transformers_generate:loop", isolation="in-process", generation=True
-    )
-    assert under_test.kind.generation and under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
+    under_test = SamplerUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process", kind="loop")
+    assert under_test.kind == LoopKind(under_test.parameters)
+    assert under_test.parameters == ("temperature", "top_k", "top_p", "min_p")
