@@ -123,7 +123,7 @@ def check(
         workers: sampler processes to spread the experiments' units over (default: one a device of
             ``devices``, else 1), each supervised; the counts, p-values and verdict do not depend on it.
         devices: one worker a device (``["cuda:0", "cuda:1"]``), in turn; overrides ``device``.
-        executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'specverify[ray]'``)
+        executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'speculative-verify[ray]'``)
             on the cluster at ``address``, or on a local one started for the run when it is ``None``.
         address: the Ray cluster's address (``executor="ray"`` only).
         power: the probability each statistical check detects the budget's TV with (default 0.99).
