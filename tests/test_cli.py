@@ -64,7 +64,8 @@ def test_a_failing_line_shows_the_case_and_the_repro(tmp_path, capsys):
     assert code == 1
     assert "smallest case: step case 'sub-ulp'" in out and "target_probs p0: [" in out
     assert (
-        "repro (paste into python: it exits 1 the same way" in out
+        "repro (paste it into a file and run it with python: it exits 1 the same way" in out
+        and "# --- repro of robustness.edge[sub-ulp] ---\nimport torch\nimport specverify\n" in out
         and "specverify.replay.step_law_test(sampler, cases" in out
     )
     assert "TV>=" not in out and "TV >= 0 " not in out
