@@ -299,7 +299,7 @@ class SpecverifyPlugin:
 def battery(
     sampler: str | Callable[..., Any],
     *,
-    budget: str = "standard",
+    budget: str = "quick",
     seed: int = 0,
     only: list[str] | None = None,
     expected_failures: dict[str, str] | None = None,
@@ -308,9 +308,9 @@ def battery(
 ) -> Callable[[str], None]:
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
-    ``test_mine = specverify.pytest_battery("pkg.mod:sampler", budget="quick")`` in a test file
-    gives one test per check, with readable ids, and a last one, ``verdict``: the run-level verdict,
-    which fails unless the run's verdict is lossless.  So a subset (``only``) never passes, a
+    ``test_mine = specverify.pytest_battery("pkg.mod:sampler")`` in a test file (at the quick
+    budget, as the plugin's default; ``budget="standard"`` for more reach) gives one test per
+    check, with readable ids, and a last one, ``verdict``: the run-level verdict, which fails unless the run's verdict is lossless.  So a subset (``only``) never passes, a
     failing check fails the run (an expected failure too: it is xfail, the verdict still fails, as
     the plugin's exit status does), and a check whose result the verdict did not see (deselected,
     or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.

@@ -212,3 +212,21 @@ def test_the_pytest_plugin_takes_a_tv(pytester, tmp_path):
     bad = pytester.runpytest(*args, "--specverify-tv=3")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--tv must lie in (0, 1)*"])
+
+
+def test_the_plugin_runs_at_quick_unless_told_and_says_so(pytester):
+    """The README's pytest line, without a budget, is quick (a standard run of a row-by-row sampler
+    is hours); the header names the budget, and --specverify-budget=standard still picks standard."""
+    only = ("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract.output")
+    result = pytester.runpytest(*only, "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*specverify: budget quick (detects TV >= 0.05*"])
+    result = pytester.runpytest(*only, "--specverify-budget=standard", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*specverify: budget standard (detects TV >= 0.01*"])
+
+
+def test_the_helper_runs_at_quick_unless_told():
+    import inspect
+
+    from specverify._pytest import battery
+
+    assert inspect.signature(battery).parameters["budget"].default == "quick"
