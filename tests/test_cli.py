@@ -140,6 +140,22 @@ def test_bad_spec_exits_2_with_one_line(spec, fragment):
     assert len(lines) == 1 and fragment in lines[0]
 
 
+@pytest.mark.parametrize("command", ["check", "loop"])
+def test_a_module_that_is_nowhere_is_told_before_torch_loads_with_where_it_was_looked_for(command, tmp_path):
+    probe = (
+        "import sys\n"
+        "from specverify._cli import main\n"
+        f"code = main([{command!r}, 'no_such_module_abc:sampler'])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported to say a module is missing'\n"
+        "sys.exit(code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert "no module named 'no_such_module_abc' (searched sys.path: " in line
+    assert f"{tmp_path} (the current directory)" in line
+
+
 def test_interrupt_keeps_json_written_so_far(tmp_path):
     calls = {"n": 0}
 
