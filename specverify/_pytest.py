@@ -31,6 +31,7 @@ import pytest
 
 from ._budgets import resolve_budget
 from ._cli.output import case_lines
+from ._first_call import first_call
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, left_out_of, selects
 from ._runner import load_sut, write_json
@@ -216,8 +217,9 @@ class SpecverifyPlugin:
                 )
             raise pytest.UsageError(f"specverify: {exc}{hint}") from None
         try:
+            first_call(self.sut, spec)  # as the CLI: one that cannot be called as declared is told once
             self.run = Run(self.sut, self.budget, self.seed, select=config.getoption("specverify_only"), spec=spec)
-        except UsageError as exc:
+        except (UsageError, SamplerSpecError) as exc:
             self.sut.close()
             raise pytest.UsageError(f"specverify: {exc}") from None
         self.planned = self.run.planned

@@ -230,3 +230,10 @@ def test_the_helper_runs_at_quick_unless_told():
     from specverify._pytest import battery
 
     assert inspect.signature(battery).parameters["budget"].default == "quick"
+
+
+def test_a_sampler_that_cannot_be_called_as_declared_is_one_usage_error(pytester):
+    pytester.makepyfile(two_args="def sampler(target_probs, draft_probs):\n    return target_probs\n")
+    result = pytester.runpytest("--specverify-sampler=two_args:sampler", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*two_args:sampler cannot be called as a chain sampler*takes 2 positional arguments*"])
