@@ -47,6 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ._not_found import not_found
 from .errors import SamplerSpecError, Violation
 
 __all__ = [
@@ -273,10 +274,7 @@ def resolve_sampler(spec: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        missing = exc.name or module_name
-        raise SamplerSpecError(
-            f"cannot import module {module_name!r} of spec {spec!r}: no module named {missing!r}"
-        ) from exc
+        raise SamplerSpecError(not_found(spec, exc.name or module_name)) from exc
     except Exception as exc:  # an import that runs user code can raise anything
         raise SamplerSpecError(
             f"importing {module_name!r} of spec {spec!r} raised {type(exc).__name__}: {_one_line(exc)}"

@@ -31,6 +31,7 @@ import pytest
 
 from ._budgets import resolve_budget
 from ._cli.output import case_lines
+from ._first_call import first_call
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, left_out_of, selects
 from ._runner import load_sut, write_json
@@ -218,8 +219,9 @@ class SpecverifyPlugin:
                 )
             raise pytest.UsageError(f"specverify: {exc}{hint}") from None
         try:
+            first_call(self.sut, spec)  # as the CLI: one that cannot be called as declared is told once
             self.run = Run(self.sut, self.budget, self.seed, select=config.getoption("specverify_only"), spec=spec)
-        except UsageError as exc:
+        except (UsageError, SamplerSpecError) as exc:
             self.sut.close()
             raise pytest.UsageError(f"specverify: {exc}") from None
         self.planned = self.run.planned
@@ -303,7 +305,7 @@ class SpecverifyPlugin:
 def battery(
     sampler: str | Callable[..., Any],
     *,
-    budget: str = "standard",
+    budget: str = "quick",
     seed: int = 0,
     only: list[str] | None = None,
     expected_failures: dict[str, str] | None = None,
@@ -312,12 +314,13 @@ def battery(
 ) -> Callable[[str], None]:
     """A parametrised pytest test function running the whole battery on ``sampler``.
 
-    ``test_mine = specverify.pytest_battery("pkg.mod:sampler", budget="quick")`` in a test file
-    gives one test per check, with readable ids, and a last one, ``verdict``: the run-level verdict,
-    which fails unless the run's verdict is lossless.  So a subset (``only``) never passes, a
-    failing check fails the run (an expected failure too: it is xfail, the verdict still fails, as
-    the plugin's exit status does), and a check whose result the verdict did not see (deselected,
-    or run by another pytest-xdist worker: use ``--dist loadfile``) leaves the run unfinished.
+    ``test_mine = specverify.pytest_battery("pkg.mod:sampler")`` in a test file (at the quick
+    budget, as the plugin's default; ``budget="standard"`` for more reach) gives one test per
+    check, with readable ids, and a last one, ``verdict``: the run-level verdict, which fails unless
+    the run's verdict is lossless.  So a subset (``only``) never passes, a failing check fails the run
+    (an expected failure too: it is xfail, the verdict still fails, as the plugin's exit status does),
+    and a check whose result the verdict did not see (deselected, or run by another pytest-xdist
+    worker: use ``--dist loadfile``) leaves the run unfinished.
     """
     spec = sampler if isinstance(sampler, str) else None
     chosen = resolve_budget(

@@ -20,6 +20,7 @@ from typing import Any
 from ._budgets import Budget, get_budget, resolve_budget
 from ._calling.pool import Pool
 from ._calling.sut import SamplerUnderTest
+from ._first_call import first_call
 from ._kinds import kind_named, kind_of
 from ._record import SamplerInfo
 from ._result import CheckResult, RunResult
@@ -123,13 +124,14 @@ def check(
         workers: sampler processes to spread the experiments' units over (default: one a device of
             ``devices``, else 1), each supervised; the counts, p-values and verdict do not depend on it.
         devices: one worker a device (``["cuda:0", "cuda:1"]``), in turn; overrides ``device``.
-        executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'specverify[ray]'``)
+        executor: ``"local"`` (processes here) or ``"ray"``: Ray actors (``pip install 'speculative-verify[ray]'``)
             on the cluster at ``address``, or on a local one started for the run when it is ``None``.
         address: the Ray cluster's address (``executor="ray"`` only).
         power: the probability each statistical check detects the budget's TV with (default 0.99).
 
     Raises:
-        SamplerSpecError: the sampler could not be imported or built, or the device is absent.
+        SamplerSpecError: the sampler could not be imported or built, the device is absent, or it
+            cannot be called as its kind's contract says (:func:`specverify._first_call.first_call`).
         UsageError: ``select`` matches no check of the subject's battery (for a loop, before it
             loads); ``workers`` below 1, several workers of a sampler that cannot run isolated, an
             unknown ``executor`` or a Ray cluster that cannot be reached.
@@ -170,6 +172,7 @@ def _start(
         subject.on_wait = on_wait
     pool: Pool | None = None
     try:
+        first_call(subject, spec)  # one that cannot be called as declared: told once, before any check
         pool = open_pool(subject, sampler, placement, spec=spec, timeout=timeout, first_timeout=budget.timeout)
         run = Run(subject, budget, seed, select=select, spec=spec, isolation_reason=reason, since=start, pool=pool)
     except KeyboardInterrupt:

@@ -64,7 +64,8 @@ def test_a_failing_line_shows_the_case_and_the_repro(tmp_path, capsys):
     assert code == 1
     assert "smallest case: step case 'sub-ulp'" in out and "target_probs p0: [" in out
     assert (
-        "repro (paste into python: it exits 1 the same way" in out
+        "repro (paste it into a file and run it with python: it exits 1 the same way" in out
+        and "# --- repro of robustness.edge[sub-ulp] ---\nimport torch\nimport specverify\n" in out
         and "specverify.replay.step_law_test(sampler, cases" in out
     )
     assert "TV>=" not in out and "TV >= 0 " not in out
@@ -137,6 +138,22 @@ def test_bad_spec_exits_2_with_one_line(spec, fragment):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and fragment in lines[0]
+
+
+@pytest.mark.parametrize("command", ["check", "loop"])
+def test_a_module_that_is_nowhere_is_told_before_torch_loads_with_where_it_was_looked_for(command, tmp_path):
+    probe = (
+        "import sys\n"
+        "from specverify._cli import main\n"
+        f"code = main([{command!r}, 'no_such_module_abc:sampler'])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported to say a module is missing'\n"
+        "sys.exit(code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert "no module named 'no_such_module_abc' (searched sys.path: " in line
+    assert f"{tmp_path} (the current directory)" in line
 
 
 def test_interrupt_keeps_json_written_so_far(tmp_path):

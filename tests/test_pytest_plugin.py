@@ -212,3 +212,28 @@ def test_the_pytest_plugin_takes_a_tv(pytester, tmp_path):
     bad = pytester.runpytest(*args, "--specverify-tv=3")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*--tv must lie in (0, 1)*"])
+
+
+def test_the_plugin_runs_at_quick_unless_told_and_says_so(pytester):
+    """The README's pytest line, without a budget, is quick (a standard run of a row-by-row sampler
+    is hours); the header names the budget, and --specverify-budget=standard still picks standard."""
+    only = ("--specverify-sampler=specverify.samplers:reference", "--specverify-only=contract.output")
+    result = pytester.runpytest(*only, "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*specverify: budget quick (detects TV >= 0.05*"])
+    result = pytester.runpytest(*only, "--specverify-budget=standard", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*specverify: budget standard (detects TV >= 0.01*"])
+
+
+def test_the_helper_runs_at_quick_unless_told():
+    import inspect
+
+    from specverify._pytest import battery
+
+    assert inspect.signature(battery).parameters["budget"].default == "quick"
+
+
+def test_a_sampler_that_cannot_be_called_as_declared_is_one_usage_error(pytester):
+    pytester.makepyfile(two_args="def sampler(target_probs, draft_probs):\n    return target_probs\n")
+    result = pytester.runpytest("--specverify-sampler=two_args:sampler", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*two_args:sampler cannot be called as a chain sampler*takes 2 positional arguments*"])

@@ -1,7 +1,7 @@
 """``--executor ray``: the same JSON as local workers on a local Ray cluster the test starts (2
 CPUs), and a Ray actor killed mid-run leaves the same, correct, result.
 
-Ray is an optional extra (``pip install 'specverify[ray]'``, in ``.[dev]``); CI sets
+Ray is an optional extra (``pip install 'speculative-verify[ray]'``, in ``.[dev]``); CI sets
 ``SPECVERIFY_REQUIRE_RAY=1`` so these tests fail there rather than skip.
 """
 

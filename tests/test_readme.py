@@ -23,7 +23,7 @@ SETUP = (
 def test_the_readme_is_a_landing_page():
     assert len(README.encode()) < 10_000
     assert SETUP in README.splitlines()  # the first set-up command: set-up plus the main job, one line
-    assert "python -m pytest -n 2" in README and "pip install specverify\n" in README
+    assert "python -m pytest -n 2" in README and "pip install .\n" in README
     for page in re.findall(r"\]\(docs/([^)#]+)", README):
         assert (ROOT / "docs" / page).is_file(), page
 

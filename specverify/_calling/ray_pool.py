@@ -1,4 +1,4 @@
-"""An experiment's units on Ray actors: ``--executor ray`` (``pip install 'specverify[ray]'``).
+"""An experiment's units on Ray actors: ``--executor ray`` (``pip install 'speculative-verify[ray]'``).
 
 Each actor holds a sampler under test of its own, supervised as on this machine (a process of its
 own where the sampler loads by name), so a sampler's crash, hang or exit inside an actor is the
@@ -60,7 +60,7 @@ def ray_usable(address: str | None, seconds: float = 5.0) -> None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise UsageError("--executor ray needs Ray: pip install 'specverify[ray]'")
+        raise UsageError("--executor ray needs Ray: pip install 'speculative-verify[ray]'")
     if not address or ":" not in address:
         return
     host, _, port = address.rpartition("://")[2].rpartition(":")
@@ -128,7 +128,7 @@ class RayPool:
         try:
             import ray
         except ImportError:
-            raise UsageError("--executor ray needs Ray: pip install 'specverify[ray]'") from None
+            raise UsageError("--executor ray needs Ray: pip install 'speculative-verify[ray]'") from None
         if ray.is_initialized():
             _joined_as_asked(ray, placement.address)
         else:

@@ -52,9 +52,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .._calling.sut import check_device
-    from ..errors import SamplerSpecError
-
     err = Console(stderr=True, soft_wrap=True)
     out = Console(soft_wrap=True)
 
@@ -71,9 +68,12 @@ def _check(args: argparse.Namespace) -> int:
             f"sampler spec {args.spec!r} is not of the form 'package.module:attribute' (for example "
             "specverify.samplers:reference)"
         )
-    problem = _validate(args)
+    problem = _nowhere(args) or _validate(args)
     if problem:
         return fail(problem)
+    from .._calling.sut import check_device
+    from ..errors import SamplerSpecError
+
     try:
         check_device(args.device)
     except SamplerSpecError as exc:
@@ -222,6 +222,14 @@ def _devices(args: argparse.Namespace) -> list[str] | None:
     return listed.split(",") if listed else None
 
 
+def _nowhere(args: argparse.Namespace) -> str | None:
+    """A spec whose module is nowhere, said at once with where it was looked for (before torch
+    loads); where a JSON or report is asked, the full load writes it with the same line."""
+    from .._not_found import missing_module
+
+    return None if args.json or getattr(args, "report", None) else missing_module(args.spec)
+
+
 def _validate(args: argparse.Namespace) -> str | None:
     """What makes the options unusable, found before anything runs (or ``None``)."""
     import tempfile
@@ -316,7 +324,7 @@ def _loop(args: argparse.Namespace) -> int:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     use_default_threads()
-    problem = _validate(args)
+    problem = _nowhere(args) or _validate(args)
     if problem is not None:
         err.print(f"specverify: error: {problem}", markup=False, highlight=False)
         return 2

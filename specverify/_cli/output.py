@@ -15,13 +15,17 @@ from .._warps.findings import warp_finding
 if TYPE_CHECKING:
     from .._result import CheckResult
 
-__all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "result_printer"]
+__all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "repro_lines", "result_printer"]
 
 _STATUS_STYLE = {s.value: s.style for s in Status}
 _VERDICT_STYLE = {v.value: v.style for v in Verdict}
 
 
-#: The repro printed under a failing line: this many lines at most (all of it is in the JSON).
+#: A repro up to this many characters is printed whole under its failing line, flush left between two
+#: comment lines, so that it runs as pasted; a longer one (a vocabulary of thousands written out) is
+#: shown abridged, and whole in the JSON's ``evidence.repro`` and the HTML report's Copy button.
+REPRO_CHARS = 8000
+#: The abridged form's lines at most.
 REPRO_LINES = 14
 
 
@@ -36,21 +40,39 @@ def detects(min_detectable_tv: float | None, p_value: float | None = None) -> st
     return f" (detects TV >= {min_detectable_tv:.3g})"
 
 
-def failure_lines(result: CheckResult) -> list[str]:
-    """What is printed under a failing line: the smallest case, its probabilities when they are
-    small enough to read, and the start of the repro (the whole of it is the JSON's
-    ``evidence.repro``), then the sampler's traceback and output (their last lines)."""
-    lines = case_lines(result)
+def failure_lines(result: CheckResult) -> list[tuple[int, str]]:
+    """What is printed under a failing line, each line with its indent: the smallest case, its
+    probabilities when they are small enough to read, the repro (whole and flush left, as the JSON's
+    ``evidence.repro``, unless it is too long to read), then the sampler's traceback and output
+    (their last lines)."""
+    lines = [(0, line) for line in case_lines(result)]
     evidence = result.evidence
-    repro = str(evidence.get("repro") or "").strip().splitlines()
+    repro = str(evidence.get("repro") or "").strip()
     if repro:
-        lines += _short_repro(repro)
+        lines += repro_lines(result.id, repro)
     for label, text in (("traceback", evidence.get("traceback")), ("sampler output", evidence.get("sampler_output"))):
         tail = str(text or "").strip().splitlines()[-4:]
         if tail:
-            lines.append(f"{label} (last lines; all in the JSON):")
-            lines += [f"  {line[:200]}" for line in tail]
+            lines.append((0, f"{label} (last lines; all in the JSON):"))
+            lines += [(2, line[:200]) for line in tail]
     return lines
+
+
+def repro_lines(check_id: str, repro: str) -> list[tuple[int, str]]:
+    """The repro as printed: whole, flush left, between two comment lines (pasted with them or
+    without, it runs), or abridged where it is longer than :data:`REPRO_CHARS`."""
+    if len(repro) > REPRO_CHARS:
+        return _short_repro(repro.splitlines())
+    return [
+        (
+            0,
+            "repro (paste it into a file and run it with python: it exits 1 the same way; "
+            "also the JSON's evidence.repro):",
+        ),
+        (-1, f"# --- repro of {check_id} ---"),
+        *[(-1, line) for line in repro.splitlines()],
+        (-1, f"# --- end of the repro of {check_id} ---"),
+    ]
 
 
 def case_lines(result: CheckResult) -> list[str]:
@@ -72,9 +94,10 @@ def case_lines(result: CheckResult) -> list[str]:
     return lines
 
 
-def _short_repro(repro: list[str]) -> list[str]:
-    """The repro's short form: its set-up (tensors too long to read left out, at most
-    :data:`REPRO_LINES` lines in all), then always the call that fails and the lines after it."""
+def _short_repro(repro: list[str]) -> list[tuple[int, str]]:
+    """The repro's abridged form, not runnable as it stands: its set-up (tensors too long to read
+    left out, at most :data:`REPRO_LINES` lines in all), then always the call that fails and the
+    lines after it."""
     kept = [line for line in repro if line and not line.startswith(("import ", "#"))]
     calls = ("specverify.replay.step_law_test(", "specverify.replay.model_law_test(", "specverify.replay.call_sampler(")
     at = next((i for i, line in enumerate(kept) if any(c in line for c in calls)), len(kept))
@@ -87,11 +110,11 @@ def _short_repro(repro: list[str]) -> list[str]:
             continue
         shown.append(line)
     shown += tail
-    if "..." in shown:
-        head = "repro (it exits 1 the same way; in full, to paste: the JSON's evidence.repro):"
-    else:
-        head = "repro (paste into python: it exits 1 the same way; also the JSON's evidence.repro):"
-    return [head] + [f"  {line}" for line in shown]
+    head = (
+        f"repro (abridged: {len(chr(10).join(repro)):,} characters in full; "
+        "the whole, which exits 1 the same way: the JSON's evidence.repro):"
+    )
+    return [(0, head)] + [(2, line) for line in shown]
 
 
 def result_printer(console: Any) -> Callable[[CheckResult], None]:
@@ -104,8 +127,11 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
             f"[dim]{escape(result.message or '')}[/]"
         )
         if result.status in ("fail", "error"):
-            for line in failure_lines(result):
-                console.print(f"{'':>15}[dim]{escape(line)}[/]")
+            for indent, line in failure_lines(result):
+                if indent < 0:  # the repro, flush left and verbatim: it runs as pasted
+                    console.print(line, style="dim", markup=False, emoji=False, highlight=False)
+                else:
+                    console.print(f"{'':>{15 + indent}}[dim]{escape(line)}[/]")
 
     return show
 

@@ -310,8 +310,8 @@ def _add_run_options(
         "--executor",
         choices=["local", "ray"],
         default="local",
-        help="run the workers as processes here (local, the default) or as Ray actors (ray: pip install "
-        "'specverify[ray]')",
+        help="run the workers as processes here (local, the default) or as Ray actors "
+        "(ray: pip install 'speculative-verify[ray]')",
     )
     parser.add_argument(
         "--address",

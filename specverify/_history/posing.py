@@ -1,4 +1,5 @@
-"""Row groups of history-dependent parameters as :class:`~specverify._warps.rules.SamplingParams` columns."""
+"""Row groups of sampling parameters (memoryless and history-dependent) as
+:class:`~specverify._warps.rules.SamplingParams`: what a loop is posed."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from typing import Any
 
 import torch
 
-from .._warps.rules import HISTORY_PARAMETERS
+from .._warps.rules import HISTORY_PARAMETERS, SamplingParams
 
-__all__ = ["HISTORY_OFF", "history_columns"]
+__all__ = ["HISTORY_OFF", "WARP_OFF", "history_columns", "posed_params"]
 
 #: Each scalar history parameter's value when off (``logit_bias`` off is a row of zeros).
 HISTORY_OFF: dict[str, Any] = {
@@ -21,6 +22,20 @@ HISTORY_OFF: dict[str, Any] = {
     "stop_tokens": 0,
 }
 _INTEGER = {"penalty_window", "min_tokens", "stop_tokens"}
+#: Each memoryless warp's value when off.
+WARP_OFF: dict[str, Any] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+
+
+def posed_params(groups: Sequence[Mapping[str, Any]], which: torch.Tensor, names: Sequence[str]) -> SamplingParams:
+    """Row ``r``'s parameters from ``groups[which[r]]``, for the parameters a loop declares (``names``):
+    a memoryless warp off where its group leaves it out, a history parameter only where a group sets it
+    (:func:`history_columns`); per-request seeds are the caller's."""
+    columns = history_columns(groups, which, names)
+    for name in names:
+        if name in WARP_OFF:
+            dtype = torch.int64 if name == "top_k" else torch.float64
+            columns[name] = torch.tensor([g.get(name, WARP_OFF[name]) for g in groups], dtype=dtype)[which]
+    return SamplingParams(**columns)
 
 
 def history_columns(

@@ -63,6 +63,11 @@ class Kind(abc.ABC):
     )
     #: Why a sampler loaded by name for this kind is refused when it declares another.
     undeclared: ClassVar[str] = "{spec!r} is not of the {name} kind"
+    #: The contract's signature and where it is documented, as a usage error names them (the fix).
+    signature: ClassVar[str] = "sampler(target_probs, draft_probs, draft_tokens, generator) -> (tokens, num_accepted)"
+    contract_doc: ClassVar[str] = "docs/sampler.md"
+    #: What a subject of this kind is called, in a usage error ("cannot be called as ...").
+    called_as: ClassVar[str] = "a chain sampler"
 
     @classmethod
     def declares(cls, sampler: Any) -> bool:
@@ -78,6 +83,12 @@ class Kind(abc.ABC):
     @abc.abstractmethod
     def layout(self) -> StepLayout[Any]:
         """How a case is posed, an output audited and coded, and the outcomes' exact law."""
+
+    def call_once(self, subject: Any, target: Any, draft: Any, drafts: Any) -> None:
+        """Call ``subject`` (a sampler under test of this kind) once on a tiny step (``target [1, K+1, V]``,
+        ``draft [1, K, V]``, ``drafts [1, K]``), as :func:`specverify._first_call.first_call` does before
+        the battery: a step kind's call of those three tensors."""
+        subject.step(target, draft, drafts, generator=subject.generator(0))
 
     def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
         """The sampler as the harness calls it (already posed: itself)."""

@@ -48,6 +48,11 @@ class LogitsKind(ChainKind):
     name: ClassVar[str] = "logits"
     #: The value of ``Capabilities.inputs`` that declares this kind.
     declared: ClassVar[str] = "logits"
+    signature: ClassVar[str] = (
+        "sampler(target_logits, draft_probs, draft_tokens, generator, params) -> (tokens, num_accepted)"
+    )
+    contract_doc: ClassVar[str] = "docs/loops.md"
+    called_as: ClassVar[str] = "a logits sampler"
     params: tuple[str, ...] = ("temperature",)
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ import torch
 
 from .._contract import Violation
 from .._history.generation import stop_padding_violation
+from .._history.posing import posed_params
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
 from .._record import Isolation, RunInfo, SamplerInfo
@@ -107,6 +108,9 @@ class LoopKind(Kind):
     name: ClassVar[str] = "loop"
     #: The value of a loop's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "loop"
+    signature: ClassVar[str] = "loop(target, draft, prompt, num_tokens, params, generator) -> tokens [B, num_tokens]"
+    contract_doc: ClassVar[str] = "docs/loops.md"
+    called_as: ClassVar[str] = "a generation loop"
     battery: ClassVar[str] = "loop"
     #: One generation, one message to the worker, which rebuilds the harness's models there.
     verb: ClassVar[str] = "generate"
@@ -135,6 +139,12 @@ class LoopKind(Kind):
     @property
     def layout(self) -> LoopLayout:
         return LoopLayout()
+
+    def call_once(self, subject: Any, target: Any, draft: Any, drafts: Any) -> None:
+        """A loop's call: on the tiny step's target as a model, its declared parameters all off."""
+        model = MarkovLM(torch.log(target[0]), context=(0,))
+        params = posed_params([{}], torch.zeros(1, dtype=torch.int64), self.parameters)
+        subject(model, model, drafts, 2, params, torch.Generator().manual_seed(0))
 
     def name_of(self, sampler: Callable[..., Any]) -> str:
         """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""

@@ -69,6 +69,9 @@ class TreeKind(Kind):
     name: ClassVar[str] = "tree"
     #: The value of a sampler's ``contract`` attribute that declares this kind.
     declared: ClassVar[str] = "tree"
+    signature: ClassVar[str] = "tree_sampler(tree, generator) -> (path, token)"
+    contract_doc: ClassVar[str] = "docs/trees.md"
+    called_as: ClassVar[str] = "a tree sampler"
     battery: ClassVar[str] = "trees"
     #: A step on a tree batch, one message to the worker.
     verb: ClassVar[str] = "tree-step"
@@ -86,6 +89,10 @@ class TreeKind(Kind):
     @property
     def layout(self) -> TreeLayout:
         return TreeLayout(self.algorithm)
+
+    def call_once(self, subject: Any, target: Any, draft: Any, drafts: Any) -> None:
+        """A tree sampler's call: the tiny step as a chain-shaped tree."""
+        subject.step(TreeBatch.from_chain(target, draft, drafts), generator=subject.generator(0))
 
     def refuses(self, capabilities: Any) -> str | None:
         return None  # its tree limits are its own

@@ -167,6 +167,18 @@ def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMIN
         timed[example.key] = max(time.perf_counter() - began - per_call[example.where], 0.0) / max(ran, 1)
     if groups and not timed:
         raise RuntimeError(f"no shape could be timed ({failed})")
+    for ds in order:  # a fixed cost the time budget left unmeasured: one row, once (never a 0 taken as measured)
+        example = max(ds, key=lambda d: d.largest)
+        if example.where in fixed_costs:
+            continue
+        try:
+            example.example(sut, 1, there)  # warm-up
+            began = time.perf_counter()
+            example.example(sut, 1, there)
+            per_call[example.where] = time.perf_counter() - began
+            fixed_costs.add(example.where)
+        except Exception:  # noqa: BLE001 - a call the sampler refuses: its fixed cost stays unknown
+            continue
     for key, ds in groups.items():
         rate = timed.get(key)
         if rate is None:  # the nearest timed group of the same kind, by elements a row
@@ -175,10 +187,20 @@ def time_groups(rehearsed: list[Rehearsed], sut: Any, *, budget_s: float = TIMIN
             rate = timed[near]
         for d in ds:
             d.seconds_per_row, d.seconds_per_call = rate, per_call[d.where]
-    return (
-        f"{len(timed)} of {len(groups)} shapes timed on the sampler ({per_call['calls'] * 1e3:.1f} ms a call, "
-        f"{per_call['units'] * 1e3:.1f} ms a unit, fixed), the rest at the nearest timed shape's rate"
+    fixed = ", ".join(
+        f"{_ms(per_call[where])} a {what}" if where in fixed_costs else f"no {what} timed"
+        for where, what in (("calls", "call"), ("units", "unit"))
     )
+    return (
+        f"{len(timed)} of {len(groups)} shapes timed on the sampler ({fixed}, fixed), "
+        "the rest at the nearest timed shape's rate"
+    )
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to one decimal, or two significant digits below 0.1 ms (never "0.0 ms" for a cost)."""
+    ms = seconds * 1e3
+    return f"{ms:.1f} ms" if ms >= 0.1 else f"{ms:.2g} ms"
 
 
 class _StandIn:

@@ -33,7 +33,7 @@ from ._common import contract_output, import_library, logits_from_probs, paramet
 
 __all__ = ["TransformersSampler", "ensemble", "sampler"]
 
-_INSTALL = "pip install 'specverify[transformers]'"
+_INSTALL = "pip install 'speculative-verify[transformers]'"
 
 
 class TransformersSampler:

@@ -30,7 +30,7 @@ from ._common import import_library, seed_from, seeded_global_rng
 
 __all__ = ["TransformersGenerateLoop", "loop"]
 
-_INSTALL = "pip install 'specverify[transformers]'"
+_INSTALL = "pip install 'speculative-verify[transformers]'"
 
 LanguageModel = Callable[[torch.Tensor], torch.Tensor]
 

@@ -257,11 +257,7 @@ class ConditionalEnumerationCheck(Check):
             "df": gof.df,
             "statistic": gof.statistic,
             "draft_sequences": len(labels),
-            "where": largest_deviation(
-                observed,
-                expected,
-                lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})",
-            ),
+            "where": _where(observed, expected, labels),
         }
         common: dict[str, Any] = dict(
             id=self.id,
@@ -274,11 +270,18 @@ class ConditionalEnumerationCheck(Check):
         )
         if gof.pvalue <= ctx.alpha:
             evidence["tv"] = tv_record(tv_estimate(observed, laws_all, random_state=0))
-            # the draft sequence whose own test is the strongest, on the rows and seed it was given
+            # the draft sequence whose own test is the strongest (of those at p = 0, the one with the
+            # most outcomes of probability 0), on the rows and seed it was given: the message names
+            # it and the repro poses it
             each = [
                 gof_test(observed[g], laws_all[g], alpha=ctx.alpha, random_state=0).pvalue for g in range(len(drawn))
             ]
-            worst_case, worst_rows, seed = drawn[min(range(len(drawn)), key=lambda g: each[g])]
+            impossible = ((expected == 0) & (observed > 0)).sum(1)
+            worst = min(range(len(drawn)), key=lambda g: (each[g], -int(impossible[g])))
+            worst_case, worst_rows, seed = drawn[worst]
+            evidence["where"] = _where(
+                observed[worst : worst + 1], expected[worst : worst + 1], labels[worst : worst + 1]
+            )
             evidence["minimal_example"] = worst_case.describe()
             evidence["repro"] = ctx.repro(
                 f"# the draft sequence that deviates most of the {len(drawn)} the check tested "
@@ -301,6 +304,15 @@ class ConditionalEnumerationCheck(Check):
             message=f"{len(labels)} draft sequences of {len(plans)} models enumerated; law given the drafts exact",
             evidence=evidence,
         )
+
+
+def _where(observed: np.ndarray, expected: np.ndarray, labels: list[tuple[str, int]]) -> str:
+    """Where the draft sequences' counts (one row each, labelled with its drafts and V) deviate most."""
+    return largest_deviation(
+        observed,
+        expected,
+        lambda g, c: f"{labels[g][0]}, outcome (accepted {c // labels[g][1]}, token {c % labels[g][1]})",
+    )
 
 
 @dataclasses.dataclass

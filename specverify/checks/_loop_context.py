@@ -15,19 +15,16 @@ import numpy as np
 import torch
 
 from .._calling.pool import Pool, SerialPool, unit_seed, unit_spans
-from .._history.posing import history_columns
+from .._history.posing import posed_params
 from .._kinds import LoopInputs, LoopLayout
 from .._loop import MarkovLM
 from .._seeds import derive_seed
 from .._warps.declared import DeclaredWarp, declared_warp
-from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
+from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault
 from ._base import Context
 
 __all__ = ["LoopContext", "LoopTally", "LoopUnit", "generate", "loop_parameters", "tally_generations"]
-
-_DTYPES = {"top_k": torch.int64, "seeds": torch.int64}
-_OFF = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
 def loop_parameters(loop: Any) -> tuple[str, ...]:
@@ -229,13 +226,7 @@ def _chain(seed: int, vocab: int, order: int = 1, scale: float = 1.5) -> MarkovL
 
 
 def _params(groups: list[dict[str, float]], which: torch.Tensor, names: tuple[str, ...]) -> SamplingParams:
-    columns = history_columns(groups, which, names)  # history parameters: only where a group sets them
-    for name in names:
-        if name == "seeds" or name in HISTORY_PARAMETERS:
-            continue
-        values = torch.tensor([g.get(name, _OFF[name]) for g in groups], dtype=_DTYPES.get(name, torch.float64))
-        columns[name] = values[which]
-    return SamplingParams(**columns)
+    return posed_params(groups, which, names)
 
 
 def _needs(groups: list[dict[str, float]]) -> set[str]:
