@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
     from ._result import CheckResult as CheckResult
     from ._result import RunResult as RunResult
-    from ._runner import check as check
-    from ._runner import check_loop as check_loop
+    from ._run._driver import check as check
+    from ._run._driver import check_loop as check_loop
     from ._vocabulary import Verdict as Verdict
     from ._warps.rules import SamplingParams as SamplingParams
     from .errors import Interrupted as Interrupted
@@ -67,8 +67,8 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "SpecverifyError": (".errors", "SpecverifyError"),
     "UsageError": (".errors", "UsageError"),
     "Verdict": ("._vocabulary", "Verdict"),
-    "check": ("._runner", "check"),
-    "check_loop": ("._runner", "check_loop"),
+    "check": ("._run._driver", "check"),
+    "check_loop": ("._run._driver", "check_loop"),
     "load_sampler": ("._kinds", "load_sampler"),
     "loop": ("._loop", "loop"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest

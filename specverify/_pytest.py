@@ -33,7 +33,7 @@ from ._budgets import resolve_budget
 from ._cli.output import case_lines
 from ._result import CheckResult, RunResult
 from ._run import PlannedCheck, Run, left_out_of, selects
-from ._runner import load_sut, write_json
+from ._run._driver import load_sut, write_json
 from ._threads import use_default_threads
 from ._vocabulary import lossless
 from .checks._search import p_text

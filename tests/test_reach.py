@@ -165,8 +165,8 @@ def test_a_check_that_cannot_be_rehearsed_is_counted_at_the_cap_and_says_why():
     from types import SimpleNamespace
 
     from specverify._run._cost import AT_CAP, REHEARSED, rehearsed_cost
+    from specverify._run._driver import load_sut
     from specverify._run._plan import PlannedCheck, plan
-    from specverify._runner import load_sut
 
     class Unrehearsable:  # a unit the stand-in has no exact law for
         pass

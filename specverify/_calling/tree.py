@@ -2,7 +2,7 @@
 
 :class:`TreeCalls` are the calls :class:`specverify._calling.sut.SamplerUnderTest` makes of a tree
 sampler, so :func:`specverify.check` runs the ``trees`` family through
-:func:`specverify._runner.run_check` like any other.  Every output is audited by its kind's layout
+:func:`specverify._run._driver.run_check` like any other.  Every output is audited by its kind's layout
 (:class:`specverify._kinds.TreeLayout`) and every input is checked unmodified, so a broken output
 stops its check with a :class:`~specverify._calling.sut.SamplerFault` naming the rule.
 

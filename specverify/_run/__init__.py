@@ -8,7 +8,7 @@ the run's record.
   one planned check runs on a sampler or a loop;
 * :mod:`._migrate`: a result's JSON of an older form, brought to the current one where it is read.
 
-The driver over a Run, one for every kind, is :func:`specverify._runner.check`.  Nothing in
+The driver over a Run, one for every kind, is :func:`specverify._run._driver.check`.  Nothing in
 :mod:`specverify.checks` or :mod:`specverify._result` imports this package.
 """
 

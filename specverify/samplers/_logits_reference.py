@@ -15,10 +15,10 @@ import torch
 
 from .._contract import Capabilities
 from .._oracle import canonical_emit
-from .._seeded import seeded_uniforms
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
+from ._uniforms import seeded_uniforms
 
 __all__ = ["PRESET_REFERENCES", "UNDECLARED_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 

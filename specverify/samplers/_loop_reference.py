@@ -24,10 +24,10 @@ import torch
 from .._history import history_logits, is_stop
 from .._loop import left_padded
 from .._oracle import accepts, emitting_law, inverse_cdf
-from .._seeded import seeded_uniforms
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
+from ._uniforms import seeded_uniforms
 
 __all__ = ["PRESET_LOOPS", "UNDECLARED_LOOPS", "LoopReference", "loop_reference"]
 

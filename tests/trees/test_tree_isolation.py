@@ -94,7 +94,7 @@ def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
 @pytest.mark.parametrize("isolation", ["process", "in-process"])
 def test_a_tree_sampler_is_imported_and_built_once(isolation):
     from specverify._kinds import TreeKind
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     builds = []
     for _ in range(2):  # the second load reuses the first's process (or this one): the count goes on
@@ -126,7 +126,7 @@ def _mixed_trees(rows: int, marked_row: int | None = None):
 def test_an_unbatched_tree_sampler_isolated_has_its_rows_called_in_one_round_trip_with_the_same_outputs():
     import torch
 
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     tree, outputs = _mixed_trees(64), {}
     for isolation in ("in-process", "process"):
@@ -148,7 +148,7 @@ def _faults_of_one_tree_per_call(tree) -> dict:
     """The violation ``one_tree_per_call`` gets on ``tree``, in-process and isolated."""
     import torch
 
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     faults = {}
     for isolation in ("in-process", "process"):
