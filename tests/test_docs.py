@@ -248,7 +248,7 @@ def test_the_layout_names_every_top_level_module_and_folder_of_the_package():
 
 
 #: The folders docs/layout.md maps module by module (the public subpackages have pages of their own).
-MAPPED = ("_calling", "_cli", "_kinds", "_run", "_trees", "_warps", "_worker", "checks")
+MAPPED = ("_calling", "_cli", "_kinds", "_laws", "_record", "_run", "_trees", "_warps", "_worker", "checks")
 
 
 @pytest.mark.parametrize("folder", MAPPED)

@@ -327,7 +327,7 @@ def test_a_rehearsed_plan_makes_the_progress_bar_count_rows_of_its_total():
 
     from rich.console import Console
 
-    from specverify._progress import ProgressDisplay
+    from specverify._cli.progress import ProgressDisplay
 
     display = ProgressDisplay(enabled=True, console=Console(file=io.StringIO(), force_terminal=True))
     display.expect(SimpleNamespace(rehearsed=True, total_samples=1_000))

@@ -14,7 +14,7 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
 from specverify._pytest import verdict_failure
-from specverify._result import CheckResult
+from specverify._record.result import CheckResult
 from specverify._run import PlannedCheck, Run, result_ids
 
 BUDGET = get_budget("quick")

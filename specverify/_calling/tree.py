@@ -25,8 +25,8 @@ import torch
 
 from .._calling.supervised import UNBATCHED_AUDIT_ROWS, CallThread, Supervised, last_frames, raised
 from .._contract import Capabilities, Violation
-from .._evidence import Evidence
 from .._kinds import TreeKind
+from .._record.evidence import Evidence
 from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
 from .._trees.limits import TreeLimits
 from .._worker import WorkerDied, WorkerHung, WorkerRaised

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._record.vocabulary import Verdict
 from .._threads import use_default_threads
-from .._vocabulary import Verdict
 from .output import print_verdict, result_printer
 from .parser import parser as _parser
 
 if TYPE_CHECKING:
-    from .._result import CheckResult
+    from .._record.result import CheckResult
 
 __all__ = ["main"]
 
@@ -88,7 +88,7 @@ def _check(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
 
-    from .._progress import ProgressDisplay
+    from .progress import ProgressDisplay
 
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else result_printer(out)

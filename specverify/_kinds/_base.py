@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._contract import Capabilities, name_of
-from .._evidence import Warps
 from .._layout import StepLayout
-from .._record import Isolation, RunInfo, SamplerInfo
+from .._record.evidence import Warps
+from .._record.info import Isolation, RunInfo, SamplerInfo
 from .._warps.declared import warp_reference
 
 __all__ = ["Kind"]

@@ -19,7 +19,7 @@ from .._contract import Violation
 from .._history.generation import stop_padding_violation
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
-from .._record import Isolation, RunInfo, SamplerInfo
+from .._record.info import Isolation, RunInfo, SamplerInfo
 from .._warps.rules import SamplingParams
 from .._warps.separating import warp_record
 from ._base import Kind

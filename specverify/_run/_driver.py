@@ -21,8 +21,8 @@ from .._budgets import Budget, get_budget, resolve_budget
 from .._calling.pool import Pool
 from .._calling.sut import SamplerUnderTest
 from .._kinds import kind_named, kind_of
-from .._record import SamplerInfo
-from .._result import CheckResult, RunResult
+from .._record.info import SamplerInfo
+from .._record.result import CheckResult, RunResult
 from ..errors import Interrupted, NotStarted, UsageError
 from . import PlannedCheck, Run, base_info, battery_of, no_match, run_check, run_info, selected
 from ._cost import RunCost, rehearsed_cost

@@ -21,9 +21,9 @@ from .._budgets import Budget
 from .._calling.pool import COUNTERS as POOL_COUNTERS
 from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
-from .._reach import Reach, merge
-from .._record import RunInfo, Timing
-from .._result import CheckResult, RunResult
+from .._record.info import RunInfo, Timing
+from .._record.reach import Reach, merge
+from .._record.result import CheckResult, RunResult
 from ..checks import Check, Context
 from ..checks._base import fault_result
 from ..errors import SamplerFault

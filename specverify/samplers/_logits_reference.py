@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._oracle import canonical_emit
+from .._laws.oracle import canonical_emit
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams

@@ -28,7 +28,7 @@ _LOGITS = Capabilities(inputs="logits", params=_WARPS, dtypes=(torch.float64, to
 
 
 def _logits_step(logits, d, y, g, params, target_law):
-    from .._oracle import canonical_emit
+    from .._laws.oracle import canonical_emit
     from .._warps.rules import warp
 
     u = uniforms(y.shape[0], y.shape[1], g, logits.device)
@@ -103,7 +103,7 @@ _SEEDED = Capabilities(inputs="logits", params=(*_WARPS, "seeds"), dtypes=(torch
 
 
 def _seeded_step(logits, d, y, g, params, seeds_of):
-    from .._oracle import canonical_emit
+    from .._laws.oracle import canonical_emit
     from .._warps.rules import warp
 
     if params.seeds is None:

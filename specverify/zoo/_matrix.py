@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .._budgets import Budget, get_budget, resolve_budget
-from .._families import FAMILIES, LOOP_FAMILY
-from .._vocabulary import Verdict
+from .._record.families import FAMILIES, LOOP_FAMILY
+from .._record.vocabulary import Verdict
 
 __all__ = ["MatrixRow", "in_work_order", "kill_matrix", "matrix_work", "render_markdown", "write_matrix"]
 
