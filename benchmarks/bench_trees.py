@@ -73,9 +73,9 @@ def planned_counts(budget_name: str, seed: int = 0, sampler: Any = tree_referenc
     """Trees per result id: the exact checks run, the statistical ones' planned rows (not drawn);
     :data:`SHARED` for a result tallied on another's trees."""
     from specverify._budgets import get_budget
+    from specverify._run._driver import load_sut
     from specverify._run._execute import run_check
     from specverify._run._plan import plan, result_ids
-    from specverify._runner import load_sut
     from specverify.checks import _tree_target, _trees
     from specverify.checks._base import Context
 

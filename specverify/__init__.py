@@ -38,11 +38,11 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._kinds import load_sampler as load_sampler
     from ._loop import loop as loop
     from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
-    from ._result import CheckResult as CheckResult
-    from ._result import RunResult as RunResult
-    from ._runner import check as check
-    from ._runner import check_loop as check_loop
-    from ._vocabulary import Verdict as Verdict
+    from ._record.result import CheckResult as CheckResult
+    from ._record.result import RunResult as RunResult
+    from ._record.vocabulary import Verdict as Verdict
+    from ._run._driver import check as check
+    from ._run._driver import check_loop as check_loop
     from ._warps.rules import SamplingParams as SamplingParams
     from .errors import Interrupted as Interrupted
     from .errors import SamplerFault as SamplerFault
@@ -57,18 +57,18 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "BUDGETS": ("._budgets", "BUDGETS"),
     "Budget": ("._budgets", "Budget"),
     "Capabilities": ("._contract", "Capabilities"),
-    "CheckResult": ("._result", "CheckResult"),
+    "CheckResult": ("._record.result", "CheckResult"),
     "Interrupted": (".errors", "Interrupted"),
-    "RunResult": ("._result", "RunResult"),
+    "RunResult": ("._record.result", "RunResult"),
     "Sampler": ("._contract", "Sampler"),
     "SamplerFault": (".errors", "SamplerFault"),
     "SamplerSpecError": (".errors", "SamplerSpecError"),
     "SamplingParams": ("._warps.rules", "SamplingParams"),
     "SpecverifyError": (".errors", "SpecverifyError"),
     "UsageError": (".errors", "UsageError"),
-    "Verdict": ("._vocabulary", "Verdict"),
-    "check": ("._runner", "check"),
-    "check_loop": ("._runner", "check_loop"),
+    "Verdict": ("._record.vocabulary", "Verdict"),
+    "check": ("._run._driver", "check"),
+    "check_loop": ("._run._driver", "check_loop"),
     "load_sampler": ("._kinds", "load_sampler"),
     "loop": ("._loop", "loop"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest

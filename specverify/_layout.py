@@ -7,7 +7,7 @@ those outcomes have given the inputs.  Calling, auditing and tallying are writte
 layout, so a new input shape adds a layout instead of a fork of each of them:
 
 * :class:`~specverify._kinds.chain.ChainLayout`: the chain contract (:mod:`specverify._contract`):
-  probabilities in, ``(tokens, num_accepted)`` out, the canonical law :func:`~specverify._exact.step_law`;
+  probabilities in, ``(tokens, num_accepted)`` out, the canonical law :func:`~specverify._laws.exact.step_law`;
 * :class:`~specverify._kinds.logits.LogitsLayout`: the same chain, with each case posed to a
   logits-level sampler as logits and per-row sampling parameters whose warp is the case's law
   (:mod:`specverify._kinds.logits_posing`);
@@ -76,7 +76,7 @@ class StepLayout(abc.ABC, Generic[Inputs]):
     @abc.abstractmethod
     def sequence(self, inputs: Inputs, output: Output) -> torch.Tensor:
         """``[B]`` int64: each row's emitted tokens as one index, in the order of
-        :func:`~specverify._exact.sequence_index` (so emitted laws of every layout compare)."""
+        :func:`~specverify._laws.exact.sequence_index` (so emitted laws of every layout compare)."""
 
     @abc.abstractmethod
     def law(self, inputs: Inputs) -> torch.Tensor:

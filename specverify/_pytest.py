@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._budgets import resolve_budget
+from ._calling.first_call import first_call
 from ._cli.output import case_lines
-from ._first_call import first_call
-from ._result import CheckResult, RunResult
+from ._record.result import CheckResult, RunResult
+from ._record.vocabulary import lossless
 from ._run import PlannedCheck, Run, left_out_of, selects
-from ._runner import load_sut, write_json
+from ._run._driver import load_sut, write_json
 from ._threads import use_default_threads
-from ._vocabulary import lossless
 from .checks._search import p_text
 from .errors import CheckFailed, SamplerSpecError, UsageError
 

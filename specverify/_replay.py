@@ -17,9 +17,9 @@ import torch
 
 from ._budgets import get_budget
 from ._calling.sut import SamplerUnderTest
-from ._cases import ModelCase, StepCase
-from ._exact import emitted_law, target_law
-from ._models import Model
+from ._laws.cases import ModelCase, StepCase
+from ._laws.exact import emitted_law, target_law
+from ._laws.models import Model
 from .checks._base import Context
 from .checks._tally import model_tally, step_counts
 from .stats import GoodnessOfFit, MeanTest, TVEstimate, gof_test, mean_test, tv_estimate

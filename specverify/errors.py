@@ -38,8 +38,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._evidence import Evidence
-    from ._result import CheckResult, RunResult
+    from ._record.evidence import Evidence
+    from ._record.result import CheckResult, RunResult
 
 __all__ = [
     "AdapterUnavailable",

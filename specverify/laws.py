@@ -11,8 +11,8 @@ law of a row's sampling parameters (:func:`warp`).  Import it as ``from specveri
 
 from __future__ import annotations
 
-from ._exact import completed_law, emitted_law, step_law, target_law
 from ._history import history_generation_law, history_logits
+from ._laws.exact import completed_law, emitted_law, step_law, target_law
 from ._loop import generation_law
 from ._warps.rules import warp
 

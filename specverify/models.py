@@ -8,7 +8,7 @@ position, :class:`MarkovLM` a logits-level Markov model for generation loops.  I
 
 from __future__ import annotations
 
+from ._laws.models import ChainModel, Model, TableModel
 from ._loop import MarkovLM
-from ._models import ChainModel, Model, TableModel
 
 __all__ = ["ChainModel", "MarkovLM", "Model", "TableModel"]

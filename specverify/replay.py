@@ -9,7 +9,7 @@ check derived from the run seed.  Import it as ``from specverify import replay``
 
 from __future__ import annotations
 
-from ._cases import ModelCase, StepCase
+from ._laws.cases import ModelCase, StepCase
 from ._replay import LawTest, call_sampler, model_law_test, step_law_test
 from ._seeds import derive_seed
 

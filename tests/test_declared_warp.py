@@ -16,7 +16,7 @@ from hypothesis import given, settings
 import specverify
 from specverify import check_loop
 from specverify._kinds.logits_posing import pose
-from specverify._result import judge
+from specverify._record.result import judge
 from specverify._warps.declared import declared_warp, resolve_warp
 from specverify._warps.posing import pose_for
 from specverify._warps.presets import PRESETS

@@ -247,8 +247,33 @@ def test_the_layout_names_every_top_level_module_and_folder_of_the_package():
     assert sorted(top_level_modules() - named - {"__main__"}) == []
 
 
+def layout_top_level(text: str) -> list[str]:
+    """The entries the layout's tree puts at the package's top level: the names that open a line
+    indented two spaces under ``specverify/`` (several on one line: ``laws.py models.py ...``)."""
+    found = []
+    for block in _blocks(text):
+        for line in block.splitlines():
+            head = re.match(r"^  ((?:\w+(?:\.py|/) ?)+)", line)
+            if head:
+                found += head.group(1).split()
+    return found
+
+
+def test_the_layout_puts_at_the_top_level_only_what_is_there():
+    """A module the layout shows at the top level is one (not a name that moved into a folder)."""
+    entries = layout_top_level((ROOT / "docs/layout.md").read_text())
+    assert len(entries) > 20
+    assert [e for e in entries if not (PACKAGE / e).exists()] == []
+
+
+def test_a_moved_module_left_at_the_top_level_is_found():
+    text = "```\nspecverify/\n  _exact.py        exact laws\n  _laws/ _record/  the laws, the record\n```\n"
+    assert layout_top_level(text) == ["_exact.py", "_laws/", "_record/"]
+    assert [e for e in layout_top_level(text) if not (PACKAGE / e).exists()] == ["_exact.py"]
+
+
 #: The folders docs/layout.md maps module by module (the public subpackages have pages of their own).
-MAPPED = ("_calling", "_cli", "_kinds", "_run", "_trees", "_warps", "_worker", "checks")
+MAPPED = ("_calling", "_cli", "_kinds", "_laws", "_record", "_run", "_trees", "_warps", "_worker", "checks")
 
 
 @pytest.mark.parametrize("folder", MAPPED)

@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specverify._exact import (
+from specverify._laws.exact import (
     chain_law_fns,
     emitted_law_scalar,
     model_law_fns,

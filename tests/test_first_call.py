@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import specverify
+from specverify._calling.first_call import first_call
 from specverify._calling.sut import SamplerUnderTest
 from specverify._cli import main
-from specverify._first_call import first_call
 from specverify._kinds import kind_named
 from specverify.samplers import loop_reference
 from specverify.zoo import TREE_MEMBERS, ZOO

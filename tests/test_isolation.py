@@ -94,7 +94,7 @@ def test_a_hang_is_killed_at_the_limit_and_the_next_check_gets_a_fresh_worker(tm
     assert [c["evidence"]["violation"] for c in failing(data)] == ["hang", "hang"]
     assert "within 2 s" in failing(data)[0]["message"]
     # three hangs and three workers: the first call, on a tiny case before the battery
-    # (specverify._first_call), hung too, and was a finding for the checks to report, not a usage error
+    # (specverify._calling.first_call), hung too, and was a finding for the checks to report, not a usage error
     assert data["run"]["isolation"]["hangs"] == 3 and data["run"]["isolation"]["worker_starts"] == 3
 
 

@@ -11,9 +11,9 @@ import torch
 import specverify
 from specverify._calling.sut import SamplerUnderTest
 from specverify._calling.tree import tree_sampler
-from specverify._exact import sequence_of, sequence_offsets
 from specverify._kinds import ChainLayout, LogitsLayout, TreeLayout, layout_of
 from specverify._kinds.logits_posing import PosedSampler
+from specverify._laws.exact import sequence_of, sequence_offsets
 from specverify._layout import StepInputs
 from specverify._trees.contract import TreeBatch, chain_output
 from specverify.samplers import TREE_REFERENCES, logits_reference, reference

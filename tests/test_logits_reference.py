@@ -7,10 +7,10 @@ import pytest
 import torch
 from scipy import stats
 
-from specverify._seeded import seeded_uniforms
 from specverify._warps.rules import SamplingParams, warp
 from specverify.laws import step_law
 from specverify.samplers._logits_reference import logits_reference
+from specverify.samplers._uniforms import seeded_uniforms
 from specverify.stats import gof_test
 
 

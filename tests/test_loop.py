@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from specverify._laws.oracle import canonical_emit, inverse_cdf
 from specverify._loop import MarkovLM, generation_law, left_padded
-from specverify._oracle import canonical_emit, inverse_cdf
 from specverify._warps.declared import resolve_warp
 from specverify._warps.rules import SamplingParams, warp
 from specverify.samplers._loop_reference import LoopReference

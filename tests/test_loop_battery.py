@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specverify._budgets import budget_for_tv, get_budget
-from specverify._evidence import unknown_keys
-from specverify._runner import check_loop
+from specverify._record.evidence import unknown_keys
+from specverify._run._driver import check_loop
 from specverify.checks._loop import LoopCheck, loop_battery
 from specverify.checks._loop_context import LoopContext
 from specverify.samplers._loop_reference import LoopReference

@@ -89,7 +89,7 @@ def test_a_step_sampler_or_a_missing_loop_is_refused_before_anything_runs(capsys
 
 def test_the_worker_gives_the_loop_the_same_numbers_as_this_process():
     from specverify._budgets import get_budget
-    from specverify._runner import check_loop
+    from specverify._run._driver import check_loop
 
     budget = get_budget("quick").with_(tv=0.2)
     runs = [

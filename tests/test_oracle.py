@@ -1,8 +1,8 @@
-"""The oracle (specverify._oracle) against exact rational enumeration.
+"""The oracle (specverify._laws.oracle) against exact rational enumeration.
 
 The oracle is what every sampler is judged by, so it is judged by something that shares no code with
 it: cells of the uniforms' cube and the residual law computed in :class:`fractions.Fraction` here and
-by :func:`specverify._exact.step_law_scalar`.  Rows are small-integer weights, so every float the
+by :func:`specverify._laws.exact.step_law_scalar`.  Rows are small-integer weights, so every float the
 oracle sees is exact and every comparison below is exact too.
 """
 
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import specverify
-from specverify._exact import step_law_scalar
-from specverify._oracle import canonical_emit, inverse_cdf, normalise, residual_distribution
+from specverify._laws.exact import step_law_scalar
+from specverify._laws.oracle import canonical_emit, inverse_cdf, normalise, residual_distribution
 
 
 def weights(rng: random.Random, vocab: int) -> list[int]:
@@ -166,7 +166,7 @@ def test_the_reference_sampler_is_the_oracle():
 
 
 def test_the_oracle_depends_on_nothing_in_specverify():
-    source = pathlib.Path(specverify.__file__).with_name("_oracle.py").read_text()
+    source = pathlib.Path(specverify.__file__).parent.joinpath("_laws", "oracle.py").read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from specverify._calling.pool import UNIT_ROWS
-from specverify._runner import check
+from specverify._run._driver import check
 from specverify.errors import UsageError
 from specverify.report import reproducible
 

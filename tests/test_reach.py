@@ -165,8 +165,8 @@ def test_a_check_that_cannot_be_rehearsed_is_counted_at_the_cap_and_says_why():
     from types import SimpleNamespace
 
     from specverify._run._cost import AT_CAP, REHEARSED, rehearsed_cost
+    from specverify._run._driver import load_sut
     from specverify._run._plan import PlannedCheck, plan
-    from specverify._runner import load_sut
 
     class Unrehearsable:  # a unit the stand-in has no exact law for
         pass
@@ -327,7 +327,7 @@ def test_a_rehearsed_plan_makes_the_progress_bar_count_rows_of_its_total():
 
     from rich.console import Console
 
-    from specverify._progress import ProgressDisplay
+    from specverify._cli.progress import ProgressDisplay
 
     display = ProgressDisplay(enabled=True, console=Console(file=io.StringIO(), force_terminal=True))
     display.expect(SimpleNamespace(rehearsed=True, total_samples=1_000))

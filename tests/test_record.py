@@ -1,4 +1,4 @@
-"""The typed run record (``specverify._record``) and the words of a check's result: the JSON is the
+"""The typed run record (``specverify._record.info``) and the words of a check's result: the JSON is the
 same object before and after, key for key, for every kind of run."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import specverify
 from specverify import CheckResult, RunResult
-from specverify._record import Isolation, RunInfo, SamplerInfo, Timing
-from specverify._vocabulary import Finding, Status
+from specverify._record.info import Isolation, RunInfo, SamplerInfo, Timing
+from specverify._record.vocabulary import Finding, Status
 
 BASE = {
     "spec": "m:s",

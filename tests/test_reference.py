@@ -8,7 +8,7 @@ import torch
 
 import specverify
 from specverify._contract import audit_output
-from specverify._oracle import canonical_emit
+from specverify._laws.oracle import canonical_emit
 from specverify.checks._exact import uniform_grid
 from specverify.laws import step_law
 from specverify.replay import StepCase

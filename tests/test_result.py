@@ -8,7 +8,7 @@ import math
 import pytest
 
 from specverify import CheckResult, RunResult
-from specverify._result import verdict
+from specverify._record.result import verdict
 
 
 def result(status, finding=None, proves=None, **fields):
@@ -62,7 +62,7 @@ def test_json_has_no_nan_or_infinity():
 
 
 def test_reach_records_what_the_sampler_was_given_and_survives_json():
-    from specverify._reach import ReachRecorder, guarantee, merge
+    from specverify._record.reach import ReachRecorder, guarantee, merge
 
     recorder = ReachRecorder()
     assert recorder.snapshot() is None  # no call, no reach
@@ -80,7 +80,7 @@ def test_reach_records_what_the_sampler_was_given_and_survives_json():
 
 
 def test_verdicts_rank_for_false_alarms_and_misses():
-    from specverify._vocabulary import Verdict
+    from specverify._record.vocabulary import Verdict
 
     assert [v for v in Verdict if v.lossless] == [Verdict.CONFORMANT, Verdict.LOSSLESS_SUBOPTIMAL]
     assert (
@@ -109,7 +109,7 @@ def test_a_misspelt_zoo_declaration_fails_at_once(field):
 
 
 def test_a_law_difference_with_no_acceptance_deficit_says_what_the_acceptance_checks_found():
-    from specverify._result import judge
+    from specverify._record.result import judge
 
     def check(id, status, finding=None, proves=None):
         return CheckResult(id=id, family=id.split(".")[0], status=status, finding=finding, proves=proves)

@@ -14,7 +14,7 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
 from specverify._pytest import verdict_failure
-from specverify._result import CheckResult
+from specverify._record.result import CheckResult
 from specverify._run import PlannedCheck, Run, result_ids
 
 BUDGET = get_budget("quick")
@@ -128,7 +128,7 @@ def test_the_loop_runner_records_every_runs_fields():
 
 
 def test_one_driver_runs_every_kind_the_loop_included():
-    from specverify._runner import check, check_loop
+    from specverify._run._driver import check, check_loop
     from specverify.samplers._loop_reference import LoopReference
 
     # a loop object declares its kind: specverify.check puts it through the loop family

@@ -21,7 +21,7 @@ PACKAGE = pathlib.Path(specverify.__file__).parent
 #: Where ``samples_needed`` may be called: the rule, and the statistics library's own designs.
 ALLOWED = {
     ("_budgets.py", "sample_size"),
-    ("stats/_budget.py", "plan_two_stage"),
+    ("stats/_alpha.py", "plan_two_stage"),
     ("stats/_futility.py", "final_samples"),
 }
 

@@ -14,12 +14,12 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
-from specverify._cases import StepCase
 from specverify._contract import Capabilities
-from specverify._evidence import unknown_keys
-from specverify._exact import step_law_scalar
-from specverify._reach import Reach, guarantee
-from specverify._result import CheckResult
+from specverify._laws.cases import StepCase
+from specverify._laws.exact import step_law_scalar
+from specverify._record.evidence import unknown_keys
+from specverify._record.reach import Reach, guarantee
+from specverify._record.result import CheckResult
 from specverify.checks import Context
 from specverify.checks._event import draft_event, event_size, sized_status
 from specverify.checks._shapes import (

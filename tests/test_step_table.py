@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specverify._exact import all_sequences
-from specverify._models import ChainModel, draw_drafts, step_inputs
+from specverify._laws.exact import all_sequences
+from specverify._laws.models import ChainModel, draw_drafts, step_inputs
 from specverify.checks._step_table import _alias_table, step_table
 from specverify.stats import gof_test
 

@@ -23,7 +23,7 @@ if importlib.util.find_spec("triton") is None:  # not importorskip: triton must 
 
 import specverify  # noqa: E402
 from specverify._contract import audit_output  # noqa: E402
-from specverify._oracle import canonical_emit  # noqa: E402
+from specverify._laws.oracle import canonical_emit  # noqa: E402
 from specverify._seeds import derive_seed  # noqa: E402
 from specverify.replay import StepCase  # noqa: E402
 from specverify.samplers._triton import TritonSampler, triton_sampler  # noqa: E402

@@ -15,8 +15,8 @@ import specverify
 from specverify import CheckResult, RunResult
 from specverify._budgets import get_budget
 from specverify._cli import main
-from specverify._reach import Reach
-from specverify._result import judge
+from specverify._record.reach import Reach
+from specverify._record.result import judge
 from specverify._run import migrate
 
 QUICK = get_budget("quick").with_(timeout=60.0)

@@ -20,8 +20,8 @@ import specverify
 from specverify._budgets import get_budget
 from specverify._calling.pool import UNIT_ROWS, LocalPool, SerialPool, UnitDone, unit_seed, unit_spans
 from specverify._calling.sut import SamplerUnderTest
-from specverify._cases import ModelCase, StepCase
-from specverify._models import ChainModel
+from specverify._laws.cases import ModelCase, StepCase
+from specverify._laws.models import ChainModel
 from specverify.checks import Context
 from specverify.checks import _shape_base as shape_base
 from specverify.checks._loop_context import LoopContext

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from typing import Any, Protocol, TypeVar
 
-from .._reach import Reach, ReachRecorder
+from .._record.reach import Reach, ReachRecorder
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities, Violation
-from .._evidence import Evidence
 from .._kinds import Kind
 from .._layout import StepLayout
-from .._reach import ReachRecorder
+from .._record.evidence import Evidence
+from .._record.reach import ReachRecorder
 from .._worker import SamplerProcess, WorkerDied, WorkerHung, WorkerLoadError, WorkerRaised
 from ..errors import SamplerFault, SamplerSpecError
 

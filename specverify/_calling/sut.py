@@ -26,7 +26,7 @@ import torch
 from .._contract import Capabilities, capabilities_of, resolve_sampler
 from .._kinds import Kind, kind_as_given
 from .._layout import StepLayout
-from .._reach import ReachRecorder
+from .._record.reach import ReachRecorder
 from .._warps.declared import DeclaredWarp, declared_warp, from_reference
 from .._worker import SamplerProcess
 from .._worker.wire import STEP, TREE_STEP

@@ -2,7 +2,7 @@
 
 :class:`TreeCalls` are the calls :class:`specverify._calling.sut.SamplerUnderTest` makes of a tree
 sampler, so :func:`specverify.check` runs the ``trees`` family through
-:func:`specverify._runner.run_check` like any other.  Every output is audited by its kind's layout
+:func:`specverify._run._driver.run_check` like any other.  Every output is audited by its kind's layout
 (:class:`specverify._kinds.TreeLayout`) and every input is checked unmodified, so a broken output
 stops its check with a :class:`~specverify._calling.sut.SamplerFault` naming the rule.
 
@@ -25,8 +25,8 @@ import torch
 
 from .._calling.supervised import UNBATCHED_AUDIT_ROWS, CallThread, Supervised, last_frames, raised
 from .._contract import Capabilities, Violation
-from .._evidence import Evidence
 from .._kinds import TreeKind
+from .._record.evidence import Evidence
 from .._trees.contract import ALGORITHMS, TreeBatch, rows_of
 from .._trees.limits import TreeLimits
 from .._worker import WorkerDied, WorkerHung, WorkerRaised

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._record.vocabulary import Verdict
 from .._threads import use_default_threads
-from .._vocabulary import Verdict
 from .output import print_verdict, result_printer
 from .parser import parser as _parser
 
 if TYPE_CHECKING:
-    from .._result import CheckResult
+    from .._record.result import CheckResult
 
 __all__ = ["main"]
 
@@ -88,7 +88,7 @@ def _check(args: argparse.Namespace) -> int:
     if problem:
         return fail(problem)
 
-    from .._progress import ProgressDisplay
+    from .progress import ProgressDisplay
 
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else result_printer(out)
@@ -140,7 +140,7 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
 
 def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
     """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
-    from .._runner import check, load_failure
+    from .._run._driver import check, load_failure
     from ..errors import NotStarted, SamplerSpecError, UsageError
 
     def fail(message: str) -> int:
@@ -192,7 +192,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
             args.spec, str(exc), resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power), args.seed
         )
         if args.json:
-            from .._runner import write_json
+            from .._run._driver import write_json
 
             write_json(failure, args.json)
         if args.report:
@@ -207,7 +207,7 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
 
 def _placement_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with --workers, --devices, --executor and --address, if anything."""
-    from .._run._workers import Placement
+    from .._run._placement import Placement
     from ..errors import UsageError
 
     try:  # the API's checks, whose messages name the flags too
@@ -333,7 +333,7 @@ def _loop(args: argparse.Namespace) -> int:
 
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
     """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
-    from .._runner import check_loop
+    from .._run._driver import check_loop
     from ..errors import NotStarted, SamplerSpecError
 
     try:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._vocabulary import Status, Verdict, lossless
+from .._record.vocabulary import Status, Verdict, lossless
 from .._warps.findings import warp_finding
 
 if TYPE_CHECKING:
-    from .._result import CheckResult
+    from .._record.result import CheckResult
 
 __all__ = ["case_lines", "detects", "failure_lines", "print_verdict", "repro_lines", "result_printer"]
 
@@ -139,7 +139,7 @@ def result_printer(console: Any) -> Callable[[CheckResult], None]:
 def print_verdict(console, result, args) -> None:
     from rich.markup import escape
 
-    from .._reach import guarantee
+    from .._record.reach import guarantee
 
     summary = ", ".join(f"{n} {s}" for s, n in result.to_json()["summary"].items() if n)
     verdict = result.verdict

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._contract import Capabilities, name_of
-from .._evidence import Warps
 from .._layout import StepLayout
-from .._record import Isolation, RunInfo, SamplerInfo
+from .._record.evidence import Warps
+from .._record.info import Isolation, RunInfo, SamplerInfo
 from .._warps.declared import warp_reference
 
 __all__ = ["Kind"]
@@ -86,7 +86,7 @@ class Kind(abc.ABC):
 
     def call_once(self, subject: Any, target: Any, draft: Any, drafts: Any) -> None:
         """Call ``subject`` (a sampler under test of this kind) once on a tiny step (``target [1, K+1, V]``,
-        ``draft [1, K, V]``, ``drafts [1, K]``), as :func:`specverify._first_call.first_call` does before
+        ``draft [1, K, V]``, ``drafts [1, K]``), as :func:`specverify._calling.first_call.first_call` does before
         the battery: a step kind's call of those three tensors."""
         subject.step(target, draft, drafts, generator=subject.generator(0))
 

@@ -1,7 +1,7 @@
 """The chain kind: probabilities in, ``(tokens, num_accepted)`` out (:mod:`specverify._contract`).
 
 Its layout is the contract's own; its exact law the canonical algorithm's
-(:func:`~specverify._exact.step_law`); it is put through the chain battery, one call of a step a
+(:func:`~specverify._laws.exact.step_law`); it is put through the chain battery, one call of a step a
 message to its worker.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 
 from .._contract import Violation, audit_output, malformed
-from .._exact import sequence_index, step_law
+from .._laws.exact import sequence_index, step_law
 from .._layout import Output, StepInputs, StepLayout
 from ._base import Kind
 
@@ -26,7 +26,7 @@ class ChainLayout(StepLayout[StepInputs]):
     """Probabilities in, ``(tokens [B, K+1], num_accepted [B])`` out (``specverify._contract``).
 
     An outcome is ``(j, t)``: ``j`` drafts accepted, then token ``t``, coded ``j * V + t``; its law
-    is the canonical algorithm's, :func:`~specverify._exact.step_law` ``[B, K+1, V]``.
+    is the canonical algorithm's, :func:`~specverify._laws.exact.step_law` ``[B, K+1, V]``.
     """
 
     name: ClassVar[str] = "chain"

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .._contract import capabilities_of
-from .._evidence import Warps
-from .._record import RunInfo
+from .._record.evidence import Warps
+from .._record.info import RunInfo
 from .._warps.separating import warp_record
 from .chain import ChainKind, ChainLayout
 from .logits_posing import PosedSampler, warps_evidence

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .._evidence import Warps
+from .._record.evidence import Warps
 from .._warps.declared import DeclaredWarp, declared_warp
 from .._warps.posing import pose_for
 from .._warps.rules import SamplingParams

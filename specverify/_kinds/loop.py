@@ -20,7 +20,7 @@ from .._history.generation import stop_padding_violation
 from .._history.posing import posed_params
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
-from .._record import Isolation, RunInfo, SamplerInfo
+from .._record.info import Isolation, RunInfo, SamplerInfo
 from .._warps.rules import SamplingParams
 from .._warps.separating import warp_record
 from ._base import Kind

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import torch
 
 from .._contract import Violation
-from .._exact import sequence_index
+from .._laws.exact import sequence_index
 from .._layout import Output, StepLayout
-from .._record import RunInfo
+from .._record.info import RunInfo
 from .._trees.contract import TreeBatch, as_chain_sampler, audit_tree_output, last_nodes
 from .._trees.draw import emitted_sequences
 from .._trees.exact import tree_law

@@ -6,10 +6,13 @@ the run's record.
 * :mod:`._info`: the record a run starts from (subject, budget, seed, isolation, versions);
 * :mod:`._execute`: the :class:`Run` (the plan, the results recorded for it, the result), and how
   one planned check runs on a sampler or a loop;
-* :mod:`._migrate`: a result's JSON of an older form, brought to the current one where it is read.
+* :mod:`._migrate`: a result's JSON of an older form, brought to the current one where it is read;
+* :mod:`._cost` and :mod:`._rehearsal`: the plan's cost, the checks rehearsed on the exact law;
+* :mod:`._placement`: where the workers go (``--workers``, ``--devices``, Ray);
+* :mod:`._driver`: the driver over a Run, one for every kind (:func:`specverify._run._driver.check`).
 
-The driver over a Run, one for every kind, is :func:`specverify._runner.check`.  Nothing in
-:mod:`specverify.checks` or :mod:`specverify._result` imports this package.
+The driver imports this ``__init__``, never the reverse.  Nothing in
+:mod:`specverify.checks` or :mod:`specverify._record.result` imports this package.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One run of a battery on one subject: its plan, what it recorded, and its result.
 
 Every face of the harness drives a :class:`Run`: :func:`specverify.check` and the CLI's ``check``
-and ``loop`` (:mod:`specverify._runner`, one driver for every kind), the pytest plugin and
+and ``loop`` (:mod:`specverify._run._driver`, one driver for every kind), the pytest plugin and
 :func:`specverify.pytest_battery` (:mod:`specverify._pytest`).
 So the plan (each check's share of the false-positive budget), the run's record (the JSON's
 ``run``) and the verdict are the same whichever face ran it, and a run that did not get results
@@ -21,9 +21,9 @@ from .._budgets import Budget
 from .._calling.pool import COUNTERS as POOL_COUNTERS
 from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
-from .._reach import Reach, merge
-from .._record import RunInfo, Timing
-from .._result import CheckResult, RunResult
+from .._record.info import RunInfo, Timing
+from .._record.reach import Reach, merge
+from .._record.result import CheckResult, RunResult
 from ..checks import Check, Context
 from ..checks._base import fault_result
 from ..errors import SamplerFault
@@ -41,7 +41,7 @@ class Run:
     """A battery planned on a subject, and the results recorded for it, in plan order.
 
     Args:
-        subject: the sampler under test, of any kind (:func:`specverify._runner.load_sut`).
+        subject: the sampler under test, of any kind (:func:`specverify._run._driver.load_sut`).
         budget: how much evidence to gather, with the run's family-wise alpha.
         seed: the run seed every random draw derives from.
         select: glob patterns of check ids or family names (default: the whole battery).

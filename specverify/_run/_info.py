@@ -10,7 +10,7 @@ import platform
 from typing import Any
 
 from .._budgets import Budget
-from .._record import RunInfo, SamplerInfo
+from .._record.info import RunInfo, SamplerInfo
 from ..checks import BATTERIES
 from ._plan import subject_kind
 

@@ -1,6 +1,6 @@
 """A result's JSON of an older form, brought to the current form where it is read.
 
-The record (:mod:`specverify._result`) reads only what a run wrote; what older runs did not write
+The record (:mod:`specverify._record.result`) reads only what a run wrote; what older runs did not write
 is worked out here, above the checks, so the record never imports the battery:
 
 * ``run["left_out"]`` (the battery's results a ``select`` left out) is recorded since the run

@@ -1,6 +1,6 @@
 """Planning a run: which checks of which battery run, why some skip, and each one's share of alpha.
 
-One module for every face of the harness: the CLI and :func:`specverify._runner.check` (every
+One module for every face of the harness: the CLI and :func:`specverify._run._driver.check` (every
 kind, loops included), the pytest plugin and :func:`specverify.pytest_battery`
 (:mod:`specverify._pytest`) plan with it, through :class:`specverify._run.Run`, so a check's share
 of the false-positive budget does not depend on which face, or which xdist worker, runs it.  It

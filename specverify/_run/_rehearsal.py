@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from .._calling.pool import COUNTERS, UnitDone
-from .._exact import emitted_law, sequence_offsets, step_law, target_law
-from .._reach import ReachRecorder
+from .._laws.exact import emitted_law, sequence_offsets, step_law, target_law
+from .._record.reach import ReachRecorder
 from .._warps.declared import declared_warp
 from ..checks._base import Context
 from ..checks._loop_context import LoopUnit, generate, tally_generations

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities, Violation, malformed_pair
-from .._oracle import assemble
+from .._laws.oracle import assemble
 
 __all__ = [
     "ALGORITHMS",

@@ -3,10 +3,10 @@
 The target's own law of what a tree sampler emits is testable only when the harness draws the
 candidates itself: SpecInfer is lossless for children drawn i.i.d. from the draft, the
 without-replacement verifier for children drawn without replacement (``specverify._trees.exact``).
-:func:`draw_tree` makes such inputs from any :class:`~specverify._models.Model` (the laws after each
+:func:`draw_tree` makes such inputs from any :class:`~specverify._laws.models.Model` (the laws after each
 node's prefix, as an engine's are) for a static tree shape; :func:`completed_sequences` completes
 each emitted sequence to ``D + 1`` tokens by the target, whose law is then the target's joint law
-of ``D + 1`` tokens (``specverify._exact.target_law``) for a lossless sampler.
+of ``D + 1`` tokens (``specverify._laws.exact.target_law``) for a lossless sampler.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .._models import Model, sample_next
+from .._laws.models import Model, sample_next
 from .contract import TreeBatch
 
 __all__ = ["completed_sequences", "draw_tree", "emitted_sequences"]

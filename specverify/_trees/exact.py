@@ -2,7 +2,7 @@
 
 The outcome of one step on a tree is ``(n, t)``: the accepted path ends at node ``n`` (a path is
 determined by its last node) and token ``t`` is emitted after it.  Given the tree's candidates, each
-algorithm's law of ``(n, t)`` is computed two ways, as :mod:`specverify._exact` does for chains:
+algorithm's law of ``(n, t)`` is computed two ways, as :mod:`specverify._laws.exact` does for chains:
 
 * :func:`tree_law`: vectorised float64 torch, ``[B, N, V]``, for expected counts;
 * :func:`tree_law_scalar`: plain Python over any number type; fed :class:`fractions.Fraction` it
@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from .._oracle import normalise
+from .._laws.oracle import normalise
 from .contract import ALGORITHMS, TreeBatch
 
 __all__ = [
@@ -422,7 +422,7 @@ def completed_law_scalar(
     emitted: dict[tuple[int, ...], Any], target: LawFn, vocab: int, length: int
 ) -> dict[tuple[int, ...], Any]:
     """An emitted law completed to ``length`` tokens by the target; lossless means it equals
-    :func:`specverify._exact.target_law_scalar` of that length."""
+    :func:`specverify._laws.exact.target_law_scalar` of that length."""
     law: dict[tuple[int, ...], Any] = {}
     for sequence, mass in emitted.items():
         for tail in itertools.product(range(vocab), repeat=length - len(sequence)):

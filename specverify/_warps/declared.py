@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .._evidence import DeclaredWarpRecord
+from .._record.evidence import DeclaredWarpRecord
 from ..errors import SamplerFault, Violation
 from .findings import DEFAULT_PRESET
 from .presets import PRESETS, WarpFunction, preset

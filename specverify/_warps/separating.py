@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._evidence import WarpDifference
 from .._loop import MarkovLM
+from .._record.evidence import WarpDifference
 from ..errors import SamplerFault
 from .presets import PRESETS, WarpFunction
 from .rules import SamplingParams

@@ -24,7 +24,7 @@ plans a run from what the checks declare.
 
 from __future__ import annotations
 
-from .._families import FAMILIES
+from .._record.families import FAMILIES
 from ._base import Check, Context, registered
 from ._batteries import TREES, Battery, loop_battery, loop_reach
 from ._contract import (

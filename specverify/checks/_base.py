@@ -22,11 +22,11 @@ import torch
 from .._budgets import Budget
 from .._calling.pool import Pool, SerialPool, UnitDone
 from .._calling.sut import SamplerUnderTest
-from .._cases import ModelCase, StepCase
-from .._evidence import Evidence
-from .._families import FAMILIES
-from .._reach import Reach
-from .._result import CheckResult
+from .._laws.cases import ModelCase, StepCase
+from .._record.evidence import Evidence
+from .._record.families import FAMILIES
+from .._record.reach import Reach
+from .._record.result import CheckResult
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 
@@ -233,11 +233,11 @@ C = TypeVar("C", bound=Check)
 
 def registered(checks: list[C], families: Sequence[str] = FAMILIES) -> list[C]:
     """``checks``, once each is known to be of one of ``families`` (by default
-    :data:`~specverify._families.FAMILIES`, which orders every report) and each id is unique (plans
+    :data:`~specverify._record.families.FAMILIES`, which orders every report) and each id is unique (plans
     and results are keyed by id): a battery cannot drift from the families the reports know."""
     unknown = sorted({c.family for c in checks} - set(families))
     if unknown:
-        raise ValueError(f"checks of families {unknown} not in {tuple(families)} (specverify/_families.py)")
+        raise ValueError(f"checks of families {unknown} not in {tuple(families)} (specverify/_record/families.py)")
     ids = [c.id for c in checks]
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:

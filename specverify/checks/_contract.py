@@ -40,11 +40,11 @@ import torch
 from scipy import stats
 
 from .._calling.sut import SamplerUnderTest
-from .._cases import StepCase, tensor_code
-from .._evidence import Evidence
 from .._kinds import kind_of
+from .._laws.cases import StepCase, tensor_code
 from .._layout import StepInputs
-from .._result import CheckResult
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import homogeneity_test, independence_test
 from ._base import Check, Context, check_id, fault_result

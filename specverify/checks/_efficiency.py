@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from .._calling.sut import SamplerUnderTest
-from .._cases import ModelCase
-from .._evidence import Evidence
-from .._exact import emitted_law, sequence_offsets
-from .._result import CheckResult
+from .._laws.cases import ModelCase
+from .._laws.exact import emitted_law, sequence_offsets
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import mean_test
 from ._base import Check, Context, check_id, fault_result, law_verdict

@@ -22,8 +22,8 @@ import math
 
 import torch
 
-from .._cases import StepCase
-from .._evidence import EventSize
+from .._laws.cases import StepCase
+from .._record.evidence import EventSize
 
 __all__ = ["RESOLUTION", "draft_event", "event_size", "sized_status", "sizes_text"]
 

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from .._calling.sut import SamplerUnderTest
-from .._cases import ModelCase
-from .._evidence import Evidence, tv_record
-from .._exact import target_law
-from .._result import CheckResult
+from .._laws.cases import ModelCase
+from .._laws.exact import target_law
+from .._record.evidence import Evidence, tv_record
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result, law_verdict

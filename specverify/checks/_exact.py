@@ -23,13 +23,13 @@ import torch
 
 from .. import strategies as sv
 from .._calling.sut import SamplerUnderTest
-from .._cases import ModelCase, StepCase
-from .._evidence import Evidence, tv_record
-from .._exact import all_sequences, emitted_law, sequence_of
+from .._laws.cases import ModelCase, StepCase
+from .._laws.exact import all_sequences, emitted_law, sequence_of
+from .._laws.models import step_inputs
+from .._laws.oracle import canonical_emit, normalise, residual_distribution
 from .._layout import StepInputs
-from .._models import step_inputs
-from .._oracle import canonical_emit, normalise, residual_distribution
-from .._result import CheckResult
+from .._record.evidence import Evidence, tv_record
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, tv_estimate
 from ._base import Check, Context, check_id, fault_result, law_verdict, step_cases_code

@@ -25,10 +25,10 @@ import torch
 
 from .. import strategies as sv
 from .._calling.sut import SamplerUnderTest
-from .._cases import ModelCase, StepCase
-from .._evidence import CaseRecord, Evidence, PositionPValue, tv_record
-from .._exact import target_law
-from .._result import CheckResult
+from .._laws.cases import ModelCase, StepCase
+from .._laws.exact import target_law
+from .._record.evidence import CaseRecord, Evidence, PositionPValue, tv_record
+from .._record.result import CheckResult
 from .._seeds import derive_seed
 from ..errors import SamplerFault
 from ..stats import FutilityPlan, gof_test, min_detectable_tv, mixture_log_e_value, tv_estimate

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .._cases import ModelCase
-from .._models import ChainModel, TableModel
+from .._laws.cases import ModelCase
+from .._laws.models import ChainModel, TableModel
 
 __all__ = ["random_laws", "random_step_batch", "random_table_model", "seed_chain_case"]
 

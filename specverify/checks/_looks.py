@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._evidence import FutilityRecord
+from .._record.evidence import FutilityRecord
 from ..stats import FutilityPlan, gof_test
 
 if TYPE_CHECKING:

@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 from .._budgets import decision_cap, sample_size
-from .._evidence import Evidence, tv_record
-from .._families import LOOP_FAMILY
 from .._loop import MarkovLM, generation_law
-from .._result import CheckResult
+from .._record.evidence import Evidence, tv_record
+from .._record.families import LOOP_FAMILY
+from .._record.result import CheckResult
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
 from .._warps.separating import SEPARATING_GROUPS, separating_chain

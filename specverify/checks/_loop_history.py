@@ -24,7 +24,7 @@ import torch
 from .._budgets import decision_cap
 from .._history import history_generation_law, history_logits
 from .._loop import MarkovLM
-from .._result import CheckResult
+from .._record.result import CheckResult
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
 
 __all__ = ["HISTORY_KINDS", "HISTORY_LENGTH", "HISTORY_VOCAB", "PaddedTally", "history_law", "repeating_chain"]

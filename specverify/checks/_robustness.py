@@ -18,8 +18,8 @@ import torch
 
 from .. import strategies as sv
 from .._calling.sut import SamplerUnderTest
-from .._cases import StepCase
-from .._result import CheckResult
+from .._laws.cases import StepCase
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ._base import Check, Context, check_id, fault_result, step_cases_code
 from ._fixtures import random_laws

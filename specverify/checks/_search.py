@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from .._evidence import CaseRecord, DepthRecord, Evidence
-from .._reach import Reach, merge, span_text
-from .._result import CheckResult
+from .._record.evidence import CaseRecord, DepthRecord, Evidence
+from .._record.reach import Reach, merge, span_text
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
@@ -526,7 +526,7 @@ def _sibling_result(
     """A decision of a search that another decision failed: the search stopped at that case, so
     this one was decided by its own test on the confirmation's samples, and claims what that test
     detects (never the screens' claim over cases it did not go on to see)."""
-    from .._result import CheckResult
+    from .._record.result import CheckResult
 
     assert found.confirmed is not None  # a sibling of a confirmed failure
     case, outcome = found.confirmed

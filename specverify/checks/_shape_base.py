@@ -20,9 +20,9 @@ import torch
 
 from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
 from .._calling.sut import SamplerUnderTest
-from .._cases import StepCase
-from .._reach import Reach, merge
-from .._result import CheckResult
+from .._laws.cases import StepCase
+from .._record.reach import Reach, merge
+from .._record.result import CheckResult
 from ..errors import SamplerFault, Violation
 from ._base import Context
 

@@ -13,11 +13,11 @@ import functools
 import torch
 
 from .._calling.sut import SamplerUnderTest
-from .._cases import StepCase
-from .._evidence import Evidence
+from .._laws.cases import StepCase
+from .._laws.oracle import canonical_emit, normalise, residual_distribution
 from .._layout import StepInputs
-from .._oracle import canonical_emit, normalise, residual_distribution
-from .._result import CheckResult
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..strategies._internal.shapes import structured_case
 from ._base import Check, Context, Decision, check_id, fault_result

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._cases import StepCase
-from .._evidence import AcceptedShapeRecord, ShapeRecord
-from .._result import CheckResult
+from .._laws.cases import StepCase
+from .._record.evidence import AcceptedShapeRecord, ShapeRecord
+from .._record.result import CheckResult
 from ..stats import gof_test, mean_test
 from ..strategies._internal.shapes import active_tokens, cell_map, structured_case
 from ._base import Check, Context, Decision, check_id, fault_result

@@ -40,9 +40,9 @@ import numpy as np
 import torch
 
 from .._calling.sut import SamplerUnderTest
-from .._cases import StepCase
-from .._evidence import Evidence, tv_record
-from .._result import CheckResult
+from .._laws.cases import StepCase
+from .._record.evidence import Evidence, tv_record
+from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import gof_test, identity_plan, identity_test, tv_estimate
 from ..strategies._internal.shapes import EDGE_LAW_KINDS, active_tokens, cell_map, edge_case, structured_case

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._exact import all_sequences, sequence_offsets
+from .._laws.exact import all_sequences, sequence_offsets
+from .._laws.models import ChainModel, TableModel, step_inputs
 from .._layout import StepInputs
-from .._models import ChainModel, TableModel, step_inputs
 
 __all__ = ["STEP_TABLE_SEQUENCES", "StepTable", "step_table"]
 
@@ -68,7 +68,7 @@ class StepTable:
 
     def complete(self, emitted: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Counts of completed ``K + 1`` sequences (base-V index) from counts of emitted ones
-        (:func:`~specverify._exact.sequence_index` order): the rows that emitted a prefix are
+        (:func:`~specverify._laws.exact.sequence_index` order): the rows that emitted a prefix are
         extended by the target a token at a time, as one multinomial split of their count over
         the next token.  The law of completing each row on its own, at a cost in prefixes, not
         rows."""

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from .._calling.pool import UNIT_ROWS, unit_seed, unit_spans
-from .._cases import ModelCase, StepCase
-from .._exact import sequence_offsets
+from .._laws.cases import ModelCase, StepCase
+from .._laws.exact import sequence_offsets
+from .._laws.models import draw_drafts, sample_next, step_inputs
 from .._layout import StepInputs
-from .._models import draw_drafts, sample_next, step_inputs
 from .._seeds import derive_seed
 from ._base import Context
 from ._step_table import step_table

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._evidence import Evidence
-from .._result import CheckResult
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from .._trees.contract import TreeBatch
 from .._trees.exact import accepted_law, tree_law
 from ..stats import mean_test

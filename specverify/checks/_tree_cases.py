@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._evidence import TreeCase
-from .._oracle import normalise
+from .._laws.oracle import normalise
+from .._record.evidence import TreeCase
 from .._trees.contract import TreeBatch
 from .._trees.limits import TreeLimits
 from ..errors import SamplerFault

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from .._calling.sut import SamplerUnderTest
-from .._evidence import Evidence
 from .._kinds import kind_of
-from .._result import CheckResult
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from .._trees.contract import TreeBatch
 from ..stats import SequentialTest, gof_test
 from ._base import Context

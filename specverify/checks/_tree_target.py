@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._evidence import Evidence
-from .._exact import target_law
-from .._models import ChainModel
-from .._result import CheckResult
+from .._laws.exact import target_law
+from .._laws.models import ChainModel
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from .._trees.contract import TreeBatch
 from .._trees.draw import completed_sequences, draw_tree, emitted_sequences
 from ..errors import SamplerFault

@@ -39,9 +39,9 @@ from typing import Any
 
 import torch
 
-from .._evidence import Evidence
 from .._kinds import kind_of
-from .._result import CheckResult
+from .._record.evidence import Evidence
+from .._record.result import CheckResult
 from .._trees.contract import last_nodes
 from ..errors import SamplerFault
 from ..stats import gof_test

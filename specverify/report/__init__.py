@@ -16,8 +16,8 @@ sampler as escaped text.
 
 from __future__ import annotations
 
-from .._evidence import Evidence, unknown_keys
-from .._record import reproducible
+from .._record.evidence import Evidence, unknown_keys
+from .._record.info import reproducible
 from ._index import build_index
 from ._page import render_report, write_report
 

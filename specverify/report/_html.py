@@ -44,7 +44,7 @@ def _environment() -> jinja2.Environment:
 @functools.cache
 def _page() -> dict[str, Any]:
     """What every page shares: CSS, script, and a policy that allows exactly that script."""
-    from .._result import SCHEMA_VERSION
+    from .._record.result import SCHEMA_VERSION
     from .._version import __version__
 
     templates = resources.files("specverify.report") / "templates"

@@ -14,10 +14,10 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._families import FAMILIES
-from .._record import RunInfo
-from .._result import RunResult
-from .._vocabulary import lossless
+from .._record.families import FAMILIES
+from .._record.info import RunInfo
+from .._record.result import RunResult
+from .._record.vocabulary import lossless
 from ..errors import RunFileError
 from ._format import detects, slug, timestamp
 from ._html import render, write_text

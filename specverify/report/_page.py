@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._result import RunResult
+from .._record.result import RunResult
 from ._html import render, write_text
 from ._view import run_view
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._evidence import Evidence
+from .._record.evidence import Evidence
 from ._format import visible
 from ._svg import INK, inline_svg
 

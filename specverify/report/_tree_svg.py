@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from .._evidence import TreeCase
+from .._record.evidence import TreeCase
 from ._svg import INK, inline_svg
 
 __all__ = ["tree_case_svg"]

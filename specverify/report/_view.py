@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from markupsafe import Markup
 
-from .._evidence import (
+from .._record.evidence import (
     CallShape,
     CaseRecord,
     EventSize,
@@ -25,11 +25,11 @@ from .._evidence import (
     TVRecord,
     UnconfirmedAlarm,
 )
-from .._evidence import Warps as WarpsRecord
-from .._families import FAMILIES
-from .._reach import Reach, claims, span_text
-from .._result import FINDINGS
-from .._vocabulary import Finding, Status, Verdict, lossless
+from .._record.evidence import Warps as WarpsRecord
+from .._record.families import FAMILIES
+from .._record.reach import Reach, claims, span_text
+from .._record.result import FINDINGS
+from .._record.vocabulary import Finding, Status, Verdict, lossless
 from .._warps.findings import WarpFinding, warp_finding
 from ._example import Example, example, shape_summary, size_key
 from ._format import anchor, compact, count, detects, number, timestamp
@@ -133,7 +133,7 @@ class Guarantee:
 
 @dataclasses.dataclass(frozen=True)
 class _Claim:
-    """A check's claim as its JSON records it, for :func:`specverify._reach.claims`."""
+    """A check's claim as its JSON records it, for :func:`specverify._record.reach.claims`."""
 
     status: str
     min_detectable_tv: float | None

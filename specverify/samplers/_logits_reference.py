@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._oracle import canonical_emit
-from .._seeded import seeded_uniforms
+from .._laws.oracle import canonical_emit
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
+from ._uniforms import seeded_uniforms
 
 __all__ = ["PRESET_REFERENCES", "UNDECLARED_REFERENCES", "LogitsReferenceSampler", "logits_reference"]
 

@@ -22,12 +22,12 @@ from collections.abc import Callable
 import torch
 
 from .._history import history_logits, is_stop
+from .._laws.oracle import accepts, emitting_law, inverse_cdf
 from .._loop import left_padded
-from .._oracle import accepts, emitting_law, inverse_cdf
-from .._seeded import seeded_uniforms
 from .._warps.declared import resolve_warp
 from .._warps.presets import PRESETS
 from .._warps.rules import HISTORY_PARAMETERS, PARAMETERS, SamplingParams
+from ._uniforms import seeded_uniforms
 
 __all__ = ["PRESET_LOOPS", "UNDECLARED_LOOPS", "LoopReference", "loop_reference"]
 
@@ -118,7 +118,7 @@ class LoopReference:
         Drafting and verification go position by position: a row leaves at its first rejection,
         so the models and the warps see only the rows still verifying.  Its law, and its tokens
         for the same coins, are those of drafting all ``k`` before verifying
-        (:func:`~specverify._oracle.canonical_emit`): the drafts after a rejection never reach the
+        (:func:`~specverify._laws.oracle.canonical_emit`): the drafts after a rejection never reach the
         output.  Coins: ``[:, i]`` draws draft ``i``, ``[:, k + i]`` accepts it, ``[:, 2k]`` draws
         the last token; the arithmetic is the oracle's (its module docstring).  ``seen [B, S]``
         (left-padded, ``prompt_length`` prompt tokens first) is the state the history parameters

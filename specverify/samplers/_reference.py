@@ -3,9 +3,9 @@
 Every row of the batch and every draft position is handled by tensor operations; there is no
 Python loop over rows or positions.  It runs on whatever device its inputs are on.
 
-The mathematics (and its numerical conventions) lives in :mod:`specverify._oracle`, which the exact
+The mathematics (and its numerical conventions) lives in :mod:`specverify._laws.oracle`, which the exact
 law owns; this sampler is a thin wrapper that draws the uniforms and calls
-:func:`~specverify._oracle.canonical_emit`.  The oracle's functions are re-exported here for callers
+:func:`~specverify._laws.oracle.canonical_emit`.  The oracle's functions are re-exported here for callers
 that know them by this module.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._oracle import assemble, canonical_emit, inverse_cdf, normalise, residual_distribution
+from .._laws.oracle import assemble, canonical_emit, inverse_cdf, normalise, residual_distribution
 
 __all__ = [
     "ReferenceSampler",

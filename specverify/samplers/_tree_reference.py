@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from .._contract import Capabilities
-from .._oracle import inverse_cdf, normalise
+from .._laws.oracle import inverse_cdf, normalise
 from .._trees.contract import TreeBatch
 from .._trees.exact import _block_thresholds, drafts_normalised, judged_against, residual, without
 

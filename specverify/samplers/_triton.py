@@ -8,7 +8,7 @@ described there and in ``docs/triton.md``.
 Randomness:
 
 * ``uniforms=`` given: the canonical injected-uniform convention of :mod:`specverify._contract`,
-  token for token the oracle's :func:`~specverify._oracle.canonical_emit` but for
+  token for token the oracle's :func:`~specverify._laws.oracle.canonical_emit` but for
   float ties (a uniform within about ``1e-12``, relative, of a boundary of the canonical partition);
 * otherwise: in-kernel Philox keyed by one 64-bit seed drawn from the ``generator`` (so the
   generator advances, consecutive calls differ and alike-seeded generators agree); the acceptance

@@ -26,7 +26,7 @@
   2015), level exact at any alpha.
 """
 
-from ._budget import AlphaBudget, TwoStagePlan, confirmation_alpha, plan_two_stage
+from ._alpha import AlphaBudget, TwoStagePlan, confirmation_alpha, plan_two_stage
 from ._futility import FutilityPlan
 from ._gof import GoodnessOfFit, gof_pvalues, gof_test
 from ._identity import IdentityTest, identity_min_tv, identity_plan, identity_test

@@ -15,9 +15,9 @@ import torch
 
 from .._budgets import BUDGETS
 from .._contract import Capabilities
-from .._families import FAMILIES
-from .._oracle import assemble, inverse_cdf, normalise, residual_distribution
-from .._vocabulary import Verdict
+from .._laws.oracle import assemble, inverse_cdf, normalise, residual_distribution
+from .._record.families import FAMILIES
+from .._record.vocabulary import Verdict
 
 __all__ = [
     "ZooSampler",

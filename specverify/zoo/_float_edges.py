@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .._contract import Capabilities
-from .._oracle import canonical_emit
+from .._laws.oracle import canonical_emit
 from .._warps.rules import SamplingParams, warp
 from ._core import canonical_with, uniforms
 from ._members import member

@@ -28,7 +28,7 @@ _LOGITS = Capabilities(inputs="logits", params=_WARPS, dtypes=(torch.float64, to
 
 
 def _logits_step(logits, d, y, g, params, target_law):
-    from .._oracle import canonical_emit
+    from .._laws.oracle import canonical_emit
     from .._warps.rules import warp
 
     u = uniforms(y.shape[0], y.shape[1], g, logits.device)
@@ -103,7 +103,7 @@ _SEEDED = Capabilities(inputs="logits", params=(*_WARPS, "seeds"), dtypes=(torch
 
 
 def _seeded_step(logits, d, y, g, params, seeds_of):
-    from .._oracle import canonical_emit
+    from .._laws.oracle import canonical_emit
     from .._warps.rules import warp
 
     if params.seeds is None:
@@ -133,7 +133,7 @@ def seeds_ignored(t, d, y, g, params):
     _SEEDED,
 )
 def seed_shared_across_batch(t, d, y, g, params):
-    from .._seeded import seeded_uniforms
+    from ..samplers._uniforms import seeded_uniforms
 
     return _seeded_step(
         t, d, y, g, params, lambda seeds, n, g, device: seeded_uniforms(seeds[:1].expand(seeds.shape[0]), n).to(device)
@@ -149,7 +149,7 @@ def seed_shared_across_batch(t, d, y, g, params):
     _SEEDED,
 )
 def seed_offset_by_row(t, d, y, g, params):
-    from .._seeded import seeded_uniforms
+    from ..samplers._uniforms import seeded_uniforms
 
     def offset(seeds, n, g, device):
         return seeded_uniforms(seeds + torch.arange(seeds.shape[0], device=seeds.device), n).to(device)

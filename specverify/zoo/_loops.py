@@ -10,7 +10,7 @@ import dataclasses
 
 import torch
 
-from .._vocabulary import Verdict
+from .._record.vocabulary import Verdict
 from .._warps.presets import PRESETS
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .._budgets import Budget, get_budget, resolve_budget
-from .._families import FAMILIES, LOOP_FAMILY
-from .._vocabulary import Verdict
+from .._record.families import FAMILIES, LOOP_FAMILY
+from .._record.vocabulary import Verdict
 
 __all__ = ["MatrixRow", "in_work_order", "kill_matrix", "matrix_work", "render_markdown", "write_matrix"]
 
@@ -69,7 +69,7 @@ class MatrixRow:
 
 
 def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
-    from .._runner import check
+    from .._run._driver import check
     from . import member_named
 
     member = member_named(name)
@@ -105,7 +105,7 @@ def _run_member(name: str, seed: int, budget: Budget) -> MatrixRow:
 
 def _run_loop_member(name: str, seed: int, budget: Budget) -> MatrixRow:
     """A loop member (``loop:<name>``) through the loop family, its loop in a worker of its own."""
-    from .._runner import check_loop
+    from .._run._driver import check_loop
     from ._loops import LOOP_MEMBERS
 
     member = LOOP_MEMBERS[name.removeprefix(LOOP_PREFIX)]

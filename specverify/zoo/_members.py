@@ -11,7 +11,7 @@ import threading
 import torch
 
 from .._contract import Capabilities
-from .._oracle import inverse_cdf, normalise
+from .._laws.oracle import inverse_cdf, normalise
 from ..samplers._reference import reference
 from ._core import (
     ZooSampler,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .._oracle import inverse_cdf
+from .._laws.oracle import inverse_cdf
 from ..samplers._reference import reference
 from ._core import assemble, canonical_with, draft_ratio_terms, final_distribution, first_rejection, uniforms
 from ._members import member, replacement_from_target

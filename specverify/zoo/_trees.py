@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from .._contract import Capabilities
-from .._oracle import inverse_cdf, normalise
+from .._laws.oracle import inverse_cdf, normalise
+from .._record.vocabulary import Verdict
 from .._trees.contract import TreeBatch
 from .._trees.exact import drafts_normalised, residual, without
-from .._vocabulary import Verdict
 from ..samplers._tree_reference import BlockVerificationSampler, Walk, _uniforms, walk
 from ._core import ZooSampler
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specverify._budgets import get_budget
-from specverify._reach import ReachRecorder
+from specverify._record.reach import ReachRecorder
 from specverify.checks import Context
 
 

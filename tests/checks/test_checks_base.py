@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from specverify._families import FAMILIES, LOOP_FAMILY
+from specverify._record.families import FAMILIES, LOOP_FAMILY
 from specverify.checks import Check, battery, tree_battery
 from specverify.checks._base import Decision, registered
 from specverify.checks._loop import loop_battery

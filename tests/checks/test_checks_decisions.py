@@ -1,7 +1,7 @@
 """From a search to results (``decisions_from_search``): one result per decision, from scripted searches.
 
 These pin the mechanics (which decision fails, at which level, with which samples and evidence,
-and when a check cannot pass), not the run's verdict table, which lives in ``_result.verdict``.
+and when a check cannot pass), not the run's verdict table, which lives in ``_record.result.verdict``.
 """
 
 from __future__ import annotations

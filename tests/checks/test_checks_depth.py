@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from specverify._budgets import BUDGETS, COVERAGE_TV, budget_for_tv, depth_for
-from specverify._reach import Reach
+from specverify._record.reach import Reach
 from specverify.checks._base import Decision
 from specverify.checks._search import Outcome, decisions_from_search, search_and_confirm
 from specverify.stats import confirmation_alpha

@@ -13,7 +13,7 @@ import torch
 import specverify
 from specverify._budgets import get_budget
 from specverify._calling.sut import SamplerUnderTest
-from specverify._result import UNKNOWN_LEFT_OUT, left_out
+from specverify._record.result import UNKNOWN_LEFT_OUT, left_out
 from specverify._run import left_out_among, left_out_of, migrate, plan, plan_checks, result_ids, selected
 from specverify.checks import Check, battery, tree_battery
 from specverify.checks._loop import loop_battery

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specverify._runner import check_loop
+from specverify._run._driver import check_loop
 from specverify.checks._loop import LoopCheck, loop_battery
 from specverify.checks._loop_history import HISTORY_KINDS
 from specverify.samplers._loop_reference import LoopReference

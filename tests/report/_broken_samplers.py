@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 import specverify
-from specverify._oracle import inverse_cdf, normalise
+from specverify._laws.oracle import inverse_cdf, normalise
 
 __all__ = ["abs_residual", "raises_on_long_drafts", "replacement_from_target"]
 

@@ -1,4 +1,4 @@
-"""Every evidence key a real run writes is in the schema (specverify._evidence), at every depth.
+"""Every evidence key a real run writes is in the schema (specverify._record.evidence), at every depth.
 
 The runs are the report tests' own (session fixtures: a few fast checks of broken samplers and of
 the reference), so this costs no extra sampling; mypy checks the typed producers and readers, this
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import specverify
-from specverify._evidence import Evidence, unknown_keys
+from specverify._record.evidence import Evidence, unknown_keys
 
 from .test_report_imports import imported_after
 
@@ -54,7 +54,7 @@ def test_a_misspelt_key_or_a_broken_nested_record_is_named():
 
 
 def test_the_schema_imports_no_torch_and_no_hypothesis():
-    assert imported_after("import specverify._evidence") == []
+    assert imported_after("import specverify._record.evidence") == []
 
 
 #: ``evidence.get("key")``, ``evidence["key"]``, ``"key" in evidence`` (of any name ending in evidence)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specverify import RunResult
-from specverify._reach import claims, span_text
+from specverify._record.reach import claims, span_text
 from specverify.report import build_index, write_report
 from specverify.report._format import detects
 from specverify.report._view import run_view

@@ -12,7 +12,7 @@ import sys
 
 from ._runs import hostile_run
 
-HEAVY = ("torch", "hypothesis", "specverify.checks", "specverify._runner")
+HEAVY = ("torch", "hypothesis", "specverify.checks", "specverify._run._driver")
 
 
 def imported_after(code: str) -> list[str]:

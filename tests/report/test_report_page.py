@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify import CheckResult, RunResult
-from specverify._reach import claims, span_text
-from specverify._result import FINDINGS
+from specverify._record.reach import claims, span_text
+from specverify._record.result import FINDINGS
 from specverify.report import render_report
 from specverify.report._example import shape_summary
 from specverify.report._format import detects

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specverify import strategies as sv
-from specverify._models import draw_drafts, step_inputs
+from specverify._laws.models import draw_drafts, step_inputs
 from specverify._seeds import derive_seed
 from specverify.models import ChainModel, TableModel
 from specverify.replay import ModelCase

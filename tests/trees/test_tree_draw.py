@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from specverify._exact import target_law
-from specverify._models import ChainModel
+from specverify._laws.exact import target_law
+from specverify._laws.models import ChainModel
 from specverify._seeds import derive_seed
 from specverify._trees.contract import audit_tree_output
 from specverify._trees.draw import completed_sequences, draw_tree, emitted_sequences
@@ -65,7 +65,7 @@ def contrasted() -> ChainModel:
 
 def exact_tv(m: ChainModel, parents: list[int], draw: str, rule: str) -> float:
     """TV between the target's law and the completed law of ``rule`` on children drawn by ``draw`` (Fraction)."""
-    from specverify._exact import chain_law_fns, target_law_scalar
+    from specverify._laws.exact import chain_law_fns, target_law_scalar
     from specverify._trees.exact import _drawn_trees, completed_law_scalar, fixed_emitted_law_scalar
 
     target, draft = chain_law_fns(m)

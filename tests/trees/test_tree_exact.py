@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from specverify._exact import step_law_scalar, target_law_scalar
+from specverify._laws.exact import step_law_scalar, target_law_scalar
 from specverify._seeds import derive_seed
 from specverify._trees.contract import TreeBatch
 from specverify._trees.exact import (

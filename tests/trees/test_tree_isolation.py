@@ -50,7 +50,7 @@ def test_a_tree_sampler_that_fails_in_its_worker_fails_that_check_and_the_next_o
     assert isolation["mode"] == "process" and isolation["reason"] is None
     assert isolation["crashes"] == restarts and isolation["worker_starts"] == 1 + restarts
     if sampler == "segfaults":
-        # call 2: call 1 was the first call, on a tiny case before the battery (specverify._first_call)
+        # call 2: call 1 was the first call, on a tiny case before the battery (specverify._calling.first_call)
         assert "call 2 " in fault["message"] and "about to fault" in fault["evidence"]["sampler_output"]
     if sampler == "raises":
         assert "isolation_trees.py" in fault["evidence"]["traceback"]
@@ -95,7 +95,7 @@ def test_the_worker_gives_a_tree_sampler_the_same_numbers_as_this_process():
 @pytest.mark.parametrize("isolation", ["process", "in-process"])
 def test_a_tree_sampler_is_imported_and_built_once(isolation):
     from specverify._kinds import TreeKind
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     builds = []
     for _ in range(2):  # the second load reuses the first's process (or this one): the count goes on
@@ -127,7 +127,7 @@ def _mixed_trees(rows: int, marked_row: int | None = None):
 def test_an_unbatched_tree_sampler_isolated_has_its_rows_called_in_one_round_trip_with_the_same_outputs():
     import torch
 
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     tree, outputs = _mixed_trees(64), {}
     for isolation in ("in-process", "process"):
@@ -149,7 +149,7 @@ def _faults_of_one_tree_per_call(tree) -> dict:
     """The violation ``one_tree_per_call`` gets on ``tree``, in-process and isolated."""
     import torch
 
-    from specverify._runner import load_sut
+    from specverify._run._driver import load_sut
 
     faults = {}
     for isolation in ("in-process", "process"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import specverify
-from specverify._evidence import unknown_keys
+from specverify._record.evidence import unknown_keys
 from specverify.report._tree_svg import tree_case_svg
 from specverify.report._view import run_view
 from specverify.zoo import TREE_MEMBERS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from ..._cases import StepCase
+from ..._laws.cases import StepCase
 from .pairs import PAIR_KINDS, pair_rows
 from .vectors import LOW_PRECISIONS, PRECISIONS, draw_positions, vocab_sizes
 

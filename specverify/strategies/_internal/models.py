@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ..._cases import ModelCase
-from ..._models import ChainModel, TableModel
+from ..._laws.cases import ModelCase
+from ..._laws.models import ChainModel, TableModel
 from .cases import MIXED, _check_kind, case_precision
 from .pairs import PAIR_KINDS, pair_rows
 from .vectors import vocab_sizes

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from ..._cases import StepCase
+from ..._laws.cases import StepCase
 
 __all__ = [
     "BOUNDARIES",

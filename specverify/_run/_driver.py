@@ -17,17 +17,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._budgets import Budget, get_budget, resolve_budget
-from ._calling.pool import Pool
-from ._calling.sut import SamplerUnderTest
-from ._first_call import first_call
-from ._kinds import kind_named, kind_of
-from ._record import SamplerInfo
-from ._result import CheckResult, RunResult
-from ._run import PlannedCheck, Run, base_info, battery_of, no_match, run_check, run_info, selected
-from ._run._cost import RunCost, rehearsed_cost
-from ._run._workers import Placement, open_pool
-from .errors import Interrupted, NotStarted, UsageError
+from .._budgets import Budget, get_budget, resolve_budget
+from .._calling.first_call import first_call
+from .._calling.pool import Pool
+from .._calling.sut import SamplerUnderTest
+from .._kinds import kind_named, kind_of
+from .._record.info import SamplerInfo
+from .._record.result import CheckResult, RunResult
+from ..errors import Interrupted, NotStarted, UsageError
+from . import PlannedCheck, Run, base_info, battery_of, no_match, run_check, run_info, selected
+from ._cost import RunCost, rehearsed_cost
+from ._placement import Placement, open_pool
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
 __all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
@@ -131,7 +131,7 @@ def check(
 
     Raises:
         SamplerSpecError: the sampler could not be imported or built, the device is absent, or it
-            cannot be called as its kind's contract says (:func:`specverify._first_call.first_call`).
+            cannot be called as its kind's contract says (:func:`specverify._calling.first_call.first_call`).
         UsageError: ``select`` matches no check of the subject's battery (for a loop, before it
             loads); ``workers`` below 1, several workers of a sampler that cannot run isolated, an
             unknown ``executor`` or a Ray cluster that cannot be reached.

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from ._oracle import inverse_cdf
+from .oracle import inverse_cdf
 
 __all__ = ["ChainModel", "Model", "TableModel", "draw_drafts", "sample_next", "step_inputs"]
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import torch
 
-from .errors import SamplerFault, SamplerSpecError
+from ..errors import SamplerFault, SamplerSpecError
 
 __all__ = ["first_call"]
 
 # Where the harness makes its calls of a subject: a TypeError whose innermost frame is here was
 # raised by the call itself (the arguments do not fit), not by the subject's code.
-_HARNESS = Path(__file__).resolve().parent
+_HARNESS = Path(__file__).resolve().parent.parent  # the package
 _CALLERS = tuple(str(_HARNESS / part) for part in ("_calling", "_worker", "_kinds"))
 _LAST_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+', re.M)
 # The audit's words for an output that is not of the contract's type (specverify._contract.malformed_pair,

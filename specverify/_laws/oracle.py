@@ -1,7 +1,7 @@
 """The canonical algorithm's mathematics, owned by the exact law: the oracle every sampler is judged by.
 
 This module depends on nothing else in specverify (torch only), so nothing under test can move the
-expected law: the exact law (:mod:`specverify._exact`) and the exact checks import it, and a sampler
+expected law: the exact law (:mod:`specverify._laws.exact`) and the exact checks import it, and a sampler
 (the reference, the zoo, the Triton wrapper) may import it too, never the reverse.  The tests set it
 against :class:`fractions.Fraction` enumeration (``tests/test_oracle.py``).
 

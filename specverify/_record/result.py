@@ -25,7 +25,7 @@ A lossless verdict needs evidence for it: at least one check whose failure would
 ``loss`` (a test of the emitted tokens against the target's own law) must have passed, and where the
 sampler differs from the canonical algorithm (a ``non-canonical`` or ``suboptimal`` failure), a
 passing target-law test must have covered that very shape ``(K, V)`` and case kind (its
-:class:`~specverify._reach.Reach`): a different algorithm is lossless only where the target's law
+:class:`~specverify._record.reach.Reach`): a different algorithm is lossless only where the target's law
 was seen to hold.  Otherwise the verdict is ``inconclusive``, and says where the evidence is
 missing (:attr:`RunResult.verdict_reason`).
 
@@ -44,10 +44,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar, overload
 
-from ._evidence import Evidence
-from ._reach import Reach
-from ._record import RunInfo
-from ._vocabulary import Finding, Status, Verdict
+from .evidence import Evidence
+from .info import RunInfo
+from .reach import Reach
+from .vocabulary import Finding, Status, Verdict
 
 __all__ = [
     "CheckResult",
@@ -132,7 +132,7 @@ class CheckResult:
     ``finding`` says what a failure proves; ``proves`` says what this check's failure *would* prove
     (set on passes too, so a verdict can tell which laws were tested).  ``evidence`` holds what a
     person needs to believe the result: counts, the TV estimate, the minimal example and a repro
-    (its keys: :class:`~specverify._evidence.Evidence`).
+    (its keys: :class:`~specverify._record.evidence.Evidence`).
     ``reach`` is what the sampler was given while the check ran (shapes, dtypes, kinds): the claim
     holds there and nowhere else.
     """

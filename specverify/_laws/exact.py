@@ -23,8 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import torch
 
-from ._models import ChainModel, Model, step_inputs
-from ._oracle import normalise, residual_distribution
+from .models import ChainModel, Model, step_inputs
+from .oracle import normalise, residual_distribution
 
 __all__ = [
     "all_sequences",

@@ -16,9 +16,9 @@ import hashlib
 
 import torch
 
-from ._evidence import CaseRecord
-from ._exact import step_law
-from ._models import ChainModel, Model, TableModel
+from .._record.evidence import CaseRecord
+from .exact import step_law
+from .models import ChainModel, Model, TableModel
 
 __all__ = ["ModelCase", "StepCase", "tensor_code"]
 
