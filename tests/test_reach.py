@@ -413,6 +413,18 @@ def test_a_bug_found_beyond_its_declared_reach_meets_and_is_no_false_alarm():
     assert "false alarms: 1 in 1 runs of correct samplers" in text  # the two lossy members are not correct samplers
 
 
+def test_a_bug_conformant_below_the_budget_it_is_declared_catchable_at_is_not_marked_missed():
+    from specverify.zoo._matrix import MatrixRow, render_markdown
+
+    def row(budget):
+        return MatrixRow("bf16-x", 0, "lossy", budget, ["fit"], "conformant", {}, None, None, 10, 1.0)
+
+    text = render_markdown([row("standard")], "quick")
+    assert "conformant (not due: caught from standard)" in text and "**missed**" not in text
+    assert "0 of 0 runs of bugs declared catchable at this budget are caught" in text
+    assert "conformant **missed**" in render_markdown([row("quick")], "quick")
+
+
 def test_at_a_tv_budget_the_shape_fit_stops_passing_shapes_at_futility_looks_and_still_claims_the_tv():
     """A shape's experiment spans several units at TV 0.006 (a look waits for the unit that passes
     it): a conforming sampler's shapes stop early, the claim is still the asked TV's, and the same

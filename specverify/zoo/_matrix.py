@@ -218,7 +218,13 @@ def render_markdown(rows: list[MatrixRow], budget: str) -> str:
             if r.beyond_reach
             else ""
             if r.meets
-            else (" **FALSE ALARM**" if r.false_alarm else " **missed**" if r.miss else " **differs**")
+            else (
+                " **FALSE ALARM**"
+                if r.false_alarm
+                else (" **missed**" if r.due(budget) else f" (not due: caught from {r.declared_budget})")
+                if r.miss
+                else " **differs**"
+            )
         )
         lines.append(
             f"| {r.member}{'' if len({x.seed for x in rows}) == 1 else f' (seed {r.seed})'} | {r.declared} "
