@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .._budgets import decision_cap
-from .._history import history_generation_law, history_logits
+from .._history import history_generation_law, history_logits, padded_code
 from .._loop import MarkovLM
 from .._record.result import CheckResult
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
@@ -62,10 +62,8 @@ class PaddedTally(LoopTally):
 
     def count(self, out: torch.Tensor) -> np.ndarray:
         rows, length = out.shape
-        tokens = out.numpy()
-        digits = np.where(tokens < 0, self.vocab, tokens)
         cells = (self.vocab + 1) ** length
-        code = digits @ ((self.vocab + 1) ** np.arange(length - 1, -1, -1, dtype=np.int64))
+        code = padded_code(out, self.vocab).numpy()
         group = (self.start + np.arange(rows)) % self.groups
         return np.bincount(group * cells + code, minlength=self.groups * cells).reshape(self.groups, cells)
 
@@ -84,9 +82,7 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
         return _positions(check, ctx)
     vocab, length = HISTORY_VOCAB, HISTORY_LENGTH
     groups = HISTORY_KINDS[check.case]
-    target = repeating_chain(ctx.seed_for(check.id, "target"))
-    near = torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(ctx.seed_for(check.id, "draft")))
-    draft = MarkovLM(target.logits + 0.3 * near.to(torch.float64), context=(0,))
+    target, draft = _models(check, ctx)
     prompt_row = torch.tensor(PROMPT)
     names = loop_parameters(ctx.loop)
 
@@ -129,9 +125,7 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     a step (row ``i`` without drafts ``1..i-1``) moves the pairs wherever steps carry drafts."""
     vocab, length = HISTORY_VOCAB, POSITIONS_LENGTH
     (group,) = HISTORY_KINDS["positions"]
-    target = repeating_chain(ctx.seed_for(check.id, "target"))
-    near = torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(ctx.seed_for(check.id, "draft")))
-    draft = MarkovLM(target.logits + 0.3 * near.to(torch.float64), context=(0,))
+    target, draft = _models(check, ctx)
     names = loop_parameters(ctx.loop)
     windows = torch.cartesian_prod(torch.arange(vocab), torch.arange(vocab))  # state (a, b): the last 2 tokens
     params = _params([group], torch.zeros(windows.shape[0], dtype=torch.int64), names)
@@ -176,6 +170,15 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
         looked=looked,
     )
     return result
+
+
+def _models(check: Any, ctx: LoopContext) -> tuple[MarkovLM, MarkovLM]:
+    """The check's self-repeating target and a drafter close to it (most drafts accepted)."""
+    target = repeating_chain(ctx.seed_for(check.id, "target"))
+    near = torch.randn(
+        HISTORY_VOCAB, HISTORY_VOCAB, generator=torch.Generator().manual_seed(ctx.seed_for(check.id, "draft"))
+    )
+    return target, MarkovLM(target.logits + 0.3 * near.to(torch.float64), context=(0,))
 
 
 def _forbidden(
