@@ -22,6 +22,7 @@ import torch
 from .._seeds import derive_seed
 from .._warps.rules import SamplingParams
 from ._common import import_library
+from .transformers_generate import generation_config, quiet
 
 __all__ = ["TransformersEngine", "engine"]
 
@@ -82,40 +83,21 @@ class TransformersEngine:
         self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
     ) -> torch.Tensor:
         rows = []
-        verbosity = self._transformers.logging.get_verbosity()
-        self._transformers.logging.set_verbosity_error()  # its deprecation notes are not the run's output
-        try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad(), self._planted(speculative):
-                for row in range(prompts.shape[0]):  # assisted generation takes one sequence per call
-                    torch.manual_seed(derive_seed("engine", seed, row))
-                    config = self._generation_config(params.select(slice(row, row + 1)), num_tokens, speculative)
-                    extra = {"assistant_model": self.assistant} if speculative and self.assistant is not None else {}
-                    out = self.target.generate(prompts[row : row + 1], generation_config=config, **extra)
-                    rows.append(out[0, prompts.shape[1] :])
-        finally:
-            self._transformers.logging.set_verbosity(verbosity)
-        return torch.stack(rows).to(torch.int64)
-
-    def _generation_config(self, params: SamplingParams, num_tokens: int, speculative: bool) -> Any:
-        def value(name: str, off: float) -> float:
-            tensor = getattr(params, name)
-            return off if tensor is None else tensor.item()
-
-        temperature = value("temperature", 1.0)
-        greedy = temperature == 0
         lookup = speculative and self.drafter == "prompt-lookup"
-        return self._transformers.GenerationConfig(
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_k=None if greedy else int(value("top_k", 0)),
-            top_p=None if greedy else value("top_p", 1.0),
-            max_new_tokens=num_tokens,
-            min_new_tokens=num_tokens,
-            num_assistant_tokens=self.num_assistant_tokens,
-            prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
-            pad_token_id=0,
-            eos_token_id=None,
-        )
+        extra = {"assistant_model": self.assistant} if speculative and self.assistant is not None else {}
+        with quiet(self._transformers), torch.random.fork_rng(devices=[]), torch.no_grad(), self._planted(speculative):
+            for row in range(prompts.shape[0]):  # assisted generation takes one sequence per call
+                torch.manual_seed(derive_seed("engine", seed, row))
+                config = generation_config(
+                    self._transformers,
+                    params.select(slice(row, row + 1)),
+                    num_tokens,
+                    num_assistant_tokens=self.num_assistant_tokens,
+                    prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
+                )
+                out = self.target.generate(prompts[row : row + 1], generation_config=config, **extra)
+                rows.append(out[0, prompts.shape[1] :])
+        return torch.stack(rows).to(torch.int64)
 
     @contextlib.contextmanager
     def _planted(self, speculative: bool) -> Iterator[None]:

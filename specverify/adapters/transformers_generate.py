@@ -18,8 +18,9 @@ generation config: ``temperature`` 0 is greedy (``do_sample=False``); ``top_k`` 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -28,7 +29,7 @@ from .._warps.rules import SamplingParams
 from ..errors import AdapterUnavailable
 from ._common import import_library, seed_from, seeded_global_rng
 
-__all__ = ["TransformersGenerateLoop", "loop"]
+__all__ = ["TransformersGenerateLoop", "generation_config", "loop", "quiet"]
 
 _INSTALL = "pip install 'speculative-verify[transformers]'"
 
@@ -101,35 +102,53 @@ class TransformersGenerateLoop:
         vocab = int(target(prompt[:1]).shape[-1])
         models = [self._model(self._config(vocab_size=vocab), lm).eval() for lm in (target, draft)]
         rows = []
-        verbosity = self._transformers.logging.get_verbosity()
-        self._transformers.logging.set_verbosity_error()  # its deprecation notes are not the run's output
-        with seeded_global_rng(prompt.device, seed_from(generator)):
+        with quiet(self._transformers), seeded_global_rng(prompt.device, seed_from(generator)):
             for row in range(prompt.shape[0]):  # assisted generation takes one sequence per call
-                config = self._generation_config(params.select(slice(row, row + 1)), num_tokens)
+                config = generation_config(
+                    self._transformers,
+                    params.select(slice(row, row + 1)),
+                    num_tokens,
+                    num_assistant_tokens=self.num_assistant_tokens,
+                )
                 out = models[0].generate(prompt[row : row + 1], assistant_model=models[1], generation_config=config)
                 rows.append(out[0, prompt.shape[1] :])
-        self._transformers.logging.set_verbosity(verbosity)
         return torch.stack(rows).to(torch.int64)
 
-    def _generation_config(self, params: SamplingParams, num_tokens: int) -> Any:
-        def value(name: str, off: float) -> float:
-            tensor = getattr(params, name)
-            return off if tensor is None else tensor.item()
 
-        temperature = value("temperature", 1.0)
-        greedy = temperature == 0
-        return self._transformers.GenerationConfig(
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_k=None if greedy else int(value("top_k", 0)),
-            top_p=None if greedy else value("top_p", 1.0),
-            min_p=None if greedy or value("min_p", 0.0) == 0 else value("min_p", 0.0),
-            max_new_tokens=num_tokens,
-            min_new_tokens=num_tokens,
-            num_assistant_tokens=self.num_assistant_tokens,
-            pad_token_id=0,
-            eos_token_id=None,
-        )
+@contextlib.contextmanager
+def quiet(transformers: Any) -> Iterator[None]:
+    """transformers' logging at errors only within the block: its deprecation notes are not the run's output."""
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def generation_config(transformers: Any, params: SamplingParams, num_tokens: int, **extra: Any) -> Any:
+    """The ``GenerationConfig`` of one row's sampling parameters (``params`` of one row), exactly
+    ``num_tokens`` new tokens: ``temperature`` 0 is greedy; ``top_k`` 0, ``top_p`` 1 and ``min_p`` 0 are
+    passed as "off", since transformers' own default is ``top_k=50``; ``extra`` as given."""
+
+    def value(name: str, off: float) -> float:
+        tensor = getattr(params, name)
+        return off if tensor is None else tensor.item()
+
+    temperature = value("temperature", 1.0)
+    greedy = temperature == 0
+    return transformers.GenerationConfig(
+        do_sample=not greedy,
+        temperature=None if greedy else temperature,
+        top_k=None if greedy else int(value("top_k", 0)),
+        top_p=None if greedy else value("top_p", 1.0),
+        min_p=None if greedy or value("min_p", 0.0) == 0 else value("min_p", 0.0),
+        max_new_tokens=num_tokens,
+        min_new_tokens=num_tokens,
+        pad_token_id=0,
+        eos_token_id=None,
+        **extra,
+    )
 
 
 def loop() -> TransformersGenerateLoop:
