@@ -8,8 +8,9 @@ Put a sampler through the battery::
 
 or from the shell: ``specverify check mypackage.module:sampler``.
 
-This facade holds what a run needs: :func:`check` and :func:`check_loop`, the declarations
-(:func:`sampler`, :func:`loop`, :func:`tree_sampler`, :class:`Capabilities`), the budgets, the
+This facade holds what a run needs: :func:`check`, :func:`check_loop` and :func:`check_engine`,
+the declarations (:func:`sampler`, :func:`loop`, :func:`engine`, :func:`tree_sampler`,
+:class:`Capabilities`), the budgets, the
 results and the errors (:mod:`specverify.errors`).  The rest lives in public submodules:
 :mod:`specverify.laws` (exact laws), :mod:`specverify.models` (models with exact laws),
 :mod:`specverify.replay` (rerunning a finding by hand), :mod:`specverify.trees` (the tree contract,
@@ -36,12 +37,14 @@ if TYPE_CHECKING:  # the same names as _PUBLIC, spelled out for type checkers (t
     from ._contract import Sampler as Sampler
     from ._contract import sampler as sampler
     from ._kinds import load_sampler as load_sampler
+    from ._kinds.engine import engine as engine
     from ._loop import loop as loop
     from ._pytest import battery as pytest_battery  # noqa: F401 - public under this name
     from ._record.result import CheckResult as CheckResult
     from ._record.result import RunResult as RunResult
     from ._record.vocabulary import Verdict as Verdict
     from ._run._driver import check as check
+    from ._run._driver import check_engine as check_engine
     from ._run._driver import check_loop as check_loop
     from ._warps.rules import SamplingParams as SamplingParams
     from .errors import Interrupted as Interrupted
@@ -68,7 +71,9 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "UsageError": (".errors", "UsageError"),
     "Verdict": ("._record.vocabulary", "Verdict"),
     "check": ("._run._driver", "check"),
+    "check_engine": ("._run._driver", "check_engine"),
     "check_loop": ("._run._driver", "check_loop"),
+    "engine": ("._kinds.engine", "engine"),
     "load_sampler": ("._kinds", "load_sampler"),
     "loop": ("._loop", "loop"),
     "pytest_battery": ("._pytest", "battery"),  # imports pytest

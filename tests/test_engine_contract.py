@@ -1,5 +1,5 @@
-"""The engine contract's pieces: its declaration, the output audit, and the tables the two-sample
-tests compare (each position's token given the tokens before it, and the lengths)."""
+"""The engine contract's pieces: its declaration, the kind it is read as, the output audit, and the
+tables the two-sample tests compare (each position's token given the tokens before it, and the lengths)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,38 @@ import numpy as np
 import pytest
 import torch
 
-from specverify._engine import audit_generations, engine, length_counts, position_tables
+from specverify import engine
+from specverify._kinds import EngineInputs, EngineKind, EngineLayout, kind_of
+from specverify._warps.rules import SamplingParams
+from specverify.checks._engine import length_counts, position_tables
+from specverify.errors import SamplerSpecError
+
+
+def audit_generations(tokens, rows: int, num_tokens: int, vocab: int) -> list[str]:  # noqa: ANN001
+    prompts = torch.zeros(rows, 1, dtype=torch.int64)
+    inputs = EngineInputs(prompts, num_tokens, SamplingParams(), vocab)
+    return [v.message for v in EngineLayout().audit(inputs, tokens)]
 
 
 def test_engine_declares_its_contract_and_parameters() -> None:
-    @engine(parameters=("temperature", "top_k"), name="mine")
+    @engine(vocab_size=7, parameters=("temperature", "top_k"), name="mine", max_batch=32)
     def generate(prompts, num_tokens, params, seed, speculative):
         return prompts
 
     assert (generate.contract, generate.parameters, generate.name) == ("engine", ("temperature", "top_k"), "mine")
+    assert kind_of(generate) == EngineKind(("temperature", "top_k"), 7, 32)
     with pytest.raises(ValueError, match="unknown sampling parameters"):
-        engine(parameters=("beam_width",))
+        engine(vocab_size=7, parameters=("beam_width",))
+    generate.vocab_size = None
+    with pytest.raises(SamplerSpecError, match="declares no vocab_size"):
+        kind_of(generate)
 
 
 def test_the_audit_names_what_breaks_the_contract() -> None:
     good = torch.tensor([[1, 2, -1], [0, 0, 0]])
     assert audit_generations(good, 2, 3, vocab=3) == []
     assert "not a tensor" in audit_generations([[1, 2, 3]], 1, 3, vocab=4)[0]
-    assert "not int64 (2, 4)" in audit_generations(good, 2, 4, vocab=3)[0]
+    assert "expected int64 (2, 4)" in audit_generations(good, 2, 4, vocab=3)[0]
     assert "outside [0, 3)" in audit_generations(torch.tensor([[1, 3, 0]]), 1, 3, vocab=3)[0]
     resumed = audit_generations(torch.tensor([[1, -1, 2]]), 1, 3, vocab=3)
     assert resumed == ["row 0 holds token 2 at position 2, after it ended (-1)"]

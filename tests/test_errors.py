@@ -91,7 +91,7 @@ def test_a_loop_fault_is_a_sampler_fault():
     fault = errors.SamplerFault(Violation("hang", "no return within 1 s"), {"traceback": "..."})
     assert str(fault) == "no return within 1 s" and fault.violation.rule == "hang"
     assert fault.details == {"traceback": "..."}
-    assert not hasattr(importlib.import_module("specverify._calling.loop"), "LoopFault")
+    assert not hasattr(importlib.import_module("specverify._calling.direct"), "LoopFault")
 
 
 def test_usage_errors_are_value_errors_too():

@@ -20,6 +20,8 @@ from specverify._kinds import KINDS as KIND_CLASSES
 from specverify._kinds import (
     ChainKind,
     ChainLayout,
+    EngineKind,
+    EngineLayout,
     Kind,
     LogitsKind,
     LogitsLayout,
@@ -38,13 +40,14 @@ from specverify._run._plan import BATTERIES, battery_for
 from specverify._warps.rules import SamplingParams
 from specverify._worker.serving import SERVES
 from specverify.errors import SamplerSpecError
-from specverify.samplers import logits_reference, loop_reference, reference, tree_specinfer
+from specverify.samplers import engine_reference, logits_reference, loop_reference, reference, tree_specinfer
 
 KINDS: list[Kind] = [
     ChainKind(),
     LogitsKind(("temperature", "seeds")),
     TreeKind("specinfer"),
     LoopKind(("temperature",)),
+    EngineKind(("temperature", "top_k"), 5, 64),
 ]
 
 
@@ -77,7 +80,7 @@ def test_a_sampler_under_test_holds_its_kind_and_is_not_read_again() -> None:
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
 def test_every_kind_is_served_planned_and_travels(kind: Kind) -> None:
     assert kind.verb in SERVES  # the worker has a server for its calls
-    assert (kind.verb in _STEPS) == kind.units_in_worker  # the step kinds' calls are steps; a loop is called as itself
+    assert (kind.verb in _STEPS) == kind.steps == kind.units_in_worker  # a loop or engine is called as itself
     assert kind.battery in BATTERIES and battery_for(kind)  # its battery (a kind is its own subject)
     assert pickle.loads(pickle.dumps(kind)) == kind  # it comes back from the sampler's process
     assert type(kind) in KIND_CLASSES and kind_named(kind.name) is type(kind)
@@ -85,8 +88,8 @@ def test_every_kind_is_served_planned_and_travels(kind: Kind) -> None:
 
 @pytest.mark.parametrize(
     "sampler",
-    [reference, logits_reference, tree_specinfer, loop_reference],
-    ids=["reference", "logits_reference", "tree_specinfer", "loop_reference"],
+    [reference, logits_reference, tree_specinfer, loop_reference, engine_reference],
+    ids=["reference", "logits_reference", "tree_specinfer", "loop_reference", "engine_reference"],
 )
 def test_each_kind_describes_its_subject(sampler) -> None:  # noqa: ANN001
     subject = SamplerUnderTest(sampler)
@@ -94,7 +97,8 @@ def test_each_kind_describes_its_subject(sampler) -> None:  # noqa: ANN001
     kind = subject.kind
     assert record.get("contract") == kind.contract
     assert ("algorithm" in record["sampler"]) == (kind.contract == "tree")
-    assert ("parameters" in record["sampler"]) == ("capabilities" not in record["sampler"]) == (kind.name == "loop")
+    called_as_itself = kind.name in ("loop", "engine")
+    assert ("parameters" in record["sampler"]) == ("capabilities" not in record["sampler"]) == called_as_itself
     assert ("reach" in record) == (kind.name == "loop")  # the loop battery states its reach itself
 
 
@@ -109,15 +113,15 @@ def test_a_kind_named_is_decided_once() -> None:
     with pytest.raises(SamplerSpecError, match="is not a generation loop"):
         kind_as_given(reference, "loop", spec="specverify.samplers:reference")  # a spec must declare it
     with pytest.raises(ValueError, match="kind must be one of"):
-        kind_named("engine")
+        kind_named("chainsaw")
     taken = SamplerUnderTest(plain, kind="loop")
     assert taken.kind == LoopKind(("temperature", "top_k")) and SamplerUnderTest(plain).kind == ChainKind()
 
 
 def test_each_kind_has_its_layout() -> None:
-    assert [type(k.layout) for k in KINDS] == [ChainLayout, LogitsLayout, TreeLayout, LoopLayout]
-    assert [k.seeds for k in KINDS] == [False, True, False, False]
-    assert [k.contract for k in KINDS] == [None, None, "tree", "loop"]
+    assert [type(k.layout) for k in KINDS] == [ChainLayout, LogitsLayout, TreeLayout, LoopLayout, EngineLayout]
+    assert [k.seeds for k in KINDS] == [False, True, False, False, False]
+    assert [k.contract for k in KINDS] == [None, None, "tree", "loop", "engine"]
 
 
 def test_the_loop_layout_audits_codes_and_has_the_generation_law() -> None:

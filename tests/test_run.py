@@ -139,4 +139,4 @@ def test_one_driver_runs_every_kind_the_loop_included():
     chain = check(specverify.reference, budget=BUDGET, seed=0, select=["contract.output"], isolation="in-process")
     assert chain.run.contract is None and [c.id for c in chain.checks] == ["contract.output"]
     with pytest.raises(ValueError, match="kind must be one of .*'loop'.* or None"):
-        check(specverify.reference, budget=BUDGET, kind="engine")
+        check(specverify.reference, budget=BUDGET, kind="chainsaw")

@@ -7,8 +7,9 @@ death of the sampler's process stops that check with a :class:`SamplerFault` tha
 happened, and the run goes on.  The sampler is loaded once and its kind detected then
 (:func:`specverify._kinds.kind_of`, in the sampler's process where it runs isolated); the kind
 chooses the calls (:class:`~specverify._calling.chain.ChainCalls` for the chain and logits kinds,
-:class:`~specverify._calling.tree.TreeCalls` for the tree kind, :class:`~specverify._calling.loop.LoopCalls`
-for a generation loop), the layout that audits them and the worker verb they travel with.
+:class:`~specverify._calling.tree.TreeCalls` for the tree kind,
+:class:`~specverify._calling.direct.DirectCalls` for a subject called as itself: a generation loop,
+an engine), the layout that audits them and the worker verb they travel with.
 
 With ``isolation="process"`` the sampler runs in a supervised process of its own
 (:mod:`specverify._worker`); ``isolation="in-process"`` calls it in the caller's process, for
@@ -32,7 +33,7 @@ from .._worker import SamplerProcess
 from .._worker.wire import STEP, TREE_STEP
 from ..errors import SamplerFault, SamplerSpecError
 from .chain import DEFAULT_CHUNK, ChainCalls, _Staging
-from .loop import LoopCalls
+from .direct import DirectCalls
 from .pool import UnitDone, run_unit
 from .supervised import CallLimit, CallThread, check_device, importable_source
 from .tree import TreeCalls
@@ -52,7 +53,7 @@ __all__ = [
 ASKED_IN_PROCESS = "asked for (isolation='in-process', the CLI's --in-process)"
 
 
-class SamplerUnderTest(ChainCalls, TreeCalls, LoopCalls):
+class SamplerUnderTest(ChainCalls, TreeCalls, DirectCalls):
     """A sampler of any kind with its capabilities, called safely.
 
     Args:

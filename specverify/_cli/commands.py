@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "check":
         return _check(args)
-    if args.command == "loop":
+    if args.command in ("loop", "engine"):
         return _loop(args)
     if args.command == "report":
         from ..report import build_index
@@ -317,7 +317,8 @@ def _write_report(result, path: str, err) -> bool:
 
 
 def _loop(args: argparse.Namespace) -> int:
-    """``specverify loop``: the loop family, the loop in a supervised process (or, asked, in this one)."""
+    """``specverify loop`` and ``specverify engine``: the family of the kind the command names, the
+    subject in a supervised process (or, asked, in this one)."""
     from rich.console import Console
 
     err, out = Console(stderr=True, soft_wrap=True), Console(soft_wrap=True)
@@ -332,13 +333,14 @@ def _loop(args: argparse.Namespace) -> int:
 
 
 def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[..., None]) -> int:
-    """Run the loop family and write what it found, whatever happens (Ctrl-C included)."""
-    from .._run._driver import check_loop
+    """Run the loop (or engine) family and write what it found, whatever happens (Ctrl-C included)."""
+    from .._run._driver import check
     from ..errors import NotStarted, SamplerSpecError
 
     try:
-        result = check_loop(
+        result = check(
             args.spec,
+            kind=args.command,
             budget=args.budget,
             seed=args.seed,
             alpha=args.alpha,
@@ -359,7 +361,7 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
         return _interrupted(exc, args, err, exit_now)
     except NotStarted as exc:
         return _not_started(exc, args, err)
-    except (SamplerSpecError, ValueError) as exc:  # not loadable, not a loop, or a selection that matches nothing
+    except (SamplerSpecError, ValueError) as exc:  # not loadable, not of the kind, or a selection matching nothing
         err.print(f"specverify: error: {exc}", markup=False, highlight=False)
         return 2
     if args.report and not _write_report(result, args.report, err):

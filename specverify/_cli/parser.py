@@ -57,10 +57,28 @@ examples:
 """
 )
 
+ENGINE_EPILOG = (
+    _exits(
+        "engine",
+        "0  lossless: speculation on generates what the engine generates with it off (every engine check passed)",
+        "1  not lossless: a law, greedy or determinism check failed, or the engine crashed, exited or hung",
+        "2  the harness could not run (bad spec, not a @specverify.engine, a selection that matches nothing, "
+        "unwritable output)",
+        "3  inconclusive: the budget could not decide",
+        "130 interrupted (Ctrl-C); the JSON and HTML of what finished are written",
+    )
+    + """
+examples:
+  specverify engine specverify.samplers:engine_reference --budget quick
+  specverify engine 'specverify.adapters.transformers_engine:engine' --tv 0.2 --only 'engine.law[sampled]'
+"""
+)
+
 TOP_EPILOG = """\
 commands and their exit status (each command's --help gives its own in full):
   check     0 lossless, 1 not lossless, 2 could not run, 3 inconclusive, 130 interrupted
   loop      the same codes as check, for a generation loop
+  engine    the same codes as check, for an engine (speculation on against off)
   report    0 written, 2 an input could not be read (nothing written)
   zoo       0 every member met its declaration, 1 a false alarm or a due bug missed, 2 no member matched, \
 130 interrupted
@@ -91,6 +109,7 @@ def parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_check(commands)
     _add_loop(commands)
+    _add_engine(commands)
     _add_report(commands)
     _add_zoo(commands)
     commands.add_parser(
@@ -164,6 +183,33 @@ def _add_loop(commands: Any) -> None:
         "harness (default: a supervised process of its own)",
     )
     loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+
+
+def _add_engine(commands: Any) -> None:
+    engine = commands.add_parser(
+        "engine",
+        help="put an engine's own generate() through the engine family: speculation on against off",
+        description=_wrap(
+            "Run the engine family (output, determinism, greedy identity, and the law of whole generations by "
+            "sampling parameters, by two-sample tests) on the engine named by SPEC, declared with "
+            "@specverify.engine (docs/engines.md): its generate() with speculation on against itself with "
+            "speculation off, the one oracle with no convention. The engine runs in a supervised process of its "
+            "own: a crash, exit or hang fails the check it happened in and the run goes on."
+        ),
+        epilog=ENGINE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_run_options(
+        engine,
+        what="engine",
+        spec_help="the engine as 'package.module:attribute' (an engine or a zero-argument factory)",
+        only_example="'engine.law[*]', 'engine.greedy'",
+        timeout_help="seconds one call of the engine (a batch of generations) may take before it is a hang "
+        "(default 600)",
+        in_process_help="run the engine in the harness's own process, for debugging with pdb: a crash then ends the "
+        "harness (default: a supervised process of its own)",
+    )
+    engine.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
 
 def _add_report(commands: Any) -> None:
@@ -253,7 +299,8 @@ def _add_run_options(
     timeout_help: str,
     in_process_help: str,
 ) -> None:
-    """The options 'check' and 'loop' share: what to run, its budget and seed, where to write, how to isolate."""
+    """The options 'check', 'loop' and 'engine' share: what to run, its budget and seed, where to write, how
+    to isolate."""
     parser.add_argument("spec", metavar="SPEC", help=spec_help)
     parser.add_argument("--json", metavar="PATH", help="write the result as JSON, updated after every check")
     parser.add_argument("--report", metavar="PATH", help="write a self-contained HTML report")

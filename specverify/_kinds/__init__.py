@@ -10,10 +10,13 @@ which battery runs, which worker verb serves it) is then asked of that object:
 * :mod:`~specverify._kinds.chain`: :class:`ChainKind`, :class:`ChainLayout`;
 * :mod:`~specverify._kinds.logits`: :class:`LogitsKind`, :class:`LogitsLayout`;
 * :mod:`~specverify._kinds.tree`: :class:`TreeKind`, :class:`TreeLayout`;
-* :mod:`~specverify._kinds.loop`: :class:`LoopKind`, :class:`LoopLayout`.
+* :mod:`~specverify._kinds.loop`: :class:`LoopKind`, :class:`LoopLayout`;
+* :mod:`~specverify._kinds.engine`: :class:`EngineKind`, :class:`EngineLayout` (an engine's ``generate()``).
 
-Adding a kind is one module here (its :class:`Kind` and layout), one entry in :data:`KINDS`, and
-its checks (a battery of ``specverify.checks.BATTERIES`` under the kind's :attr:`Kind.battery`).
+Adding a kind is one module here (its :class:`Kind`, its layout and, for a subject called as
+itself, how a call travels to its process and is served there: :meth:`Kind.request`,
+:meth:`Kind.serve`), one entry in :data:`KINDS`, and its checks (a battery of
+``specverify.checks.BATTERIES`` under the kind's :attr:`Kind.battery`): the engine kind was built so.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .._layout import StepLayout
 from ..errors import SamplerSpecError
 from ._base import Kind
 from .chain import ChainKind, ChainLayout
+from .engine import EngineInputs, EngineKind, EngineLayout
 from .logits import LogitsKind, LogitsLayout
 from .loop import LoopInputs, LoopKind, LoopLayout
 from .tree import TreeKind, TreeLayout
@@ -34,6 +38,9 @@ __all__ = [
     "KINDS",
     "ChainKind",
     "ChainLayout",
+    "EngineInputs",
+    "EngineKind",
+    "EngineLayout",
     "Kind",
     "LogitsKind",
     "LogitsLayout",
@@ -52,7 +59,7 @@ __all__ = [
 
 #: Every kind, in the order a sampler's declarations are read: the first that the sampler declares
 #: is its kind (the chain kind, last, is declared by anything).
-KINDS: tuple[type[Kind], ...] = (LoopKind, TreeKind, LogitsKind, ChainKind)
+KINDS: tuple[type[Kind], ...] = (LoopKind, EngineKind, TreeKind, LogitsKind, ChainKind)
 
 
 def kind_of(sampler: Any) -> Kind:

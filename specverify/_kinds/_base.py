@@ -46,6 +46,12 @@ class Kind(abc.ABC):
     #: Whether an experiment's unit may run in the sampler's own process (its counts travel back):
     #: a kind whose worker beats at other calls than its sampler's (a loop's, at model calls) may not.
     units_in_worker: ClassVar[bool] = True
+    #: Whether its calls are steps on inputs staged in the worker's arena (chain, logits, tree), or
+    #: the subject called as itself, with what :meth:`request` sends and :meth:`serve` rebuilds
+    #: (a loop, an engine: :mod:`specverify._calling.direct`).
+    steps: ClassVar[bool] = True
+    #: What the subject is called in a fault's message ("the loop raised ...").
+    noun: ClassVar[str] = "sampler"
     #: Whether a plan's cost is rehearsed on stand-ins (else counted at the cap).
     rehearsed: ClassVar[bool] = False
     #: Whether a few calls of the chain's calibration shape time the sampler.
@@ -89,6 +95,16 @@ class Kind(abc.ABC):
         ``draft [1, K, V]``, ``drafts [1, K]``), as :func:`specverify._calling.first_call.first_call` does before
         the battery: a step kind's call of those three tensors."""
         subject.step(target, draft, drafts, generator=subject.generator(0))
+
+    def request(self, *args: Any) -> dict[str, Any]:
+        """What one call of a subject called as itself (:attr:`steps` false) sends to its process:
+        its arguments as they travel (a step kind's calls travel through the arena instead)."""
+        raise TypeError(f"a sampler of the {self.name} kind makes steps: it is not called as itself")
+
+    def serve(self, sampler: Any, request: dict[str, Any], beat: Callable[[], None]) -> Any:
+        """In the subject's process: call ``sampler`` on what :meth:`request` sent, ``beat`` at each
+        call it makes (how the harness tells a slow call from a hung one); its output, as it is."""
+        raise TypeError(f"a sampler of the {self.name} kind makes steps: it is not called as itself")
 
     def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
         """The sampler as the harness calls it (already posed: itself)."""

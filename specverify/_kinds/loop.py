@@ -115,6 +115,8 @@ class LoopKind(Kind):
     #: One generation, one message to the worker, which rebuilds the harness's models there.
     verb: ClassVar[str] = "generate"
     contract: ClassVar[str | None] = "loop"
+    steps: ClassVar[bool] = False
+    noun: ClassVar[str] = "loop"
     units_in_worker: ClassVar[bool] = False  # its worker beats at model calls, served by its own verb
     rehearsed: ClassVar[bool] = True
     call_timeout: ClassVar[float | None] = 120.0  # how long it may go without calling a model
@@ -146,6 +148,41 @@ class LoopKind(Kind):
         params = posed_params([{}], torch.zeros(1, dtype=torch.int64), self.parameters)
         subject(model, model, drafts, 2, params, torch.Generator().manual_seed(0))
 
+    def request(self, *args: Any) -> dict[str, Any]:
+        """A generation's arguments as they travel: the harness's models as descriptions (their
+        logits table and context, rebuilt in the worker: never pickled closures), the generator as
+        its state."""
+        target, draft, prompt, num_tokens, params, generator = args
+        return {
+            "target": (target.logits, target.context),
+            "draft": (draft.logits, draft.context),
+            "prompt": prompt,
+            "num_tokens": num_tokens,
+            "params": params,
+            "generator": generator.get_state(),
+        }
+
+    def serve(self, sampler: Any, request: dict[str, Any], beat: Callable[[], None]) -> Any:
+        """The models rebuilt, each beating at every model call (a loop hangs when it goes its limit
+        without calling one), and the loop called on them."""
+
+        def model(description: tuple[Any, ...]) -> MarkovLM:
+            logits, context = description
+            built = MarkovLM(logits, context=tuple(context))
+            object.__setattr__(built, "on_call", beat)
+            return built
+
+        generator = torch.Generator()
+        generator.set_state(request["generator"])
+        return sampler(
+            model(request["target"]),
+            model(request["draft"]),
+            request["prompt"],
+            request["num_tokens"],
+            request["params"],
+            generator,
+        )
+
     def name_of(self, sampler: Callable[..., Any]) -> str:
         """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""
         named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
@@ -163,7 +200,7 @@ class LoopKind(Kind):
         record.isolation = Isolation.from_json(subject.info())
 
     def tally(self, record: RunInfo, subject: Any, count: dict[str, float]) -> None:
-        """A loop's calls are generations, timed whole (:mod:`specverify._calling.loop`): its
+        """A loop's calls are generations, timed whole (:mod:`specverify._calling.direct`): its
         isolation as its calls record it, no call or row counts."""
         record.isolation = Isolation.from_json(subject.info())
 

@@ -199,9 +199,7 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
     import torch
 
     if not subject.kind.calibrated:
-        return Calibration(
-            None, f"not calibrated: a {subject.kind.name} subject's speed is measured only on chain samplers"
-        )
+        return Calibration(None, f"not calibrated: {subject.kind.called_as}'s speed is measured only on chain samplers")
     rows, k, vocab = shape
     gen = torch.Generator().manual_seed(0)
     target = torch.softmax(torch.randn(rows, k + 1, vocab, generator=gen), dim=-1)

@@ -30,7 +30,17 @@ from ._cost import RunCost, rehearsed_cost
 from ._placement import Placement, open_pool
 
 # run_check and run_info live with the Run (specverify._run); kept here, where callers found them
-__all__ = ["Run", "check", "check_loop", "load_failure", "load_sut", "run_check", "run_info", "write_json"]
+__all__ = [
+    "Run",
+    "check",
+    "check_engine",
+    "check_loop",
+    "load_failure",
+    "load_sut",
+    "run_check",
+    "run_info",
+    "write_json",
+]
 
 
 def load_sut(sampler: Any, **options: Any) -> SamplerUnderTest:
@@ -284,6 +294,18 @@ def check_loop(
         address=address,
         power=power,
     )
+
+
+def check_engine(engine: Callable[..., Any] | str, **options: Any) -> RunResult:
+    """Put an engine through the engine family: :func:`check` with ``kind="engine"`` (options as
+    :func:`check_loop`'s): its ``generate()`` with speculation on against itself with it off.
+
+    Raises:
+        UsageError: ``select`` matches no check of the engine family (before the engine is loaded).
+        SamplerSpecError: the engine cannot be loaded or is not declared an engine.
+        Interrupted: Ctrl-C; as :func:`check_loop`.
+    """
+    return check(engine, kind="engine", **options)
 
 
 def _load(

@@ -4,7 +4,8 @@ One loop reads a message, looks its verb up in :data:`SERVES` and replies.  ``lo
 builds the sampler and detects its kind (:func:`specverify._kinds.kind_of`), which names the verb
 its calls come with: a chain step and a tree step read their inputs from the lane's arena
 (:class:`~specverify._worker.arena.WorkerArena`) and put outputs of the contract's shapes back
-there; a generation loop gets the harness's models rebuilt from their descriptions.  Every call the
+there; a subject called as itself (a generation loop, an engine) is called by its kind
+(:meth:`specverify._kinds.Kind.serve`: a loop's models rebuilt from their descriptions).  Every call the
 sampler is given beats the shared counter first, which is how the harness tells a slow call from a
 hung one.
 """
@@ -26,7 +27,7 @@ from typing import Any
 import torch
 
 from .arena import PageWatch, WorkerArena
-from .wire import GENERATE, LOAD, STEP, TREE_STEP, UNIT, Channel, encode, encode_value, set_state, state_of, well_formed
+from .wire import DIRECT, LOAD, STEP, TREE_STEP, UNIT, Channel, encode, encode_value, set_state, state_of, well_formed
 
 __all__ = ["SERVES", "serve"]
 
@@ -43,6 +44,7 @@ class Worker:
     beat: mmap.mmap
     page_watch: PageWatch | None
     sampler: Any = None
+    kind: Any = None  # the sampler's kind, as its declarations give it here
     raw: Any = None  # the sampler as loaded, before its kind posed it (what a unit's sampler under test wraps)
     local: Any = None  # the in-process sampler under test units run on, built at the first unit
     device: torch.device = dataclasses.field(default_factory=lambda: torch.device("cpu"))
@@ -103,7 +105,7 @@ def load(worker: Worker, body: dict[str, Any]) -> None:
             if body["source"][0] == "spec"
             else _by_reference(body["source"][1], body["source"][2])
         )
-        kind = kind_of(sampler)
+        kind = worker.kind = kind_of(sampler)
         worker.raw, worker.local = sampler, None
         warp = kind.warp_of(sampler)  # the oracle, by name (specverify._warps.declared)
         sampler = worker.sampler = kind.posed(sampler)
@@ -288,25 +290,12 @@ def _tree_of(worker: Worker, arena: WorkerArena, specs: list[Any]) -> tuple[Any,
     return tree, staged, given
 
 
-def serve_generate(worker: Worker, body: dict[str, Any]) -> None:
-    """One generation-loop call: rebuild the harness's models, beat at each model call, reply."""
-    from .._loop import MarkovLM
-
-    def model(description: tuple[Any, ...]) -> MarkovLM:
-        kind, logits, context = description
-        assert kind == "markov", kind
-        built = MarkovLM(logits, context=tuple(context))
-        object.__setattr__(built, "on_call", worker.beat_once)
-        return built
-
-    generator = torch.Generator()
-    generator.set_state(body["generator"])
+def serve_direct(worker: Worker, body: dict[str, Any]) -> None:
+    """One call of a subject called as itself (a loop, an engine), as its kind serves it, beating."""
     try:
-        output = worker.sampler(
-            model(body["target"]), model(body["draft"]), body["prompt"], body["num_tokens"], body["params"], generator
-        )
-    except BaseException as exc:  # noqa: BLE001 - everything the loop raises is evidence
-        worker.send(raised(exc, what="the loop"))
+        output = worker.kind.serve(worker.sampler, body, worker.beat_once)
+    except BaseException as exc:  # noqa: BLE001 - everything the subject raises is evidence
+        worker.send(raised(exc, what=f"the {worker.kind.noun}"))
         return
     worker.send(("done", encode_value(output, torch.device("cpu"))))
 
@@ -350,7 +339,7 @@ SERVES: dict[str, Callable[[Worker, dict[str, Any]], None]] = {
     LOAD: load,
     STEP: serve_step,
     TREE_STEP: serve_tree_step,
-    GENERATE: serve_generate,
+    **dict.fromkeys(DIRECT, serve_direct),
     UNIT: serve_unit,
 }
 

@@ -36,7 +36,6 @@ import torch
 from .._threads import HarnessThreads, sampler_env, sampler_threads
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
-    GENERATE,
     LOAD,
     STEP,
     TREE_STEP,
@@ -453,17 +452,17 @@ class SamplerProcess:
             raise WorkerRaised(type_name, text, trace, calls_made)
         return reply, invalidate(lane.slots, reply[-1], staged)
 
-    def call_loop(self, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
-        """Run a generation loop once on harness-built models: its output, and the models' calls.
+    def call_direct(self, verb: str, request: dict[str, Any], *, limit: float) -> tuple[Any, int]:
+        """Call a subject called as itself (a loop, an engine) once: its output, and the beats it made.
 
-        ``request`` holds the models' descriptions (``("markov", logits, context)``: rebuilt in the
-        worker, never pickled closures), the prompt, ``num_tokens``, the parameters and the
-        generator's state.  The worker beats at every model call, so ``limit`` is how long the
-        loop may go without calling a model (or returning) before it is a hang.
+        ``request`` is what its kind sends (:meth:`specverify._kinds.Kind.request`: a loop's models as
+        descriptions, rebuilt in the worker, never pickled closures).  The worker beats at every
+        model call a loop makes (an engine's: once a call), so ``limit`` is how long it may go
+        without one (or returning) before it is a hang.
         """
         self.drain(limit)
         started = self._beat_count()  # read before sending: a fast worker beats at once
-        self._send((GENERATE, request))
+        self._send((verb, request))
         try:
             reply = self._wait(limit, calls_before=started)
         except WorkerDied as died:  # counted in model calls made, not in calls started

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from .._contract import ForeignTensor
-from .._kinds import ChainKind, LoopKind, TreeKind
+from .._kinds import KINDS, ChainKind, TreeKind
 
 __all__ = [
-    "GENERATE",
+    "DIRECT",
     "LOAD",
     "STEP",
     "TREE_STEP",
@@ -42,10 +42,12 @@ __all__ = [
 #: The verb that loads a sampler into the worker.
 LOAD = "load"
 #: The verbs that call it, one per way of calling, each the one its kind names (``Kind.verb``): a
-#: chain step on arena inputs, a tree step on a tree batch in the arena, a generation loop on models.
+#: chain step on arena inputs, a tree step on a tree batch in the arena, and the verbs of the kinds
+#: whose subject is called as itself (a loop on models, an engine on prompts), each served by its
+#: kind (:meth:`specverify._kinds.Kind.serve`).
 STEP = ChainKind.verb
 TREE_STEP = TreeKind.verb
-GENERATE = LoopKind.verb
+DIRECT = tuple(kind.verb for kind in KINDS if not kind.steps)
 #: A unit of an experiment (:mod:`specverify._calling.pool`), run and tallied in the worker: its
 #: counts travel back, not its tokens.
 UNIT = "unit"

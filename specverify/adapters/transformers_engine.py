@@ -1,14 +1,15 @@
 """Hugging Face transformers' own ``generate()`` on real Llama models, speculation on and off.
 
-Spec: ``specverify.adapters.transformers_engine:engine`` (the engine contract of :mod:`specverify._engine`).
+Spec: ``specverify.adapters.transformers_engine:engine`` (the engine contract of :mod:`specverify._kinds.engine`).
 
 The target is a real ``LlamaForCausalLM`` and the drafter a smaller real one, both built from a config
 with random weights drawn from a fixed seed (nothing is downloaded), over a tiny vocabulary so that
 the laws are dense.  With speculation on, ``generate(assistant_model=...)`` runs transformers' assisted
 decoding: its candidate generator, ``_speculative_sampling``, the bonus token and the KV-cache crop
 after a rejection; with ``drafter="prompt-lookup"`` candidates come from n-grams of the prompt
-instead.  With speculation off, plain sampling.  Assisted generation takes one sequence per call, so
-rows run one after another, each seeded from the call's seed and its row.
+instead.  With speculation off, plain sampling, all rows in one batched call seeded from the call's
+seed.  Assisted generation takes one sequence per call, so with speculation on rows run one after
+another, each seeded from the call's seed and its row.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any
 import torch
 
 from .._seeds import derive_seed
-from .._warps.rules import SamplingParams
+from .._warps.rules import PARAMETERS, SamplingParams
 from ._common import import_library
 from .transformers_generate import generation_config, quiet
 
-__all__ = ["TransformersEngine", "engine"]
+__all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back"]
 
 _INSTALL = "pip install 'speculative-verify[transformers]'"
 _DRAFTERS = ("assistant", "prompt-lookup")
@@ -36,12 +37,13 @@ class TransformersEngine:
     contract = "engine"
     parameters = ("temperature", "top_k", "top_p")
     faults = ("cache-not-rolled-back",)
+    max_batch = 64  # rows a call: with speculation on each takes a generate() of its own
 
     def __init__(
         self,
         transformers: Any,
         *,
-        vocab: int = 6,
+        vocab_size: int = 6,
         drafter: str = "assistant",
         num_assistant_tokens: int = 3,
         seed: int = 0,
@@ -52,7 +54,7 @@ class TransformersEngine:
         if fault is not None and fault not in self.faults:
             raise ValueError(f"fault must be one of {self.faults}, got {fault!r}")
         self._transformers = transformers
-        self.vocab = vocab
+        self.vocab_size = vocab_size
         self.drafter = drafter
         self.num_assistant_tokens = num_assistant_tokens
         self.fault = fault
@@ -62,7 +64,7 @@ class TransformersEngine:
 
     def _llama(self, *, layers: int, hidden: int, seed: int) -> Any:
         config = self._transformers.LlamaConfig(
-            vocab_size=self.vocab,
+            vocab_size=self.vocab_size,
             hidden_size=hidden,
             intermediate_size=2 * hidden,
             num_hidden_layers=layers,
@@ -82,22 +84,24 @@ class TransformersEngine:
     def __call__(
         self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
     ) -> torch.Tensor:
-        rows = []
+        out = torch.empty(prompts.shape[0], num_tokens, dtype=torch.int64)
         lookup = speculative and self.drafter == "prompt-lookup"
         extra = {"assistant_model": self.assistant} if speculative and self.assistant is not None else {}
+        # assisted generation takes one sequence per call; plain generation a batch of rows sharing parameters
+        calls = [[row] for row in range(prompts.shape[0])] if speculative else _alike(params, prompts.shape[0])
         with quiet(self._transformers), torch.random.fork_rng(devices=[]), torch.no_grad(), self._planted(speculative):
-            for row in range(prompts.shape[0]):  # assisted generation takes one sequence per call
-                torch.manual_seed(derive_seed("engine", seed, row))
+            for rows in calls:
+                torch.manual_seed(derive_seed("engine", seed, rows[0]))
                 config = generation_config(
                     self._transformers,
-                    params.select(slice(row, row + 1)),
+                    params.select(torch.tensor(rows[:1])),
                     num_tokens,
                     num_assistant_tokens=self.num_assistant_tokens,
                     prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
                 )
-                out = self.target.generate(prompts[row : row + 1], generation_config=config, **extra)
-                rows.append(out[0, prompts.shape[1] :])
-        return torch.stack(rows).to(torch.int64)
+                generated = self.target.generate(prompts[rows], generation_config=config, **extra)
+                out[rows] = generated[:, prompts.shape[1] :].to(torch.int64)
+        return out
 
     @contextlib.contextmanager
     def _planted(self, speculative: bool) -> Iterator[None]:
@@ -114,8 +118,23 @@ class TransformersEngine:
             cache.crop = crop
 
 
+def _alike(params: SamplingParams, rows: int) -> list[list[int]]:
+    """The rows, grouped by their sampling parameters' values (one generate() call each)."""
+    columns = [value.tolist() for name in PARAMETERS if (value := getattr(params, name)) is not None]
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for row in range(rows):  # over rows of one call: a few dozen
+        groups.setdefault(tuple(str(column[row]) for column in columns), []).append(row)
+    return list(groups.values())
+
+
 def engine(**options: Any) -> TransformersEngine:
     """The engine adapter (options as :class:`TransformersEngine`'s); raises
     :class:`~specverify.errors.AdapterUnavailable` without transformers."""
     transformers = import_library("transformers", adapter="transformers", install=_INSTALL)
     return TransformersEngine(transformers, **options)
+
+
+def engine_cache_not_rolled_back() -> TransformersEngine:
+    """The engine with its planted fault: a rejected draft's keys and values stay in the KV cache
+    (spec ``specverify.adapters.transformers_engine:engine_cache_not_rolled_back``)."""
+    return engine(fault="cache-not-rolled-back")

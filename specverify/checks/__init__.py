@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from .._record.families import FAMILIES
 from ._base import Check, Context, registered
-from ._batteries import TREES, Battery, loop_battery, loop_reach
+from ._batteries import TREES, Battery, engine_battery, loop_battery, loop_reach
 from ._contract import (
     CallIndependenceCheck,
     DeterminismCheck,
@@ -105,4 +105,5 @@ BATTERIES: dict[str, Battery] = {
     "chain": Battery(battery),
     TREES: Battery(tree_battery),
     "loop": Battery(loop_battery, loop_reach),
+    "engine": Battery(engine_battery),
 }

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ._base import Check
 
-__all__ = ["TREES", "Battery", "loop_battery", "loop_reach"]
+__all__ = ["TREES", "Battery", "engine_battery", "loop_battery", "loop_reach"]
 
 #: The name of the tree family's battery: its checks run on a subject whose kind names it.
 TREES = "trees"
@@ -35,3 +35,10 @@ def loop_reach() -> str:
     from ._loop import REACH
 
     return REACH
+
+
+def engine_battery() -> list[Check]:
+    """The engine family (imported late, as the loop family is)."""
+    from ._engine import engine_battery as checks
+
+    return list(checks())

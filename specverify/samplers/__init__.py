@@ -4,6 +4,7 @@
 * ``logits_reference``: the logits-level contract (``Capabilities(inputs="logits")``): each row's
   warps (temperature, top-k, top-p, min-p), then the canonical step.
 * ``loop_reference``: a whole speculative generation loop (``specverify.check_loop``).
+* ``engine_reference``: an engine on the harness's own models, speculation on or off (``specverify.check_engine``).
 * ``triton``: the canonical step as one Triton kernel (CUDA, or Triton's interpreter on CPU);
   imported on first use, so importing specverify never imports triton.
 * ``tree_triton``: the target-only tree verifier as one Triton kernel (tree contract), lazy like ``triton``.
@@ -14,14 +15,17 @@
 
 from typing import Any
 
+from ._engine_reference import EngineReference, engine_reference
 from ._logits_reference import LogitsReferenceSampler, logits_reference
 from ._loop_reference import LoopReference, loop_reference
 from ._reference import ReferenceSampler, reference
 
 __all__ = [
+    "EngineReference",
     "LogitsReferenceSampler",
     "LoopReference",
     "ReferenceSampler",
+    "engine_reference",
     "logits_reference",
     "loop_reference",
     "reference",

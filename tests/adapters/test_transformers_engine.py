@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specverify._engine import audit_generations
+from specverify._kinds import EngineInputs, EngineLayout
 from specverify._warps.rules import SamplingParams
 
 pytest.importorskip("transformers")
@@ -25,7 +25,7 @@ def test_both_modes_keep_the_contract_and_a_seed_repeats_its_output(drafter: str
     prompts = torch.tensor([[1, 2, 3, 1, 2]]).expand(ROWS, -1)
     for speculative in (False, True):
         out = generate(prompts, TOKENS, _params(temperature=1.0), 7, speculative)
-        assert audit_generations(out, ROWS, TOKENS, generate.vocab) == []
+        assert EngineLayout().audit(EngineInputs(prompts, TOKENS, _params(), generate.vocab_size), out) == []
         assert torch.equal(out, generate(prompts, TOKENS, _params(temperature=1.0), 7, speculative))
 
 

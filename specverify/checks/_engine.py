@@ -1,0 +1,301 @@
+"""The engine family: an engine's own ``generate()`` with speculation on, against itself with it off.
+
+Neither mode's law is known, so nothing here asks for one (:mod:`specverify._kinds.engine`):
+
+* ``engine.output``: every call's output of the contract's type, shape and ids, with every declared
+  parameter group and greedy rows, in both modes (exact);
+* ``engine.determinism``: the same seed gives the same output, speculation on (exact);
+* ``engine.greedy``: at temperature 0 speculation on generates exactly what it generates off, row by
+  row (exact: a KV cache not rolled back, or a position id advanced by a rejected draft, shows here
+  with no statistics at all);
+* ``engine.law[group]``: the law of a whole generation with speculation on against off, for each
+  group of sampling parameters the engine declares, by a two-sample test
+  (:func:`~specverify.stats.two_sample_test`) on each position's token given the tokens before it
+  (an end, where a stop token ends a row, is a symbol of its own, so lengths are compared too): the
+  G statistics of the positions add up to the whole generation's, so the claim is on the joint law.
+
+A law check's arms are sized for the budget's TV with its power (four times a one-sample test's
+samples in all); a smallest detectable TV above twice the budget's is inconclusive, never a pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from .._history.posing import posed_params
+from .._kinds.engine import EngineInputs, EngineKind
+from .._record.families import ENGINE_FAMILY
+from .._record.result import CheckResult
+from .._warps.rules import SamplingParams
+from ..errors import SamplerFault
+from ..stats import two_sample_test
+from ._base import Check, Context, registered
+
+__all__ = ["ENGINE_GROUPS", "EngineCheck", "engine_battery", "length_counts", "position_tables"]
+
+#: Parameter groups of the law checks: each group a row group, rows alternating between a case's groups.
+ENGINE_GROUPS: dict[str, list[dict[str, Any]]] = {
+    "sampled": [{}],
+    "temperature": [{"temperature": 0.6}, {"temperature": 1.4}],
+    "top-k": [{"top_k": 2}, {"temperature": 0.8, "top_k": 3}],
+    "top-p": [{"top_p": 0.7}],
+    "min-p": [{"min_p": 0.1}],
+    "penalties": [{"repetition_penalty": 1.8}, {"frequency_penalty": 0.8, "presence_penalty": 0.5}],
+    "min-tokens": [{"min_tokens": 2, "stop_tokens": 0b1}],
+    "stop": [{"stop_tokens": 0b1}],
+}
+#: Tokens a law check's rows generate (beyond one draft step of a typical 3 to 5 drafts), and its prompt's length.
+LAW_TOKENS, PROMPT_TOKENS = 6, 4
+#: Degrees of freedom a law check is sized for: the cells a short generation reaches are far fewer
+#: than ``(V + 1) ** LAW_TOKENS``; the test states the TV it reached from the cells it saw.
+PLANNED_DF = 256
+#: Rows of each exact check, in each mode.
+EXACT_ROWS = 64
+
+
+@dataclasses.dataclass
+class EngineCheck(Check):
+    """One check of the engine family (``name`` picks what it does; ``case`` a law check's group)."""
+
+    name: str
+    case: str | None = None
+    family: str = ENGINE_FAMILY
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}.{self.name}" + (f"[{self.case}]" if self.case else "")
+
+    @property
+    def statistical(self) -> bool:
+        return self.name == "law"
+
+    @property
+    def proves(self) -> str:
+        return "contract" if self.name in ("output", "determinism") else "loss"
+
+    def skip_reason(self, engine: Any) -> str | None:
+        declared = set(engine.kind.parameters)
+        if self.name == "greedy" and "temperature" not in declared:
+            return "the engine declares no temperature (greedy rows are temperature 0)"
+        if self.name == "law":
+            missing = {name for group in ENGINE_GROUPS[self.case or "sampled"] for name in group} - declared
+            if missing:
+                return f"the engine does not declare {', '.join(sorted(missing))}"
+        return None
+
+    def skipped(self, reason: str) -> list[CheckResult]:
+        return [self._result("skip", message=reason)]
+
+    def run(self, ctx: Context) -> CheckResult:
+        """Call the engine as this check says; a fault (raised, crashed, hung, broke the contract) fails it."""
+        try:
+            return getattr(self, f"_{self.name}")(_EngineRun(ctx, self.id))
+        except SamplerFault as fault:
+            evidence = {"violation": fault.violation.rule, **fault.details}
+            return self._result("fail", finding="contract", message=str(fault), evidence=evidence)
+
+    def _result(self, status: str, **fields: Any) -> CheckResult:
+        return CheckResult(id=self.id, family=self.family, case=self.case, status=status, proves=self.proves, **fields)
+
+    # --- exact checks -------------------------------------------------------------------------
+
+    def _output(self, run: _EngineRun) -> CheckResult:
+        declared = set(run.parameters)
+        groups = [g for case in ENGINE_GROUPS.values() for g in case if set(g) <= declared]
+        groups += [{"temperature": 0.0}] if "temperature" in declared else []
+        prompts = run.prompts(EXACT_ROWS, "prompts")
+        for speculative in (True, False):
+            run.generate(prompts, LAW_TOKENS, groups, run.seed("output", speculative), speculative)
+        message = f"{2 * EXACT_ROWS} generations of {LAW_TOKENS} tokens, {len(groups)} parameter groups, both modes"
+        return self._result("pass", samples=2 * EXACT_ROWS, message=message)
+
+    def _determinism(self, run: _EngineRun) -> CheckResult:
+        prompts, seed = run.prompts(EXACT_ROWS, "prompts"), run.seed("determinism")
+        first, again = (run.generate(prompts, LAW_TOKENS, [{}], seed, True) for _ in range(2))
+        differs = (first != again).any(dim=1)
+        if bool(differs.any()):
+            row = int(differs.nonzero()[0, 0])
+            message = (
+                f"the same seed ({seed}) gave two outputs, speculation on: row {row} {first[row].tolist()} then "
+                f"{again[row].tolist()}"
+            )
+            return self._result("fail", finding="contract", message=message, samples=2 * EXACT_ROWS)
+        return self._result("pass", samples=2 * EXACT_ROWS, message="the same seed, the same output (speculation on)")
+
+    def _greedy(self, run: _EngineRun) -> CheckResult:
+        prompts, greedy = run.prompts(EXACT_ROWS, "prompts"), [{"temperature": 0.0}]
+        on, off = (run.generate(prompts, LAW_TOKENS, greedy, run.seed("greedy"), mode) for mode in (True, False))
+        differs = (on != off).any(dim=1)
+        if bool(differs.any()):
+            row = int(differs.nonzero()[0, 0])
+            column = int((on[row] != off[row]).nonzero()[0, 0])
+            message = (
+                f"greedy generations differ in {int(differs.sum())} of {EXACT_ROWS} rows: row {row}, prompt "
+                f"{prompts[row].tolist()}, speculation on {on[row].tolist()}, off {off[row].tolist()} (first at "
+                f"position {column})"
+            )
+            return self._result("fail", finding="loss", message=message, samples=2 * EXACT_ROWS)
+        return self._result("pass", samples=2 * EXACT_ROWS, message="greedy: speculation on generates what it does off")
+
+    # --- the law ------------------------------------------------------------------------------
+
+    def _law(self, run: _EngineRun) -> CheckResult:
+        groups, alpha, budget = ENGINE_GROUPS[self.case or "sampled"], run.ctx.alpha, run.ctx.budget
+        size = budget.sample_size(PLANNED_DF * len(groups), alpha, factor=2)
+        rows = len(groups) * math.ceil(size.samples / len(groups))  # each arm, each group alike
+        prompt = run.prompts(1, "prompt").expand(rows, -1)
+        arms = {
+            mode: run.generate_many(prompt, LAW_TOKENS, groups, run.seed("law", mode), mode) for mode in (True, False)
+        }
+        vocab, which = run.vocab, np.arange(rows) % len(groups)
+        tables = [
+            pair
+            for g in range(len(groups))
+            for pair in position_tables(arms[True][which == g], arms[False][which == g], vocab)
+        ]
+        test = two_sample_test(np.concatenate([on for on, _ in tables]), np.concatenate([off for _, off in tables]))
+        claim = test.min_detectable_tv(alpha, budget.power)
+        where = _largest_gap(arms[True], arms[False], vocab)
+        evidence = {"two_sample": dataclasses.asdict(test), "largest_gap": where, "prompt": prompt[0].tolist()}
+        fields = dict(p_value=test.pvalue, alpha=alpha, samples=2 * rows, min_detectable_tv=claim, evidence=evidence)
+        if test.pvalue <= alpha:
+            message = (
+                f"speculation on changes what the engine generates: two-sample p-value {test.pvalue:.3g} <= "
+                f"{alpha:.3g} over {rows} generations each way; the largest gap: {where['what']}"
+            )
+            return self._result("fail", finding="loss", message=message, **fields)
+        status = "pass" if claim <= budget.ceiling_tv else "inconclusive"
+        message = (
+            f"speculation on and off agree: p-value {test.pvalue:.3g} over {rows} generations of {LAW_TOKENS} tokens "
+            f"each way ({len(groups)} parameter groups); any difference of TV >= {claim:.3g} detected with power "
+            f"{budget.power:g}"
+        )
+        return self._result(status, message=message, **fields)
+
+
+@dataclasses.dataclass
+class _EngineRun:
+    """A check's calls of the engine: prompts and seeds derived from the run seed and the check, rows
+    cut into calls of at most the engine's ``max_batch``, each output audited."""
+
+    ctx: Context
+    check: str
+
+    @property
+    def kind(self) -> EngineKind:
+        return cast(EngineKind, self.ctx.sut.kind)  # the battery of the engine kind runs on engines alone
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return self.kind.parameters
+
+    @property
+    def vocab(self) -> int:
+        return self.kind.vocab_size
+
+    def seed(self, *parts: object) -> int:
+        return self.ctx.seed_for(self.check, *parts) % 2**31
+
+    def prompts(self, rows: int, *parts: object) -> torch.Tensor:
+        drawn = torch.Generator().manual_seed(self.seed(*parts))
+        return torch.randint(self.vocab, (rows, PROMPT_TOKENS), generator=drawn)
+
+    def generate(
+        self, prompts: torch.Tensor, num_tokens: int, groups: list[dict[str, Any]], seed: int, speculative: bool
+    ) -> torch.Tensor:
+        """One call's worth of rows (row ``r`` with ``groups[r % len(groups)]``), audited."""
+        rows = prompts.shape[0]
+        params = posed_params(groups, torch.arange(rows) % len(groups), self.parameters)
+        return self._call(prompts, num_tokens, params, seed, speculative)
+
+    def generate_many(
+        self, prompts: torch.Tensor, num_tokens: int, groups: list[dict[str, Any]], seed: int, speculative: bool
+    ) -> np.ndarray:
+        """``[rows, num_tokens]`` generations, in calls of at most ``max_batch`` rows, each seeded
+        from ``seed`` and its index (so any batch size gives the same rows' seeds)."""
+        rows, batch = prompts.shape[0], self.kind.max_batch
+        which = torch.arange(rows) % len(groups)
+        params = posed_params(groups, which, self.parameters)
+        out = np.empty((rows, num_tokens), dtype=np.int64)
+        for start in range(0, rows, batch):  # over calls, each a batch of rows
+            part = slice(start, min(start + batch, rows))
+            tokens = self._call(prompts[part], num_tokens, params.select(part), seed + start, speculative)
+            out[part] = tokens.numpy()
+            self.ctx.advance(part.stop - part.start)
+        return out
+
+    def _call(
+        self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
+    ) -> torch.Tensor:
+        sut = self.ctx.sut
+        output = sut(prompts, num_tokens, params, seed, speculative)
+        wrong = sut.layout.audit(EngineInputs(prompts, num_tokens, params, self.vocab), output, first_only=True)
+        if wrong:
+            mode = "on" if speculative else "off"
+            raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
+        return output.cpu()
+
+
+def position_tables(a: np.ndarray, b: np.ndarray, vocab: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each position ``t``, the two arms' counts ``[prefixes, vocab + 1]`` of token ``t`` given the
+    tokens before it (cell ``vocab``: the generation ended), over the prefixes either arm reached
+    still running.  ``a`` and ``b`` are generations ``[N, L]`` with ``-1`` after an end."""
+    a_codes, b_codes = _coded(a, vocab), _coded(b, vocab)
+    base = vocab + 1
+    tables = []
+    for t in range(a.shape[1]):  # over positions, vectorised over generations
+        running_a = (a_codes[:, :t] < vocab).all(axis=1)
+        running_b = (b_codes[:, :t] < vocab).all(axis=1)
+        prefixes = np.concatenate([a_codes[running_a, :t], b_codes[running_b, :t]])
+        groups, inverse = np.unique(prefixes, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        split = int(running_a.sum())
+        cells = len(groups) * base
+        count_a = np.bincount(inverse[:split] * base + a_codes[running_a, t], minlength=cells)
+        count_b = np.bincount(inverse[split:] * base + b_codes[running_b, t], minlength=cells)
+        tables.append((count_a.reshape(-1, base), count_b.reshape(-1, base)))
+    return tables
+
+
+def length_counts(tokens: np.ndarray) -> np.ndarray:
+    """``[L + 1]``: how many generations emitted each number of tokens before they ended."""
+    lengths = (np.asarray(tokens) >= 0).sum(axis=1)
+    return np.bincount(lengths, minlength=tokens.shape[1] + 1)
+
+
+def _coded(tokens: np.ndarray, vocab: int) -> np.ndarray:
+    """Tokens with ``-1`` (ended) as the symbol ``vocab``."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    return np.where(tokens < 0, vocab, tokens)
+
+
+def _largest_gap(on: np.ndarray, off: np.ndarray, vocab: int) -> dict[str, Any]:
+    """Where the two modes differ most, in words a person reads: the position whose token's law
+    (an end included) is furthest apart in TV, and the generations' lengths."""
+    base = vocab + 1
+    gaps = []
+    for t in range(on.shape[1]):  # over positions, vectorised over generations
+        p = np.bincount(_coded(on, vocab)[:, t], minlength=base) / len(on)
+        q = np.bincount(_coded(off, vocab)[:, t], minlength=base) / len(off)
+        gaps.append((0.5 * float(np.abs(p - q).sum()), t, p, q))
+    tv, t, p, q = max(gaps, key=lambda gap: gap[0])
+    token = int(np.argmax(np.abs(p - q)))
+    named = "an end" if token == vocab else f"token {token}"
+    lengths = 0.5 * float(np.abs(length_counts(on) / len(on) - length_counts(off) / len(off)).sum())
+    what = (
+        f"position {t}: {named} at rate {p[token]:.4f} with speculation on, {q[token]:.4f} off (TV of the position's "
+        f"law {tv:.3g}; of the lengths {lengths:.3g})"
+    )
+    return {"position": t, "token": token, "on": float(p[token]), "off": float(q[token]), "tv": tv, "what": what}
+
+
+def engine_battery() -> list[EngineCheck]:
+    """Every engine check: the exact ones first (cheap, decisive), then a law check per group."""
+    checks = [EngineCheck("output"), EngineCheck("determinism"), EngineCheck("greedy")]
+    checks += [EngineCheck("law", case) for case in ENGINE_GROUPS]
+    return registered(checks, families=(ENGINE_FAMILY,))

@@ -1,0 +1,106 @@
+"""The engine family on engines whose fate is known: the reference engine passes, each zoo engine is
+caught by the checks it declares, and whatever an engine does (raise, exit, return garbage) is a
+finding of the check it happened in, with the run's JSON written."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+import specverify
+from specverify import Verdict
+from specverify.samplers import EngineReference
+from specverify.zoo import ENGINE_MEMBERS
+
+QUICK = "quick"
+
+
+def test_the_reference_engine_passes_the_exact_checks_and_a_law() -> None:
+    result = specverify.check_engine(
+        specverify.samplers.engine_reference,
+        budget=QUICK,
+        isolation="in-process",
+        select=["engine.output", "engine.determinism", "engine.greedy", "engine.law[top-k]"],
+    )
+    assert {c.id: c.status for c in result.checks} == dict.fromkeys(
+        ["engine.output", "engine.determinism", "engine.greedy", "engine.law[top-k]"], "pass"
+    )
+    (law,) = [c for c in result.checks if c.id == "engine.law[top-k]"]
+    assert law.min_detectable_tv is not None and law.min_detectable_tv <= 2 * specverify.BUDGETS[QUICK].tv
+    assert law.samples is not None and law.p_value is not None and law.alpha is not None
+    assert result.run["contract"] == "engine" and result.run["vocab_size"] == 5
+
+
+@pytest.mark.parametrize("name", [n for n, m in ENGINE_MEMBERS.items() if m.caught_by])
+def test_each_zoo_engine_is_caught_by_the_checks_it_declares(name: str) -> None:
+    member = ENGINE_MEMBERS[name]
+    result = specverify.check_engine(member.engine, budget=QUICK, isolation="in-process", select=list(member.caught_by))
+    failed = {c.id for c in result.checks if c.status == "fail"}
+    assert failed == set(member.caught_by) and result.verdict == member.verdict
+
+
+def test_the_law_check_names_where_the_modes_differ() -> None:
+    member = ENGINE_MEMBERS["engine-min-tokens-bonus-only"]
+    result = specverify.check_engine(
+        member.engine, budget=QUICK, isolation="in-process", select=["engine.law[min-tokens]"]
+    )
+    (law,) = result.checks
+    assert law.finding == "loss" and law.p_value is not None and law.p_value <= law.alpha
+    gap = law.evidence["largest_gap"]
+    assert gap["token"] == 5 and gap["on"] > 0.2 and gap["off"] == 0.0  # an end (token V) before the minimum
+    assert "an end at rate" in law.message
+
+
+class _Broken(EngineReference):
+    """Speculation on breaks as ``how`` says; off it is the reference engine."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def __call__(self, prompts, num_tokens, params, seed, speculative):  # noqa: ANN001, ANN204
+        if not speculative:
+            return super().__call__(prompts, num_tokens, params, seed, speculative)
+        if self.how == "raise":
+            raise RuntimeError("the draft model's KV cache is full")
+        if self.how == "exit":
+            os._exit(3)
+        if self.how == "wide":
+            return torch.zeros(prompts.shape[0], num_tokens + 1, dtype=torch.int64)
+        return torch.full((prompts.shape[0], num_tokens), self.vocab_size, dtype=torch.int64)  # an id out of range
+
+
+BROKEN = {how: _Broken(how) for how in ("raise", "exit", "wide", "out-of-range")}
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("raise", "the engine raised RuntimeError: the draft model's KV cache is full"),
+        ("wide", "expected int64 (64, 6) (speculation on)"),
+        ("out-of-range", "holds 5, outside [0, 5) (speculation on)"),
+    ],
+)
+def test_an_engine_that_breaks_is_a_finding(how: str, said: str) -> None:
+    result = specverify.check_engine(BROKEN[how], budget=QUICK, isolation="in-process", select=["engine.greedy"])
+    (greedy,) = result.checks
+    assert greedy.status == "fail" and greedy.finding == "contract" and said in greedy.message
+    assert result.verdict == Verdict.NON_CONFORMANT
+
+
+def test_an_engine_that_exits_in_its_process_is_a_finding_and_the_json_is_written(tmp_path) -> None:  # noqa: ANN001
+    path = tmp_path / "engine.json"
+    result = specverify.check_engine(
+        f"{__name__}:BROKEN_EXIT", budget=QUICK, isolation="process", select=["engine.greedy"], json_path=path
+    )
+    (greedy,) = result.checks
+    assert greedy.status == "fail" and "the engine's process died" in greedy.message
+    written = json.loads(path.read_text())
+    # the first call before the battery died too (a finding of the check that repeats it, not a usage error)
+    assert written["verdict"] == "non-conformant" and written["run"]["isolation"]["crashes"] == 2
+
+
+BROKEN_EXIT = BROKEN["exit"]
