@@ -28,6 +28,7 @@ REFERENCES = (
     ("reference", "check", "specverify.samplers:reference"),
     ("logits_reference", "check", "specverify.samplers:logits_reference"),
     ("loop_reference", "loop", "specverify.samplers:loop_reference"),
+    ("engine_reference", "engine", "specverify.samplers:engine_reference"),
     ("tree_specinfer", "check", "specverify.samplers:tree_specinfer"),
     ("tree_without_replacement", "check", "specverify.samplers:tree_without_replacement"),
     ("tree_target_only", "check", "specverify.samplers:tree_target_only"),

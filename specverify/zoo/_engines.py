@@ -17,7 +17,7 @@ import torch
 
 from .._record.vocabulary import Verdict
 from .._warps.rules import SamplingParams
-from ..samplers import EngineReference
+from ..samplers import EngineReference, LoopReference
 from ._history_loops import _MinTokensBonusOnly, _PenaltiesIgnoredAtVerifiedRows
 from ._loops import _SharedCoins
 
@@ -70,6 +70,13 @@ class _StopCheckedOncePerStep(EngineReference):
 def _members() -> dict[str, EngineMember]:
     entries = [
         ("engine-reference", EngineReference(), "conformant", (), "The reference engine: every part right."),
+        (
+            "engine-speculation-never-on",
+            EngineReference(LoopReference(k=0)),
+            "conformant",
+            (),
+            "Speculation off on both sides (the flag ignored): the null calibration of the two-sample tests.",
+        ),
         (
             "engine-shared-draft-and-verifier-coins",
             EngineReference(_SharedCoins()),
