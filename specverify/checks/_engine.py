@@ -15,7 +15,9 @@ Neither mode's law is known, so nothing here asks for one (:mod:`specverify._kin
   G statistics of the positions add up to the whole generation's, so the claim is on the joint law.
 
 A law check's arms are sized for the budget's TV with its power (four times a one-sample test's
-samples in all); a smallest detectable TV above twice the budget's is inconclusive, never a pass.
+samples in all) and looked at a quarter and half way (:data:`LOOKS`, each look at its share of the
+check's alpha), so an engine whose modes differ stops early; a smallest detectable TV above twice the
+budget's is inconclusive, never a pass.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .._record.families import ENGINE_FAMILY
 from .._record.result import CheckResult
 from .._warps.rules import SamplingParams
 from ..errors import SamplerFault
-from ..stats import two_sample_test
+from ..stats import TwoSampleTest, two_sample_test
 from ._base import Check, Context, registered
 
 __all__ = ["ENGINE_GROUPS", "EngineCheck", "engine_battery", "length_counts", "position_tables"]
@@ -56,6 +58,10 @@ LAW_TOKENS, PROMPT_TOKENS = 6, 4
 PLANNED_DF = 256
 #: Rows of each exact check, in each mode.
 EXACT_ROWS = 64
+#: Where a law check looks, as fractions of its rows: each look tests at ``alpha / len(LOOKS)``
+#: (Bonferroni, so any number of looks holds the check's alpha) and a difference stops the check at
+#: the first look it shows in; the rows are sized for the last look's level, so the stated power holds.
+LOOKS = (0.25, 0.5, 1.0)
 
 
 @dataclasses.dataclass
@@ -145,33 +151,42 @@ class EngineCheck(Check):
     # --- the law ------------------------------------------------------------------------------
 
     def _law(self, run: _EngineRun) -> CheckResult:
-        groups, alpha, budget = ENGINE_GROUPS[self.case or "sampled"], run.ctx.alpha, run.ctx.budget
-        size = budget.sample_size(PLANNED_DF * len(groups), alpha, factor=2)
+        groups, budget = ENGINE_GROUPS[self.case or "sampled"], run.ctx.budget
+        level = run.ctx.alpha / len(LOOKS)  # each look's level: the looks together hold the check's alpha
+        size = budget.sample_size(PLANNED_DF * len(groups), level, factor=2)
         rows = len(groups) * math.ceil(size.samples / len(groups))  # each arm, each group alike
-        prompt = run.prompts(1, "prompt").expand(rows, -1)
-        arms = {
-            mode: run.generate_many(prompt, LAW_TOKENS, groups, run.seed("law", mode), mode) for mode in (True, False)
+        prompt = run.prompts(1, "prompt")
+        arms: dict[bool, list[np.ndarray]] = {True: [], False: []}
+        drawn = 0
+        for look, fraction in enumerate(LOOKS):  # over looks: a difference stops the check at the first it shows in
+            upto = len(groups) * math.ceil(fraction * rows / len(groups))
+            for mode in (True, False):
+                seed = run.seed("law", mode)
+                arms[mode].append(run.generate_many(prompt.expand(upto - drawn, -1), groups, seed, mode, first=drawn))
+            drawn = upto
+            on, off = np.concatenate(arms[True]), np.concatenate(arms[False])
+            test = _two_sample(on, off, len(groups), run.vocab)
+            if test.pvalue <= level:
+                break
+        claim = test.min_detectable_tv(level, budget.power)
+        where = _largest_gap(on, off, run.vocab)
+        evidence = {
+            "two_sample": dataclasses.asdict(test),
+            "largest_gap": where,
+            "prompt": prompt[0].tolist(),
+            "looks": {"at": [len(groups) * math.ceil(f * rows / len(groups)) for f in LOOKS], "stopped_at": drawn},
         }
-        vocab, which = run.vocab, np.arange(rows) % len(groups)
-        tables = [
-            pair
-            for g in range(len(groups))
-            for pair in position_tables(arms[True][which == g], arms[False][which == g], vocab)
-        ]
-        test = two_sample_test(np.concatenate([on for on, _ in tables]), np.concatenate([off for _, off in tables]))
-        claim = test.min_detectable_tv(alpha, budget.power)
-        where = _largest_gap(arms[True], arms[False], vocab)
-        evidence = {"two_sample": dataclasses.asdict(test), "largest_gap": where, "prompt": prompt[0].tolist()}
-        fields = dict(p_value=test.pvalue, alpha=alpha, samples=2 * rows, min_detectable_tv=claim, evidence=evidence)
-        if test.pvalue <= alpha:
+        fields = dict(p_value=test.pvalue, alpha=level, samples=2 * drawn, min_detectable_tv=claim, evidence=evidence)
+        if test.pvalue <= level:
             message = (
                 f"speculation on changes what the engine generates: two-sample p-value {test.pvalue:.3g} <= "
-                f"{alpha:.3g} over {rows} generations each way; the largest gap: {where['what']}"
+                f"{level:.3g} over {drawn} generations each way (look {look + 1} of {len(LOOKS)}); the largest gap: "
+                f"{where['what']}"
             )
             return self._result("fail", finding="loss", message=message, **fields)
         status = "pass" if claim <= budget.ceiling_tv else "inconclusive"
         message = (
-            f"speculation on and off agree: p-value {test.pvalue:.3g} over {rows} generations of {LAW_TOKENS} tokens "
+            f"speculation on and off agree: p-value {test.pvalue:.3g} over {drawn} generations of {LAW_TOKENS} tokens "
             f"each way ({len(groups)} parameter groups); any difference of TV >= {claim:.3g} detected with power "
             f"{budget.power:g}"
         )
@@ -214,17 +229,18 @@ class _EngineRun:
         return self._call(prompts, num_tokens, params, seed, speculative)
 
     def generate_many(
-        self, prompts: torch.Tensor, num_tokens: int, groups: list[dict[str, Any]], seed: int, speculative: bool
+        self, prompts: torch.Tensor, groups: list[dict[str, Any]], seed: int, speculative: bool, *, first: int = 0
     ) -> np.ndarray:
-        """``[rows, num_tokens]`` generations, in calls of at most ``max_batch`` rows, each seeded
-        from ``seed`` and its index (so any batch size gives the same rows' seeds)."""
-        rows, batch = prompts.shape[0], self.kind.max_batch
-        which = torch.arange(rows) % len(groups)
+        """``[rows, LAW_TOKENS]`` generations of rows ``first, first + 1, ...`` (row ``r`` with
+        ``groups[r % len(groups)]``), in calls of at most ``max_batch`` rows, each seeded from ``seed``
+        and its first row's index."""
+        rows, batch, num_tokens = prompts.shape[0], self.kind.max_batch, LAW_TOKENS
+        which = (first + torch.arange(rows)) % len(groups)
         params = posed_params(groups, which, self.parameters)
         out = np.empty((rows, num_tokens), dtype=np.int64)
         for start in range(0, rows, batch):  # over calls, each a batch of rows
             part = slice(start, min(start + batch, rows))
-            tokens = self._call(prompts[part], num_tokens, params.select(part), seed + start, speculative)
+            tokens = self._call(prompts[part], num_tokens, params.select(part), seed + first + start, speculative)
             out[part] = tokens.numpy()
             self.ctx.advance(part.stop - part.start)
         return out
@@ -239,6 +255,14 @@ class _EngineRun:
             mode = "on" if speculative else "off"
             raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
         return output.cpu()
+
+
+def _two_sample(on: np.ndarray, off: np.ndarray, groups: int, vocab: int) -> TwoSampleTest:
+    """The two modes' generations compared by :func:`~specverify.stats.two_sample_test`, each
+    position's token given its prefix, within each parameter group (row ``r`` in group ``r % groups``)."""
+    which = np.arange(len(on)) % groups
+    tables = [pair for g in range(groups) for pair in position_tables(on[which == g], off[which == g], vocab)]
+    return two_sample_test(np.concatenate([a for a, _ in tables]), np.concatenate([b for _, b in tables]))
 
 
 def position_tables(a: np.ndarray, b: np.ndarray, vocab: int) -> list[tuple[np.ndarray, np.ndarray]]:
