@@ -104,3 +104,15 @@ def test_an_engine_that_exits_in_its_process_is_a_finding_and_the_json_is_writte
 
 
 BROKEN_EXIT = BROKEN["exit"]
+
+
+def test_the_plan_counts_each_engine_check_by_its_own_rule_and_times_the_engine(capsys) -> None:  # noqa: ANN001
+    from specverify._cli import main
+
+    assert main(["engine", "specverify.samplers:engine_reference", "--plan", "--budget", QUICK, "--in-process"]) == 0
+    out = capsys.readouterr().out
+    assert "(as each check's own sample-size rule gives them)" in out
+    assert "timed: one call of 1024 generations in each mode" in out and "estimated time: about" in out
+    sampled = next(line for line in out.splitlines() if line.startswith("engine.law[sampled]"))
+    rows = int(sampled.split()[2].replace(",", ""))
+    assert 2 * 30_000 < rows < 2 * 60_000  # two modes, sized for TV 0.05 at power 0.99 over three looks

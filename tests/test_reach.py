@@ -176,7 +176,10 @@ def test_a_check_that_cannot_be_rehearsed_is_counted_at_the_cap_and_says_why():
 
     sut = load_sut(REFERENCE, isolation="in-process")
     budget = resolve_budget("quick")
-    odd = PlannedCheck(SimpleNamespace(id="odd.units", statistical=True, decisions=2, run=run), None, 0.01)
+    odd_check = SimpleNamespace(
+        id="odd.units", statistical=True, decisions=2, run=run, planned_samples=lambda budget, alpha: None
+    )
+    odd = PlannedCheck(odd_check, None, 0.01)
     cost = rehearsed_cost([odd, *plan(sut, budget, ["contract.output"])], sut, budget, 0)
     at_cap, exact = cost.checks
     assert (

@@ -106,6 +106,11 @@ class Kind(abc.ABC):
         call it makes (how the harness tells a slow call from a hung one); its output, as it is."""
         raise TypeError(f"a sampler of the {self.name} kind makes steps: it is not called as itself")
 
+    def seconds_per_row(self, subject: Any) -> tuple[float | None, str] | None:
+        """A kind that times its own subject for the plan: seconds a row and how they were measured
+        (``None``: the plan times it as a chain sampler, where :attr:`calibrated`)."""
+        return None
+
     def posed(self, sampler: Callable[..., Any]) -> Callable[..., Any]:
         """The sampler as the harness calls it (already posed: itself)."""
         return self.layout.posed(sampler)

@@ -19,6 +19,7 @@ module is the whole kind: its declaration, its layout, how a call travels to the
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -36,6 +37,9 @@ __all__ = ["EngineInputs", "EngineKind", "EngineLayout", "engine"]
 
 #: Rows one call of an engine that declares no ``max_batch`` is given.
 DEFAULT_MAX_BATCH = 256
+#: Most generations of the plan's timing call, in each mode (an engine's ``max_batch`` if fewer):
+#: enough that a call's fixed cost is spread as the checks' own calls spread it.
+TIMING_ROWS = 1024
 
 
 def engine(
@@ -201,6 +205,24 @@ class EngineKind(Kind):
         wrong = self.layout.audit(EngineInputs(prompts, 2, params, self.vocab_size), output, first_only=True)
         if wrong and not isinstance(output, torch.Tensor):
             raise SamplerFault(wrong[0])
+
+    def seconds_per_row(self, subject: Any) -> tuple[float | None, str]:
+        """One call of up to :data:`TIMING_ROWS` generations of six tokens in each mode, timed: the
+        plan's seconds a generation (either mode's, on average)."""
+        rows = min(TIMING_ROWS, self.max_batch)
+        prompts = torch.zeros(rows, 4, dtype=torch.int64)
+        params = posed_params([{}], torch.zeros(rows, dtype=torch.int64), self.parameters)
+        try:
+            started = time.perf_counter()
+            for speculative in (True, False):
+                subject(prompts, 6, params, 0, speculative)
+        except Exception as exc:  # noqa: BLE001 - an engine that fails the timing call: no estimate, never a guess
+            return None, f"not calibrated: the timing call failed ({type(exc).__name__}: {exc})"
+        seconds = (time.perf_counter() - started) / (2 * TIMING_ROWS)
+        return (
+            seconds,
+            f"timed: one call of {TIMING_ROWS} generations in each mode, {1e3 * seconds:.3g} ms a generation",
+        )
 
     def name_of(self, sampler: Callable[..., Any]) -> str:
         """An engine is shown by its ``name``, else its qualified name alone."""

@@ -39,6 +39,7 @@ CALIBRATION_SHAPE = (4_096, 3, 64)
 
 #: How a check's samples were counted.
 AT_CAP = "each statistical decision at max_samples (the cap of one test)"
+SIZED = "the rows its own sample-size rule gives"
 REHEARSED = "rehearsed: the rows its own code draws on a conforming sampler"
 
 
@@ -87,12 +88,20 @@ class RunCost:
     def rehearsed(self) -> bool:
         return any(c.counted == REHEARSED for c in self.checks)
 
+    @property
+    def how_counted(self) -> str:
+        """How the samples were counted, in words: rehearsed, by the checks' own rule, or at the cap."""
+        if self.rehearsed:
+            return "as the checks draw them on a conforming sampler: rehearsed on the exact law"
+        counted = {c.counted for c in self.checks if c.samples and not c.skipped}
+        return "as each check's own sample-size rule gives them" if counted == {SIZED} else AT_CAP
+
     def to_json(self) -> dict[str, Any]:
         return {
             "samples_are": "rows each check draws on a conforming sampler, rehearsed against the exact law where it "
             "could be (each check says), an estimate"
             if self.rehearsed
-            else AT_CAP + ", an estimate",
+            else self.how_counted + ", an estimate",
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "total_samples": self.total_samples,
             "estimated_seconds": self.estimated_seconds,
@@ -113,10 +122,7 @@ class RunCost:
                 out.append(f"{c.id:<44} {c.decisions or 'exact':>9} {c.samples:>15,} {shown:>12}{mark}")
             else:
                 out.append(f"{c.id:<44} {'exact':>9}")
-        how = (
-            "as the checks draw them on a conforming sampler: rehearsed on the exact law" if self.rehearsed else AT_CAP
-        )
-        out.append(f"total: {self.total_samples:,} samples ({how})")
+        out.append(f"total: {self.total_samples:,} samples ({self.how_counted})")
         seconds = self.estimated_seconds
         timing = "not estimated" if seconds is None else f"about {seconds:,.0f} s"
         spread = f", units over {self.workers} workers" if self.workers > 1 else ""
@@ -152,6 +158,9 @@ def _at_cap(
 ) -> CheckCost:
     decisions = p.check.decisions if p.check.statistical else 0
     samples = decisions * budget.decision_cap()  # the sample size rule's cap of one decision
+    own = p.check.planned_samples(budget, p.alpha)
+    if own is not None:  # the check's own rule counts its rows without running
+        samples, counted = own, SIZED
     rate = calibration.seconds_per_row
     seconds = None if rate is None else samples * rate / workers
     return CheckCost(p.id, decisions, samples, p.skip_reason is not None, seconds, counted)
@@ -198,6 +207,9 @@ def calibrate(subject: Any, *, calls: int = 3, shape: tuple[int, int, int] = CAL
     after one warm-up; a loop (called as itself) is not calibrated here."""
     import torch
 
+    timed = subject.kind.seconds_per_row(subject)
+    if timed is not None:
+        return Calibration(*timed)
     if not subject.kind.calibrated:
         return Calibration(None, f"not calibrated: {subject.kind.called_as}'s speed is measured only on chain samplers")
     rows, k, vocab = shape

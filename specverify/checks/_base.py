@@ -212,6 +212,12 @@ class Check(abc.ABC):
         sampler's ``max_children``, ...); the run's record lists them (``run.not_posed``)."""
         return []
 
+    def planned_samples(self, budget: Budget, alpha: float) -> int | None:
+        """The rows the check will draw at ``budget`` with its ``alpha`` share, where its own rule
+        says so without running (an engine's checks); ``None``: the plan rehearses it or counts it
+        at the cap."""
+        return None
+
     def decision_list(self) -> list[Decision]:
         """The results the check reports, one each (default: one, the check's own id)."""
         return [Decision(self.id, self.family, self.case, self.proves)]

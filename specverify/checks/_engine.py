@@ -29,6 +29,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from .._budgets import Budget
 from .._history.posing import posed_params
 from .._kinds.engine import EngineInputs, EngineKind
 from .._record.families import ENGINE_FAMILY
@@ -97,6 +98,12 @@ class EngineCheck(Check):
     def skipped(self, reason: str) -> list[CheckResult]:
         return [self._result("skip", message=reason)]
 
+    def planned_samples(self, budget: Budget, alpha: float) -> int:
+        """Generations in both modes: a law check's at its last look (a failing one stops sooner)."""
+        if self.name == "law":
+            return 2 * _law_rows(budget, alpha, len(ENGINE_GROUPS[self.case or "sampled"]))
+        return 2 * EXACT_ROWS
+
     def run(self, ctx: Context) -> CheckResult:
         """Call the engine as this check says; a fault (raised, crashed, hung, broke the contract) fails it."""
         try:
@@ -153,8 +160,7 @@ class EngineCheck(Check):
     def _law(self, run: _EngineRun) -> CheckResult:
         groups, budget = ENGINE_GROUPS[self.case or "sampled"], run.ctx.budget
         level = run.ctx.alpha / len(LOOKS)  # each look's level: the looks together hold the check's alpha
-        size = budget.sample_size(PLANNED_DF * len(groups), level, factor=2)
-        rows = len(groups) * math.ceil(size.samples / len(groups))  # each arm, each group alike
+        rows = _law_rows(budget, run.ctx.alpha, len(groups))
         prompt = run.prompts(1, "prompt")
         arms: dict[bool, list[np.ndarray]] = {True: [], False: []}
         drawn = 0
@@ -255,6 +261,13 @@ class _EngineRun:
             mode = "on" if speculative else "off"
             raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
         return output.cpu()
+
+
+def _law_rows(budget: Budget, alpha: float, groups: int) -> int:
+    """Generations a law check draws in each mode by its last look: sized for the budget's TV at the
+    last look's level, as many for each group."""
+    size = budget.sample_size(PLANNED_DF * groups, alpha / len(LOOKS), factor=2)
+    return groups * math.ceil(size.samples / groups)
 
 
 def _two_sample(on: np.ndarray, off: np.ndarray, groups: int, vocab: int) -> TwoSampleTest:
