@@ -181,8 +181,10 @@ def history_config(params: SamplingParams, num_tokens: int) -> dict[str, Any]:
     if stops:
         fields["eos_token_id"] = [t for t in range(stops.bit_length()) if (stops >> t) & 1]
         fields["min_new_tokens"] = None if params.min_tokens is None else int(params.min_tokens.item()) or None
-    if params.logit_bias is not None:
-        fields["sequence_bias"] = {(t,): float(b) for t, b in enumerate(params.logit_bias[0].tolist()) if b != 0}
+    if params.logit_bias is not None:  # transformers refuses an empty bias: a row of zeros is none
+        fields["sequence_bias"] = {
+            (t,): float(b) for t, b in enumerate(params.logit_bias[0].tolist()) if b != 0
+        } or None
     if params.bad_words is not None:
         words = [[t for t in word if t >= 0] for word in params.bad_words[0].tolist()]
         fields["bad_words_ids"] = [word for word in words if word] or None

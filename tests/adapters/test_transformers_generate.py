@@ -79,6 +79,9 @@ def test_the_history_parameters_map_to_the_generation_config():
         "bad_words_ids": [[2, 2], [0]],
     }
     assert history_config(SamplingParams(temperature=torch.ones(1, dtype=torch.float64)), 4) == {}
+    # a row of a batch whose other rows set them: no bias, no bad words (transformers refuses empty ones)
+    off = posed_params([group, {}], torch.ones(1, dtype=torch.int64), tuple(group))
+    assert history_config(off, 4) == {"repetition_penalty": 1.0, "sequence_bias": None, "bad_words_ids": None}
 
 
 def test_history_parameters_give_the_exact_law_and_a_stop_token_ends_the_row():
