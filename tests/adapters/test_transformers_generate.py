@@ -99,3 +99,15 @@ def test_history_parameters_give_the_exact_law_and_a_stop_token_ends_the_row():
     assert bool((out == -1).any())  # some rows ended at the stop token, padded
     assert counts[law == 0].sum() == 0  # no stop token before min_tokens, no bad word, no token after a stop
     assert gof_test(counts, law, alpha=1e-6).pvalue > 1e-6
+
+
+def test_transformers_matches_bad_words_against_the_prompt_too_a_convention_the_checks_do_not_pose():
+    from specverify._history import history_generation_law
+    from specverify._history.posing import posed_params
+
+    uniform = MarkovLM(torch.zeros(3, 3, dtype=torch.float64), context=(0,))
+    params = posed_params([{"bad_words": [[1, 2]]}], torch.zeros(60, dtype=torch.int64), ("bad_words",))
+    out = loop()(uniform, uniform, torch.ones((60, 1), dtype=torch.int64), 1, params, torch.Generator().manual_seed(0))
+    assert not bool((out == 2).any())  # 2 after the prompt's 1 is banned: P(no 2 in 60 | 1/3) = 3e-11
+    law = history_generation_law(uniform, torch.tensor([1]), 1, params.select(slice(0, 1)))
+    assert abs(float(law[2]) - 1 / 3) < 1e-12  # the harness's law (vLLM's) reads the generated tokens only
