@@ -26,6 +26,32 @@ _INTEGER = {"penalty_window", "min_tokens", "stop_tokens"}
 WARP_OFF: dict[str, Any] = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
+def _bad_words(given: Sequence[Any]) -> torch.Tensor:
+    """``[G, W, M]``: each group's banned sequences, left-padded with ``-1`` to the longest (none: ``-1``)."""
+    count = max(1, *(len(words or ()) for words in given))
+    width = max(1, *(len(word) for words in given for word in words or ()))
+    rows = [
+        [[-1] * (width - len(word)) + list(word) for word in words or ()] + [[-1] * width] * (count - len(words or ()))
+        for words in given
+    ]
+    return torch.tensor(rows, dtype=torch.int64)
+
+
+def _grammars(given: Sequence[Any]) -> torch.Tensor:
+    """``[G, S, V]``: each group's transition table, padded with unreachable states that allow every
+    token (off: one such state)."""
+    vocab = next(len(table[0]) for table in given if table is not None)
+    states = max(len(table) for table in given if table is not None)
+    free = [0] * vocab
+    return torch.tensor(
+        [[*(table or [free]), *[free] * (states - len(table or [free]))] for table in given], dtype=torch.int64
+    )
+
+
+#: The parameters posed as a table per group, built by these.
+_TABLES = {"bad_words": _bad_words, "grammar": _grammars}
+
+
 def posed_params(groups: Sequence[Mapping[str, Any]], which: torch.Tensor, names: Sequence[str]) -> SamplingParams:
     """Row ``r``'s parameters from ``groups[which[r]]``, for the parameters a loop declares (``names``):
     a memoryless warp off where its group leaves it out, a history parameter only where a group sets it
@@ -48,7 +74,9 @@ def history_columns(
     for name in HISTORY_PARAMETERS:
         if name not in names or not any(name in g for g in groups):
             continue
-        if name == "logit_bias":
+        if name in _TABLES:
+            values = _TABLES[name]([g.get(name) for g in groups])
+        elif name == "logit_bias":
             vocab = next(len(g[name]) for g in groups if name in g)
             values = torch.tensor([list(g.get(name, [0.0] * vocab)) for g in groups], dtype=torch.float64)
         else:

@@ -5,6 +5,7 @@ before it (the *history*).  :func:`history_logits` states them once, vectorised 
 convention, vLLM's (V1 ``Sampler``; ``ops/penalties.py``), named :data:`CONVENTION`; the declared
 memoryless warp (temperature, top-k, top-p, min-p) then runs on its result.  In order:
 
+0. the grammar's and the bad words' masks (:mod:`specverify._history.masks`), ``-inf``;
 1. ``logit_bias`` is added, and while fewer than ``min_tokens`` tokens are generated the stop
    tokens (``stop_tokens``) get ``-inf`` (vLLM applies the two together, before the penalties);
 2. ``repetition_penalty`` ``rho`` on every token seen: a positive logit is divided by ``rho``,
@@ -23,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from .._warps.rules import SamplingParams
+from .masks import bad_words_mask, grammar_mask
 
 __all__ = ["CONVENTION", "generated_length", "history_logits", "is_stop"]
 
@@ -52,6 +54,10 @@ def history_logits(
     as float64, unchanged."""
     z = logits.to(torch.float64)
     rows, vocab = z.shape
+    if params.grammar is not None:
+        z = torch.where(grammar_mask(history, prompt_length, params.grammar).to(z.device), -torch.inf, z)
+    if params.bad_words is not None:
+        z = torch.where(bad_words_mask(history, prompt_length, params.bad_words, vocab).to(z.device), -torch.inf, z)
     if params.logit_bias is not None:
         z = z + params.logit_bias.to(z.device)
     if params.min_tokens is not None and params.stop_tokens is not None:

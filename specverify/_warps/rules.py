@@ -45,6 +45,8 @@ HISTORY_PARAMETERS: tuple[str, ...] = (
     "min_tokens",
     "stop_tokens",
     "logit_bias",
+    "bad_words",
+    "grammar",
 )
 #: Every per-row parameter a sampler can declare it supports.
 PARAMETERS: tuple[str, ...] = (*DEFAULT_ORDER, "seeds", *HISTORY_PARAMETERS)
@@ -62,6 +64,15 @@ _DTYPES = {
     "min_tokens": torch.int64,
     "stop_tokens": torch.int64,
     "logit_bias": torch.float64,
+    "bad_words": torch.int64,
+    "grammar": torch.int64,
+}
+#: The parameters that are more than one value per row: ``[B, ...]`` of this many dimensions.
+_DIMS = {"logit_bias": 2, "bad_words": 3, "grammar": 3}
+_SHAPES = {
+    "logit_bias": "a [B, V] tensor of one row per row",
+    "bad_words": "a [B, W, M] tensor of W sequences per row",
+    "grammar": "a [B, S, V] tensor of one transition table per row",
 }
 
 
@@ -81,7 +92,13 @@ class SamplingParams:
         min_tokens: int64, ``0`` off: the stop tokens are masked until that many tokens are generated.
         stop_tokens: int64 bit mask, token ``t`` a stop token iff bit ``t`` is set (``0``: none):
             generation ends at one (the loop pads the rest of the row with ``-1``).
-        logit_bias: float64 ``[B, V]``, added to the logits (the one parameter with a row of values).
+        logit_bias: float64 ``[B, V]``, added to the logits.
+        bad_words: int64 ``[B, W, M]``, ``W`` banned sequences of at most ``M`` tokens, left-padded
+            with ``-1`` (a row of ``-1``: none): a sequence's last token is masked where the generated
+            tokens end with its others (a one-token sequence: always).
+        grammar: int64 ``[B, S, V]``, a token automaton: ``grammar[b, s, t]`` is the state after token
+            ``t`` in state ``s``, ``-1`` where ``t`` is forbidden there; generation starts in state 0
+            (one state of zeros: off).  Every state allows some token.
         (:mod:`specverify._history` states their law and order.)
     """
 
@@ -97,6 +114,8 @@ class SamplingParams:
     min_tokens: torch.Tensor | None = None
     stop_tokens: torch.Tensor | None = None
     logit_bias: torch.Tensor | None = None
+    bad_words: torch.Tensor | None = None
+    grammar: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         sizes = set()
@@ -104,12 +123,8 @@ class SamplingParams:
             value = getattr(self, name)
             if value is None:
                 continue
-            if not isinstance(value, torch.Tensor) or value.dim() != (2 if name == "logit_bias" else 1):
-                what = (
-                    "a [B, V] tensor of one row per row"
-                    if name == "logit_bias"
-                    else "a 1-d tensor of one value per row"
-                )
+            if not isinstance(value, torch.Tensor) or value.dim() != _DIMS.get(name, 1):
+                what = _SHAPES.get(name, "a 1-d tensor of one value per row")
                 raise ValueError(f"SamplingParams.{name} must be {what}")
             if value.dtype != _DTYPES[name]:
                 raise ValueError(f"SamplingParams.{name} must be {_DTYPES[name]}, got {value.dtype}")
@@ -128,6 +143,8 @@ class SamplingParams:
             ("min_tokens", lambda n: n >= 0, ">= 0"),
             ("stop_tokens", lambda m: m >= 0, "a bit mask >= 0"),
             ("logit_bias", lambda b: ~torch.isnan(b) & (b < float("inf")), "finite or -inf"),
+            ("bad_words", _left_padded, "token ids, left-padded with -1"),
+            ("grammar", _automaton, "states in [-1, S), every state allowing some token"),
         )
         for name, valid, text in checks:
             value = getattr(self, name)
@@ -167,6 +184,17 @@ class SamplingParams:
         for name, value in fields.items():
             object.__setattr__(made, name, value)
         return made
+
+
+def _left_padded(words: torch.Tensor) -> torch.Tensor:
+    """Ids ``>= -1`` with no ``-1`` after a token of its sequence."""
+    late = (words[..., 1:] == -1) & (words[..., :-1] >= 0)
+    return (words >= -1).all() & ~late.any()
+
+
+def _automaton(table: torch.Tensor) -> torch.Tensor:
+    """Transitions to a state of the table or ``-1``, and some token allowed in every state."""
+    return (table >= -1).all() & (table < table.shape[1]).all() & (table >= 0).any(-1).all()
 
 
 def warp(logits: torch.Tensor, params: SamplingParams, order: Sequence[str] = DEFAULT_ORDER) -> torch.Tensor:

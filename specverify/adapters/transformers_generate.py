@@ -29,7 +29,7 @@ from .._warps.rules import SamplingParams
 from ..errors import AdapterUnavailable
 from ._common import import_library, seed_from, seeded_global_rng
 
-__all__ = ["TransformersGenerateLoop", "generation_config", "loop", "quiet"]
+__all__ = ["TransformersGenerateLoop", "generation_config", "history_config", "loop", "quiet"]
 
 _INSTALL = "pip install 'speculative-verify[transformers]'"
 
@@ -82,7 +82,18 @@ class TransformersGenerateLoop:
     """``model.generate(prompt, assistant_model=assistant, ...)`` behind the loop contract."""
 
     contract = "loop"  # what @specverify.loop declares: ``specverify loop`` takes it for a loop
-    parameters = ("temperature", "top_k", "top_p", "min_p")
+    #: transformers has no frequency or presence penalty, no penalty window and no token automaton
+    parameters = (
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "min_tokens",
+        "stop_tokens",
+        "logit_bias",
+        "bad_words",
+    )
 
     def __init__(self, transformers: Any, *, num_assistant_tokens: int = 3) -> None:
         self._transformers = transformers
@@ -111,8 +122,10 @@ class TransformersGenerateLoop:
                     num_assistant_tokens=self.num_assistant_tokens,
                 )
                 out = models[0].generate(prompt[row : row + 1], assistant_model=models[1], generation_config=config)
-                rows.append(out[0, prompt.shape[1] :])
-        return torch.stack(rows).to(torch.int64)
+                made = out[0, prompt.shape[1] :].to(torch.int64)
+                # a row that ended at a stop token (an eos) is shorter: -1 after it, as the contract has it
+                rows.append(torch.cat([made, made.new_full((num_tokens - made.shape[0],), -1)]))
+        return torch.stack(rows)
 
 
 @contextlib.contextmanager
@@ -129,7 +142,8 @@ def quiet(transformers: Any) -> Iterator[None]:
 def generation_config(transformers: Any, params: SamplingParams, num_tokens: int, **extra: Any) -> Any:
     """The ``GenerationConfig`` of one row's sampling parameters (``params`` of one row), exactly
     ``num_tokens`` new tokens: ``temperature`` 0 is greedy; ``top_k`` 0, ``top_p`` 1 and ``min_p`` 0 are
-    passed as "off", since transformers' own default is ``top_k=50``; ``extra`` as given."""
+    passed as "off", since transformers' own default is ``top_k=50``; ``extra`` as given.  The history
+    parameters, where given (:func:`history_config`), override the fixed length."""
 
     def value(name: str, off: float) -> float:
         tensor = getattr(params, name)
@@ -143,12 +157,38 @@ def generation_config(transformers: Any, params: SamplingParams, num_tokens: int
         top_k=None if greedy else int(value("top_k", 0)),
         top_p=None if greedy else value("top_p", 1.0),
         min_p=None if greedy or value("min_p", 0.0) == 0 else value("min_p", 0.0),
-        max_new_tokens=num_tokens,
-        min_new_tokens=num_tokens,
-        pad_token_id=0,
-        eos_token_id=None,
-        **extra,
+        **{
+            "max_new_tokens": num_tokens,
+            "min_new_tokens": num_tokens,
+            "pad_token_id": 0,
+            "eos_token_id": None,
+            **history_config(params, num_tokens),
+            **extra,
+        },
     )
+
+
+def history_config(params: SamplingParams, num_tokens: int) -> dict[str, Any]:
+    """The generation config's fields of one row's history parameters: stop tokens are the
+    ``eos_token_id`` list (generation ends at one, fewer than ``num_tokens`` tokens), ``min_tokens``
+    is ``min_new_tokens`` (transformers masks the eos list until then), ``logit_bias`` one-token
+    ``sequence_bias``, ``bad_words`` ``bad_words_ids`` (transformers matches them against the prompt
+    too).  None given: ``{}``."""
+    fields: dict[str, Any] = {}
+    if params.repetition_penalty is not None:
+        fields["repetition_penalty"] = params.repetition_penalty.item()
+    stops = 0 if params.stop_tokens is None else int(params.stop_tokens.item())
+    if stops:
+        fields["eos_token_id"] = [t for t in range(stops.bit_length()) if (stops >> t) & 1]
+        fields["min_new_tokens"] = None if params.min_tokens is None else int(params.min_tokens.item()) or None
+    if params.logit_bias is not None:  # transformers refuses an empty bias: a row of zeros is none
+        fields["sequence_bias"] = {
+            (t,): float(b) for t, b in enumerate(params.logit_bias[0].tolist()) if b != 0
+        } or None
+    if params.bad_words is not None:
+        words = [[t for t in word if t >= 0] for word in params.bad_words[0].tolist()]
+        fields["bad_words_ids"] = [word for word in words if word] or None
+    return fields
 
 
 def loop() -> TransformersGenerateLoop:

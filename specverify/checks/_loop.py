@@ -41,7 +41,7 @@ from ..stats import FutilityPlan, gof_test, tv_estimate
 from ._base import Check, Context, registered
 from ._looks import FutilityLooks
 from ._loop_context import LoopContext, LoopTally, _chain, _needs, _params, loop_parameters
-from ._loop_history import HISTORY_KINDS, history_law
+from ._loop_history import HISTORY_KINDS, history_law, posable
 
 __all__ = ["REACH", "LoopCheck", "loop_battery"]
 
@@ -84,6 +84,8 @@ class LoopCheck(Check):
             return "the loop declares no per-request seeds (parameters has no 'seeds')"
         if self.name in ("law", "history"):
             missing = _needs((KINDS if self.name == "law" else HISTORY_KINDS)[self.case or "plain"]) - declared
+            if self.name == "history" and posable(self.case or "", declared):
+                return None  # the groups whose parameters the loop declares are posed
             if missing:
                 return f"the loop does not declare {', '.join(sorted(missing))}"
         return None

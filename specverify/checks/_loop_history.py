@@ -22,16 +22,32 @@ import numpy as np
 import torch
 
 from .._budgets import decision_cap
-from .._history import history_generation_law, history_logits, padded_code
+from .._history import bad_words_mask, grammar_violation, history_generation_law, history_logits, padded_code
 from .._loop import MarkovLM
 from .._record.result import CheckResult
+from .._warps.rules import HISTORY_PARAMETERS
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
 
-__all__ = ["HISTORY_KINDS", "HISTORY_LENGTH", "HISTORY_VOCAB", "PaddedTally", "history_law", "repeating_chain"]
+__all__ = [
+    "GRAMMARS",
+    "HISTORY_KINDS",
+    "HISTORY_LENGTH",
+    "HISTORY_VOCAB",
+    "PaddedTally",
+    "history_law",
+    "masked_at",
+    "repeating_chain",
+]
 
 HISTORY_VOCAB, HISTORY_LENGTH = 3, 4
 #: The prompt: token 0 twice (penalised from the start where the prompt counts), then token 1.
 PROMPT = (0, 0, 1)
+#: Grammars over the 3 tokens (transition tables, ``-1`` forbidden, start state 0), each forbidding
+#: what the self-repeating target and its drafter favour: repeating the last token; after 0, 0 again.
+GRAMMARS: dict[str, list[list[int]]] = {
+    "no token twice in a row": [[1, 2, 3], [-1, 2, 3], [1, -1, 3], [1, 2, -1]],
+    "0, then 1 or 2, alternating": [[1, -1, -1], [-1, 0, 0]],
+}
 #: Parameter groups of each kind (min_tokens at, below and above a 3-draft step; stop token 0).
 HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
     "penalties": [
@@ -44,6 +60,14 @@ HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
     "min-tokens": [{"min_tokens": n, "stop_tokens": 0b001} for n in (1, 2, 3, 4)],
     "stop": [{"stop_tokens": 0b001}, {"stop_tokens": 0b110}],
     "logit-bias": [{"logit_bias": [1.5, 0.0, -1.0]}, {"logit_bias": [-float("inf"), 0.5, 0.0]}],
+    # banned continuations the self-repeating target favours (2 after 2; 1 after 2 1; 0 always), none of
+    # which the prompt's tail starts: a convention that matches bad words against the prompt too
+    # (transformers') has the same law here
+    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}],
+    "grammar": [
+        {"grammar": GRAMMARS["no token twice in a row"]},
+        {"grammar": GRAMMARS["0, then 1 or 2, alternating"], "stop_tokens": 0b100},
+    ],
     "mixed": [
         {},
         {"repetition_penalty": 1.5, "min_tokens": 2, "stop_tokens": 0b100, "logit_bias": [0.0, 0.5, 0.0]},
@@ -68,6 +92,14 @@ class PaddedTally(LoopTally):
         return np.bincount(group * cells + code, minlength=self.groups * cells).reshape(self.groups, cells)
 
 
+def posable(case: str, declared: set[str]) -> list[dict[str, Any]]:
+    """The groups of a kind whose parameters a loop declares: a loop that honours some of a kind's
+    parameters (transformers has no frequency penalty) is posed the groups it can take; the claim
+    names them.  None where no such group sets a history parameter (the kind would test nothing new)."""
+    groups = [group for group in HISTORY_KINDS[case] if set(group) <= declared]
+    return groups if any(set(group) & set(HISTORY_PARAMETERS) for group in groups) else []
+
+
 def repeating_chain(seed: int, vocab: int = HISTORY_VOCAB, repeat: float = 2.0, noise: float = 0.5) -> MarkovLM:
     """An order-1 chain that mostly repeats its last token: logits ``noise * N(0, 1) + repeat * I``."""
     g = torch.Generator().manual_seed(seed)
@@ -81,7 +113,7 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     if check.case == "positions":
         return _positions(check, ctx)
     vocab, length = HISTORY_VOCAB, HISTORY_LENGTH
-    groups = HISTORY_KINDS[check.case]
+    groups = posable(check.case, set(loop_parameters(ctx.loop)))
     target, draft = _models(check, ctx)
     prompt_row = torch.tensor(PROMPT)
     names = loop_parameters(ctx.loop)
@@ -109,7 +141,7 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     def label(c: int) -> str:
         return " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length))
 
-    forbidden = _forbidden(check, counts, laws, labels, label)
+    forbidden = _forbidden(check, counts, laws, labels, label, groups)
     if forbidden is not None:
         return forbidden
     result: CheckResult = check._decide(
@@ -182,15 +214,26 @@ def _models(check: Any, ctx: LoopContext) -> tuple[MarkovLM, MarkovLM]:
 
 
 def _forbidden(
-    check: Any, counts: np.ndarray, laws: np.ndarray, labels: list[str], label: Callable[[int], str]
+    check: Any,
+    counts: np.ndarray,
+    laws: np.ndarray,
+    labels: list[str],
+    label: Callable[[int], str],
+    groups: list[dict[str, Any]] | None = None,
 ) -> CheckResult | None:
     """A ``support`` failure where the loop generated an outcome of probability 0 (a stop token
-    before ``min_tokens``, a token a ``-inf`` bias removes): exact evidence, whatever the sample."""
+    before ``min_tokens``, a token a ``-inf`` bias removes, a bad word, a token outside the grammar):
+    exact evidence, whatever the sample.  Where ``groups`` (whole generations) are given, a grammar
+    or bad words that forbid the outcome are named with the prefix that allowed it."""
     impossible = (laws == 0) & (counts > 0)
     if not impossible.any():
         return None
     g, c = (int(i) for i in np.argwhere(impossible)[0])
     where = f"{labels[g]}: generated {label(c)} {int(counts[g, c])} times, which its law forbids (probability 0)"
+    if groups is not None:
+        digits = np.unravel_index(c, (HISTORY_VOCAB + 1,) * HISTORY_LENGTH)
+        why = masked_at(groups[g], torch.tensor([-1 if d == HISTORY_VOCAB else int(d) for d in digits]))
+        where += f": {why}" if why else ""
     result: CheckResult = check._result(
         "fail",
         finding="support",
@@ -201,6 +244,31 @@ def _forbidden(
     return result
 
 
+def masked_at(group: dict[str, Any], tokens: torch.Tensor) -> str | None:
+    """Which mask of ``group`` (a grammar, bad words) forbids generated ``tokens [n]``, and where:
+    the first position whose token it masks after the prefix that allowed it; ``None``: neither."""
+    if "grammar" in group:
+        table = torch.tensor(group["grammar"])
+        left = grammar_violation(tokens, table)
+        if left is not None:
+            position, state = left
+            allowed = [t for t in range(table.shape[1]) if int(table[state, t]) >= 0]
+            prefix = " ".join(map(str, tokens[:position].tolist())) or "nothing"
+            return (
+                f"token {int(tokens[position])} at position {position} is outside the grammar: after {prefix} "
+                f"(state {state}) it allows only {allowed}"
+            )
+    if "bad_words" in group:
+        words = _params([group], torch.zeros(1, dtype=torch.int64), ("bad_words",)).bad_words
+        assert words is not None
+        for position in range(tokens.shape[0]):
+            token = int(tokens[position])
+            if token >= 0 and bool(bad_words_mask(tokens[None, :position], 0, words, HISTORY_VOCAB)[0, token]):
+                prefix = " ".join(map(str, tokens[:position].tolist())) or "nothing"
+                return f"token {token} at position {position} completes a bad word after {prefix}"
+    return None
+
+
 def _label(group: dict[str, Any]) -> str:
     """A group as the parameters it sets (the parameter a failure names)."""
     if not group:
@@ -209,6 +277,8 @@ def _label(group: dict[str, Any]) -> str:
     def shown(name: str, value: Any) -> str:
         if name == "stop_tokens":  # the bit mask as the token ids it holds
             return "{" + ", ".join(str(t) for t in range(64) if (int(value) >> t) & 1) + "}"
+        if name == "grammar":  # by its name
+            return next((f"'{named}'" for named, table in GRAMMARS.items() if table == value), str(value))
         return str(value)
 
     return ", ".join(f"{name}={shown(name, value)}" for name, value in group.items())

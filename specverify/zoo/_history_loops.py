@@ -13,6 +13,7 @@ import dataclasses
 
 import torch
 
+from .._history import grammar_mask
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
 
@@ -37,6 +38,23 @@ class _MinTokensBonusOnly(LoopReference):
         if position < self.k:  # the stop tokens are masked on the bonus row only
             params = _without(params, ("min_tokens",))
         return super().processed(logits, state, prompt_length, params, position)
+
+
+class _BadWordsIgnoredAtVerifiedRows(LoopReference):
+    def processed(self, logits, state, prompt_length, params, position):
+        if position < self.k:  # the rejection sampler's rows are not masked; the bonus row's sampler is
+            params = _without(params, ("bad_words",))
+        return super().processed(logits, state, prompt_length, params, position)
+
+
+class _OneGrammarMaskPerStep(LoopReference):
+    def processed(self, logits, state, prompt_length, params, position):
+        if params.grammar is None or state is None or position == 0:
+            return super().processed(logits, state, prompt_length, params, position)
+        # every row of the step masked as its first row is: the grammar's state not advanced by the drafts
+        z = super().processed(logits, state, prompt_length, _without(params, ("grammar",)), position)
+        first = grammar_mask(state[:, : state.shape[1] - position], prompt_length, params.grammar)
+        return torch.where(first, -torch.inf, z)
 
 
 class _RelaxedState(LoopReference):
@@ -98,5 +116,21 @@ HISTORY_ENTRIES = [
         ("loop.history[min-tokens]",),
         "min_tokens' stop-token mask reaches only the bonus row, the verified rows may stop early "
         "(as min_p and logit_bias in vLLM #42744, #38467).",
+    ),
+    (
+        "bad-words-ignored-at-verified-rows",
+        _BadWordsIgnoredAtVerifiedRows(),
+        "non-conformant",
+        ("loop.history[bad-words]",),
+        "Bad words masked by the bonus row's sampler only, the verified draft rows sampled without the mask "
+        "(vLLM #18902, fixed by PR #19482).",
+    ),
+    (
+        "one-grammar-mask-per-step",
+        _OneGrammarMaskPerStep(),
+        "non-conformant",
+        ("loop.history[grammar]",),
+        "One grammar bitmask for every row of a speculative step, the step's first row's: the automaton "
+        "is not advanced through the drafts (the note's grammar hazard; SGLang and vLLM fill one row per draft).",
     ),
 ]

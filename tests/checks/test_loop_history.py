@@ -61,3 +61,17 @@ def test_an_outcome_of_probability_zero_is_a_support_failure():
     (check,) = result.checks
     assert check.status == "fail" and check.finding == "support" and result.verdict == "non-conformant"
     assert "min_tokens=" in check.message and "probability 0" in check.message
+
+
+def test_a_loop_that_declares_some_of_a_kinds_parameters_is_posed_the_groups_it_takes():
+    from specverify.checks._loop_history import posable
+
+    assert posable("penalties", {"temperature", "repetition_penalty"}) == [{"repetition_penalty": 2.5}]
+    assert posable("mixed", {"temperature", "top_k"}) == []  # the group without history parameters alone: not posed
+    assert LoopCheck("history", "penalties").skip_reason(_Declaring(("repetition_penalty",))) is None
+    assert "frequency_penalty" in LoopCheck("history", "positions").skip_reason(_Declaring(("repetition_penalty",)))
+
+
+class _Declaring:
+    def __init__(self, parameters):
+        self.parameters = ("temperature", *parameters)
