@@ -51,6 +51,7 @@ ENGINE_GROUPS: dict[str, list[dict[str, Any]]] = {
     "penalties": [{"repetition_penalty": 1.8}, {"frequency_penalty": 0.8, "presence_penalty": 0.5}],
     "min-tokens": [{"min_tokens": 2, "stop_tokens": 0b1}],
     "stop": [{"stop_tokens": 0b1}],
+    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}],
 }
 #: Tokens a law check's rows generate (beyond one draft step of a typical 3 to 5 drafts), and its prompt's length.
 LAW_TOKENS, PROMPT_TOKENS = 6, 4

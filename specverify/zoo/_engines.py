@@ -18,7 +18,7 @@ import torch
 from .._record.vocabulary import Verdict
 from .._warps.rules import SamplingParams
 from ..samplers import EngineReference, LoopReference
-from ._history_loops import _MinTokensBonusOnly, _PenaltiesIgnoredAtVerifiedRows
+from ._history_loops import _BadWordsIgnoredAtVerifiedRows, _MinTokensBonusOnly, _PenaltiesIgnoredAtVerifiedRows
 from ._loops import _SharedCoins
 
 __all__ = ["ENGINE_MEMBERS", "EngineMember"]
@@ -90,6 +90,13 @@ def _members() -> dict[str, EngineMember]:
             "lossy",
             ("engine.law[penalties]",),
             "Penalties applied by the bonus row's sampler only (vLLM #18902, fixed by PR #19482).",
+        ),
+        (
+            "engine-bad-words-ignored-at-verified-rows",
+            EngineReference(_BadWordsIgnoredAtVerifiedRows()),
+            "lossy",
+            ("engine.law[bad-words]",),
+            "Bad words masked by the bonus row's sampler only (vLLM #18902, fixed by PR #19482).",
         ),
         (
             "engine-min-tokens-bonus-only",
