@@ -116,3 +116,21 @@ def test_the_plan_counts_each_engine_check_by_its_own_rule_and_times_the_engine(
     sampled = next(line for line in out.splitlines() if line.startswith("engine.law[sampled]"))
     rows = int(sampled.split()[2].replace(",", ""))
     assert 2 * 30_000 < rows < 2 * 60_000  # two modes, sized for TV 0.05 at power 0.99 over three looks
+
+
+class _Plain(EngineReference):
+    parameters = ()  # declares no sampling parameter: output, determinism and the sampled law run
+
+
+PLAIN = _Plain()
+
+
+def test_a_conformant_engine_run_from_the_command_line_exits_0_and_writes_its_report(tmp_path, capsys) -> None:  # noqa: ANN001
+    from specverify._cli import main
+
+    json_path, html = tmp_path / "e.json", tmp_path / "e.html"
+    argv = ["engine", f"{__name__}:PLAIN", "--budget", QUICK, "--in-process", "--json", str(json_path)]
+    assert main([*argv, "--report", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "conformant" in out and "engine.law[sampled]" in out
+    assert json.loads(json_path.read_text())["verdict"] == "conformant" and html.stat().st_size > 0

@@ -367,7 +367,7 @@ def _run_loop(args: argparse.Namespace, err: Any, out: Any, exit_now: Callable[.
     if args.report and not _write_report(result, args.report, err):
         return 2
     print_verdict(out, result, args)
-    if result.verdict == Verdict.CONFORMANT:
+    if result.verdict == Verdict.CONFORMANT and "reach" in result.run:  # a battery that states its reach itself
         out.print(f"tested on {result.run['reach']}", markup=False, highlight=False)
     return result.exit_code
 
