@@ -25,18 +25,21 @@ from .._warps.rules import PARAMETERS, SamplingParams
 from ._common import import_library
 from .transformers_generate import generation_config, quiet
 
-__all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back"]
+__all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back", "engine_seed_ignored_when_speculating"]
 
 _INSTALL = "pip install 'speculative-verify[transformers]'"
 _DRAFTERS = ("assistant", "prompt-lookup")
 
 
 class TransformersEngine:
-    """``LlamaForCausalLM.generate`` behind the engine contract; ``fault`` plants an engine bug."""
+    """``LlamaForCausalLM.generate`` behind the engine contract; ``fault`` plants an engine bug:
+    ``"cache-not-rolled-back"`` (a rejected draft's keys and values stay in the KV cache) or
+    ``"seed-ignored-when-speculating"`` (with speculation on every call draws from one stream, the
+    request's seed unused: calls repeat each other)."""
 
     contract = "engine"
     parameters = ("temperature", "top_k", "top_p")
-    faults = ("cache-not-rolled-back",)
+    faults = ("cache-not-rolled-back", "seed-ignored-when-speculating")
     max_batch = 64  # rows a call: with speculation on each takes a generate() of its own
 
     def __init__(
@@ -91,7 +94,8 @@ class TransformersEngine:
         calls = [[row] for row in range(prompts.shape[0])] if speculative else _alike(params, prompts.shape[0])
         with quiet(self._transformers), torch.random.fork_rng(devices=[]), torch.no_grad(), self._planted(speculative):
             for rows in calls:
-                torch.manual_seed(derive_seed("engine", seed, rows[0]))
+                ignored = speculative and self.fault == "seed-ignored-when-speculating"
+                torch.manual_seed(derive_seed("engine", 0 if ignored else seed, rows[0]))  # the fault: one stream
                 config = generation_config(
                     self._transformers,
                     params.select(torch.tensor(rows[:1])),
@@ -138,3 +142,9 @@ def engine_cache_not_rolled_back() -> TransformersEngine:
     """The engine with its planted fault: a rejected draft's keys and values stay in the KV cache
     (spec ``specverify.adapters.transformers_engine:engine_cache_not_rolled_back``)."""
     return engine(fault="cache-not-rolled-back")
+
+
+def engine_seed_ignored_when_speculating() -> TransformersEngine:
+    """The engine with its planted fault: with speculation on the request's seed is not used
+    (spec ``specverify.adapters.transformers_engine:engine_seed_ignored_when_speculating``)."""
+    return engine(fault="seed-ignored-when-speculating")
