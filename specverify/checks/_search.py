@@ -42,6 +42,12 @@ C = TypeVar("C")
 
 #: A search stops shrinking after this many screened cases: enough for a small case, bounded cost.
 MAX_SCREENS_FACTOR = 12
+#: After a round's first alarm, at most ``SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN`` new
+#: cases are screened to shrink it (later answers come from those already screened): a failure costs
+#: a bounded number of calls more than a pass, whatever Hypothesis would try, and the bound is a
+#: count, not a clock, so the case found is the same on any machine (stated in the evidence).
+SHRINK_SCREENS_FACTOR = 2
+SHRINK_SCREENS_MIN = 8
 #: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
 MAX_ROUNDS = 3
 
@@ -103,6 +109,9 @@ class SearchResult(Generic[C]):
         confirm_alpha: the level confirmations were held to.
         exhausted: every search round alarmed and none confirmed: a deviation near the detection
             limit is likely, and the check is inconclusive.
+        shrink_screens: new cases screened to shrink alarms, over every round.
+        shrink_limit: the most new cases one round may screen to shrink its alarm.
+        shrink_cut: some round reached ``shrink_limit``: its case is the smallest found within it.
     """
 
     examples: int
@@ -114,6 +123,9 @@ class SearchResult(Generic[C]):
     confirm_alpha: float = 0.0
     exhausted: bool = False
     depth: Depth | None = None
+    shrink_screens: int = 0
+    shrink_limit: int = 0
+    shrink_cut: bool = False
 
 
 @dataclasses.dataclass
@@ -210,21 +222,26 @@ def _search_rounds(
     budget = ctx.budget
     screen_alpha = budget.screen_alpha if statistical else 1.0
     limit = MAX_SCREENS_FACTOR * examples + 50
+    result.shrink_limit = shrink_limit = SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN
 
     generated = 0
     for round_ in range(MAX_ROUNDS):
         if generated >= examples:
             break
-        state: dict[str, Any] = {"first": None, "calls": 0, "generated": examples - generated}
+        state: dict[str, Any] = {"first": None, "calls": 0, "generated": examples - generated, "shrunk": 0}
 
         def alarms(case: C, state: dict[str, Any] = state) -> bool:
             state["calls"] += 1
             key = fingerprint(case)
             if key in excluded:
                 return False
-            if state["calls"] > limit and state["first"] is not None:
+            if state["first"] is not None and (state["calls"] > limit or state["shrunk"] >= shrink_limit):
                 # Shrinking budget spent: keep only what is already known to alarm.
+                result.shrink_cut = result.shrink_cut or key not in seen
                 return key in seen and _alarm(seen[key], screen_alpha, statistical)
+            if state["first"] is not None and key not in seen:
+                state["shrunk"] += 1
+                result.shrink_screens += 1
             alarm = _alarm(screen(case), screen_alpha, statistical)
             if alarm and state["first"] is None:
                 state["first"] = case
@@ -415,6 +432,7 @@ def decisions_from_search(
             evidence: Evidence = {
                 **base_evidence,
                 "minimal_example": describe(case),
+                "shrink": {"screens": found.shrink_screens, "limit": found.shrink_limit, "cut": found.shrink_cut},
                 "repro": repro(case, outcome, decision),
             }
             if outcome.fault is not None:
