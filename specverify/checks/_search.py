@@ -45,8 +45,8 @@ MAX_SCREENS_FACTOR = 12
 #: cases are screened to shrink it (later answers come from those already screened): a failure costs
 #: a bounded number of calls more than a pass, whatever Hypothesis would try, and the bound is a
 #: count, not a clock, so the case found is the same on any machine (stated in the evidence).
-SHRINK_SCREENS_FACTOR = 2
-SHRINK_SCREENS_MIN = 8
+SHRINK_SCREENS_FACTOR = 1
+SHRINK_SCREENS_MIN = 4
 #: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
 MAX_ROUNDS = 3
 
