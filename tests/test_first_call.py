@@ -104,3 +104,28 @@ def test_the_cli_exits_2_with_one_line_and_runs_no_check(tmp_path, monkeypatch, 
     assert "takes 2 positional arguments but 4 were given" in line and kind_named("chain").signature in line
     data = json.loads(report.read_text())
     assert data["verdict"] == "error" and [c["id"] for c in data["checks"]] == ["harness.load"]
+
+
+def test_a_wrong_signature_is_told_before_the_battery_is_imported(tmp_path):
+    """Without --json or --report the CLI loads and calls the sampler before it imports the battery
+    (specverify._cli.early): exit 2, one line, and no check, scipy or Hypothesis module loaded."""
+    import subprocess
+    import sys
+
+    (tmp_path / "two_args.py").write_text("def sampler(target_probs, draft_probs):\n    return target_probs\n")
+    script = textwrap.dedent(
+        """
+        import sys
+        from specverify._cli import main
+        code = main(["check", "two_args:sampler", "--budget", "quick", "--no-progress"])
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("scipy", "hypothesis") or m == "specverify.checks")
+        print(code, heavy)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.strip() == "2 []", done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("specverify: error: two_args:sampler cannot be called as a chain sampler")
+    assert kind_named("chain").signature in line

@@ -41,10 +41,16 @@ def first_call(subject: Any, spec: str | None = None) -> None:
     kind.  It is a call like any other: counted (a process's third call is "call 3"), timed, and a
     hang or a crash in it is recorded with the run's isolation.
 
+    A subject called so already (the CLI calls it before importing the battery,
+    :mod:`specverify._cli.early`) is not called again: the run makes its first call once.
+
     Raises:
         SamplerSpecError: it cannot be called as its kind's contract says, in one line naming the
             contract's signature.
     """
+    if getattr(subject, "first_called", False):
+        return
+    subject.first_called = True
     try:
         _call(subject)
     except SamplerFault as fault:

@@ -114,6 +114,7 @@ class SamplerUnderTest(ChainCalls, TreeCalls, DirectCalls):
         self.timed = timed
         self._warm = False
         self.worker_starts = 0
+        self.first_called = False  # specverify._calling.first_call: called once on a tiny case
         by_name = sampler if isinstance(sampler, str) else None  # a spec must declare the kind it is given as
         if isolation == "process":
             self._load_isolated(sampler, spec, device)

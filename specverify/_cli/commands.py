@@ -71,6 +71,9 @@ def _check(args: argparse.Namespace) -> int:
     problem = _nowhere(args) or _validate(args)
     if problem:
         return fail(problem)
+    from .early import early_subject, start_early
+
+    start_early(args)  # the sampler's process imports torch while this one does
     from .._calling.sut import check_device
     from ..errors import SamplerSpecError
 
@@ -78,7 +81,16 @@ def _check(args: argparse.Namespace) -> int:
         check_device(args.device)
     except SamplerSpecError as exc:
         return fail(str(exc))
-    if not args.in_process:
+    try:
+        subject = early_subject(args)  # loaded and called once before the battery's imports
+    except SamplerSpecError as exc:
+        if not (args.json or args.report):
+            return fail(str(exc))
+        subject = exc  # the run writes the failure's JSON and report, then says it
+    except KeyboardInterrupt:
+        err.print("specverify: interrupted; no check had started")
+        return 130
+    if subject is None and not args.in_process:
         from .._worker import prestart
 
         prestart(args.device)  # the sampler's process imports torch while the harness imports the battery
@@ -86,6 +98,8 @@ def _check(args: argparse.Namespace) -> int:
 
     problem = check_selection(args.only)
     if problem:
+        if subject is not None and not isinstance(subject, BaseException):
+            subject.close()  # loaded early; nothing ran: its process is kept, idle, as the driver keeps it
         return fail(problem)
 
     from .progress import ProgressDisplay
@@ -93,7 +107,7 @@ def _check(args: argparse.Namespace) -> int:
     display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
     printer = None if args.quiet else result_printer(out)
 
-    return _interruptible(lambda exit_now: _run(args, display, printer, err, out, exit_now))
+    return _interruptible(lambda exit_now: _run(args, display, printer, err, out, exit_now, subject))
 
 
 def _interruptible(body: Callable[[Callable[..., None]], int]) -> int:
@@ -138,8 +152,11 @@ def _interrupted(exc: KeyboardInterrupt, args: argparse.Namespace, err: Any, exi
     return 130
 
 
-def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any) -> int:
-    """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C)."""
+def _run(
+    args: argparse.Namespace, display: Any, printer: Any, err: Any, out: Any, exit_now: Any, subject: Any = None
+) -> int:
+    """Run the check and write what it found, whatever happens (the sampler's death, Ctrl-C); ``subject``:
+    the sampler loaded already (:mod:`specverify._cli.early`), or why it could not be."""
     from .._run._driver import check, load_failure
     from ..errors import NotStarted, SamplerSpecError, UsageError
 
@@ -153,9 +170,11 @@ def _run(args: argparse.Namespace, display: Any, printer: Any, err: Any, out: An
             printer(result)
 
     try:
+        if isinstance(subject, BaseException):
+            raise subject
         with display:
             result = check(
-                args.spec,
+                args.spec if subject is None else subject,
                 budget=args.budget,
                 seed=args.seed,
                 alpha=args.alpha,
@@ -217,6 +236,16 @@ def _placement_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _placed(args: argparse.Namespace) -> bool:
+    """Whether --workers, --devices, --executor or --address asks for anything but the default."""
+    return (
+        args.workers is not None
+        or bool(getattr(args, "devices", None))
+        or getattr(args, "executor", "local") != "local"
+        or getattr(args, "address", None) is not None
+    )
+
+
 def _devices(args: argparse.Namespace) -> list[str] | None:
     listed = getattr(args, "devices", None)
     return listed.split(",") if listed else None
@@ -246,7 +275,7 @@ def _validate(args: argparse.Namespace) -> str | None:
         return "--timeout must be a positive number of seconds"
     if args.max_time is not None and not args.max_time > 0:
         return "--max-time must be a positive number of seconds"
-    problem = _placement_problem(args)
+    problem = _placement_problem(args) if _placed(args) else None  # the defaults need no check (nor its imports)
     if problem is not None:
         return problem
     for flag, path in (("--json", args.json), ("--report", args.report)):

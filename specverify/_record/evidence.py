@@ -30,6 +30,7 @@ __all__ = [
     "Neighbours",
     "PositionPValue",
     "ShapeRecord",
+    "ShrinkRecord",
     "StepOutput",
     "TVRecord",
     "TreeCase",
@@ -186,6 +187,15 @@ class DepthRecord(TypedDict):
     deep_stopped: int  # deep tests a futility look ended early (a passing case, at a --tv budget)
 
 
+class ShrinkRecord(TypedDict):
+    """How far a search shrank its failing case: new cases screened after the first alarm, against
+    the count that bounds one round (a count, not a clock: the same case on any machine)."""
+
+    screens: int  # new cases screened to shrink, every round together
+    limit: int  # the most one round may screen
+    cut: bool  # a round reached the limit: the case is the smallest found within it
+
+
 class AdjacentRows(TypedDict):
     """Independence of adjacent batch rows (contract.rows-independent)."""
 
@@ -280,6 +290,7 @@ class Evidence(TypedDict, total=False):
 
     # --- the case and how to reproduce it ------------------------------------------------------
     minimal_example: CaseRecord  # the smallest failing case (a batch: {"cases": [...]})
+    shrink: ShrinkRecord  # how far the search shrank it (bounded in screens)
     model: CaseRecord  # the model a model-based check ran on
     decided_on: CaseRecord  # the case another decision of the same search failed on, this one decided there
     repro: str  # Python that reproduces the failure on its own

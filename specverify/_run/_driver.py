@@ -323,6 +323,8 @@ def _load(
     isolated).  Its kind is decided once: the one ``kind`` names, else what it declares; where that
     is known before it loads (a kind named, or a callable), a selection that matches none of the
     kind's checks fails first: a typo costs no worker."""
+    if isinstance(sampler, SamplerUnderTest):  # loaded and called once already (specverify._cli.early)
+        return sampler, sampler.reason
     known = kind_named(kind) if kind is not None else None if isinstance(sampler, str) else type(kind_of(sampler))
     if known is not None:
         patterns = list(select or [])

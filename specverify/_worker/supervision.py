@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -33,7 +32,8 @@ from typing import Any
 
 import torch
 
-from .._threads import HarnessThreads, sampler_env, sampler_threads
+from .._threads import HarnessThreads, sampler_threads
+from .._worker_start import popen_worker, take_early
 from .arena import INPUT_DTYPES, Lane, invalidate
 from .wire import (
     LOAD,
@@ -53,9 +53,6 @@ __all__ = ["OUTPUT_TAIL", "PendingCall", "SamplerProcess", "prestart"]
 
 #: Bytes of the sampler's stdout and stderr kept (the last ones); older output is dropped.
 OUTPUT_TAIL = 64 * 1024
-#: glibc keeps the memory a call frees for the next call (as an engine's caching allocator does),
-#: rather than returning it and faulting it in afresh each call; the user's own settings win.
-_ALLOCATOR = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 34)}
 #: Seconds a call may take before the progress display says the harness is waiting on it.
 SLOW_CALL = 2.0
 
@@ -157,28 +154,8 @@ class SamplerProcess:
         self.kill()
         self._tail.clear()
         self._tail_bytes = 0
-        root = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        fd, beat_path = tempfile.mkstemp(prefix="specverify-beat-", dir=root)
-        os.unlink(beat_path)  # the worker inherits the descriptor: no name is needed
-        try:
-            os.ftruncate(fd, 8)
-            self._beat = mmap.mmap(fd, 8)
-            proc = self._proc = subprocess.Popen(
-                [sys.executable, "-m", "specverify._worker", str(fd)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(fd,),
-                start_new_session=True,  # the terminal's SIGINT reaches the harness only
-                env={
-                    **_ALLOCATOR,
-                    **sampler_env(),
-                    **os.environ,
-                    "PYTHONUNBUFFERED": "1",
-                },  # threads: specverify._threads
-            )
-        finally:
-            os.close(fd)
+        proc, self._beat = take_early() or popen_worker()  # specverify._worker_start
+        self._proc = proc
         self._owner = os.getpid()
         _LIVE.add(self)
         self.starts += 1

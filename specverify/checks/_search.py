@@ -18,14 +18,12 @@ also reported on the smallest case that shows it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
 import random
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from hypothesis import HealthCheck, Phase, Verbosity, find, settings
+from hypothesis import find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
@@ -35,6 +33,7 @@ from .._record.result import CheckResult
 from ..errors import SamplerFault
 from ..stats import confirmation_alpha
 from ._base import Context, Decision, fault_result
+from ._hypothesis import ShrinkSpent, isolated_search, search_settings
 
 __all__ = ["Depth", "Outcome", "SearchResult", "confirm_level", "decisions_from_search", "p_text", "search_and_confirm"]
 
@@ -42,6 +41,12 @@ C = TypeVar("C")
 
 #: A search stops shrinking after this many screened cases: enough for a small case, bounded cost.
 MAX_SCREENS_FACTOR = 12
+#: After a round's first alarm, at most ``SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN`` new
+#: cases are screened to shrink it (later answers come from those already screened): a failure costs
+#: a bounded number of calls more than a pass, whatever Hypothesis would try, and the bound is a
+#: count, not a clock, so the case found is the same on any machine (stated in the evidence).
+SHRINK_SCREENS_FACTOR = 1
+SHRINK_SCREENS_MIN = 4
 #: Searches go on past unconfirmed alarms; this many unconfirmed in a row is inconclusive.
 MAX_ROUNDS = 3
 
@@ -103,6 +108,9 @@ class SearchResult(Generic[C]):
         confirm_alpha: the level confirmations were held to.
         exhausted: every search round alarmed and none confirmed: a deviation near the detection
             limit is likely, and the check is inconclusive.
+        shrink_screens: new cases screened to shrink alarms, over every round.
+        shrink_limit: the most new cases one round may screen to shrink its alarm.
+        shrink_cut: some round reached ``shrink_limit``: its case is the smallest found within it.
     """
 
     examples: int
@@ -114,6 +122,9 @@ class SearchResult(Generic[C]):
     confirm_alpha: float = 0.0
     exhausted: bool = False
     depth: Depth | None = None
+    shrink_screens: int = 0
+    shrink_limit: int = 0
+    shrink_cut: bool = False
 
 
 @dataclasses.dataclass
@@ -131,20 +142,6 @@ class Depth:
     coverage_tv: float
     coverage_reach: Reach | None = None
     outcomes: list[Outcome] = dataclasses.field(default_factory=list)
-
-
-def _search_settings(max_examples: int) -> settings:
-    """One round's search: generate then shrink, no database, no deadline, quiet; the seed is ours."""
-    return settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=False,
-        phases=(Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-    )
 
 
 def search_and_confirm(
@@ -210,22 +207,36 @@ def _search_rounds(
     budget = ctx.budget
     screen_alpha = budget.screen_alpha if statistical else 1.0
     limit = MAX_SCREENS_FACTOR * examples + 50
+    result.shrink_limit = shrink_limit = SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN
 
     generated = 0
     for round_ in range(MAX_ROUNDS):
         if generated >= examples:
             break
-        state: dict[str, Any] = {"first": None, "calls": 0, "generated": examples - generated}
+        state: dict[str, Any] = {
+            "first": None,
+            "last": None,
+            "calls": 0,
+            "generated": examples - generated,
+            "shrunk": 0,
+        }
 
         def alarms(case: C, state: dict[str, Any] = state) -> bool:
             state["calls"] += 1
             key = fingerprint(case)
             if key in excluded:
                 return False
-            if state["calls"] > limit and state["first"] is not None:
-                # Shrinking budget spent: keep only what is already known to alarm.
-                return key in seen and _alarm(seen[key], screen_alpha, statistical)
+            if state["first"] is not None and key not in seen:
+                if state["calls"] > limit or state["shrunk"] >= shrink_limit:
+                    # Shrinking budget spent: the smallest alarm so far is the round's (Hypothesis
+                    # would go on generating candidates, each a draw of the strategy, for nothing).
+                    result.shrink_cut = True
+                    raise ShrinkSpent
+                state["shrunk"] += 1
+                result.shrink_screens += 1
             alarm = _alarm(screen(case), screen_alpha, statistical)
+            if alarm:
+                state["last"] = case  # the shrinker tries only smaller cases: its best so far
             if alarm and state["first"] is None:
                 state["first"] = case
                 state["generated"] = state["calls"]  # generation stops at the first alarm
@@ -233,10 +244,12 @@ def _search_rounds(
 
         rng = random.Random(ctx.seed_for(check_id, "search", round_))
         try:
-            with _isolated_search():
-                minimal = find(strategy, alarms, settings=_search_settings(examples - generated), random=rng)
+            with isolated_search():
+                minimal = find(strategy, alarms, settings=search_settings(examples - generated), random=rng)
         except (NoSuchExample, Unsatisfiable):
             break
+        except ShrinkSpent:
+            minimal = state["last"]
         generated += state["generated"]
         result.minimal, result.first = minimal, state["first"]
         candidates = [minimal]
@@ -318,45 +331,6 @@ def _confirm(
     return None
 
 
-@contextlib.contextmanager
-def _isolated_search():
-    """Make a search a pure function of its seed: the same cases screened on any machine.
-
-    Two Hypothesis internals, each guarded so that a future Hypothesis without them only loses the
-    refinement:
-
-    * Hypothesis seeds some draws with constants found in the *local* modules loaded in the
-      process, so the same search would generate different cases in the CLI, a script or an xdist
-      worker.  During the search no local constants are offered (and the cache of permitted
-      constants is cleared on the way in and out, so the user's own tests are unaffected).
-    * Hypothesis stops shrinking after five minutes of wall time, so a slower or busier machine would
-      screen fewer cases and could reach another verdict.  During the search there is no wall-clock
-      limit: shrinking is bounded by the count of cases screened (:data:`MAX_SCREENS_FACTOR`; past
-      it every answer comes from the cache) and by Hypothesis's own count of shrinks.
-    """
-    from hypothesis.internal.conjecture import engine, providers
-
-    previous_limit = getattr(engine, "MAX_SHRINKING_SECONDS", None)
-    previous_locals = getattr(providers, "_get_local_constants", None)
-    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
-    if previous_limit is not None:
-        engine.MAX_SHRINKING_SECONDS = math.inf
-    if previous_locals is not None and hasattr(providers, "Constants"):
-        empty = providers.Constants()
-        providers._get_local_constants = lambda: empty
-    if cache is not None:
-        cache.clear()
-    try:
-        yield
-    finally:
-        if previous_limit is not None:
-            engine.MAX_SHRINKING_SECONDS = previous_limit
-        if previous_locals is not None:
-            providers._get_local_constants = previous_locals
-        if cache is not None:
-            cache.clear()
-
-
 def _alarm(outcome: Outcome, alpha: float, statistical: bool) -> bool:
     if not statistical:
         return outcome.fault is not None or outcome.mismatch
@@ -415,6 +389,7 @@ def decisions_from_search(
             evidence: Evidence = {
                 **base_evidence,
                 "minimal_example": describe(case),
+                "shrink": {"screens": found.shrink_screens, "limit": found.shrink_limit, "cut": found.shrink_cut},
                 "repro": repro(case, outcome, decision),
             }
             if outcome.fault is not None:

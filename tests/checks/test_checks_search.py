@@ -112,3 +112,22 @@ def test_a_search_screens_the_same_cases_however_slow_the_machine(monkeypatch):
     monkeypatch.undo()
     assert found.exhausted and len(found.unconfirmed) >= 3  # three rounds, each shrunk to its smallest alarm
     assert slow_calls == calls and slow.examples == found.examples and slow.unconfirmed == found.unconfirmed
+
+
+def test_a_failing_search_shrinks_within_its_count_of_screens():
+    """Shrinking a real deviation stops after ``examples + 4`` new screens a round (a count, so the
+    same case on any machine); the case found still alarms and confirms, and the result says the
+    limit cut the shrinking short."""
+
+    def evaluate(case, stage):
+        return statistical(0.0 if sum(case) >= 300 else 0.5)
+
+    strategy = st.lists(st.integers(0, 1000), min_size=1, max_size=20)
+    found, calls = run(evaluate, strategy=strategy, examples=6)
+    case, outcome = found.confirmed
+    assert sum(case) >= 300 and outcome.pvalues == {"d": 0.0}
+    assert found.shrink_limit == 6 + 4 and found.shrink_screens == found.shrink_limit and found.shrink_cut
+    screens = [c for c, stage in calls if stage == "screen"]
+    assert len(screens) <= 6 + found.shrink_limit  # the generated cases, then the bounded shrink
+    again, again_calls = run(evaluate, strategy=strategy, examples=6)
+    assert again_calls == calls and again.confirmed[0] == case
