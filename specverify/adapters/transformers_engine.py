@@ -38,7 +38,18 @@ class TransformersEngine:
     request's seed unused: calls repeat each other)."""
 
     contract = "engine"
-    parameters = ("temperature", "top_k", "top_p")
+    #: transformers has no frequency or presence penalty and no token automaton (logit bias: one-token sequence_bias)
+    parameters = (
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "min_tokens",
+        "stop_tokens",
+        "logit_bias",
+        "bad_words",
+    )
     faults = ("cache-not-rolled-back", "seed-ignored-when-speculating")
     max_batch = 64  # rows a call: with speculation on each takes a generate() of its own
 
@@ -103,9 +114,9 @@ class TransformersEngine:
                     num_assistant_tokens=self.num_assistant_tokens,
                     prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
                 )
-                generated = self.target.generate(prompts[rows], generation_config=config, **extra)
-                out[rows] = generated[:, prompts.shape[1] :].to(torch.int64)
-        return out
+                made = self.target.generate(prompts[rows], generation_config=config, **extra)[:, prompts.shape[1] :]
+                out[rows] = torch.nn.functional.pad(made.to(torch.int64), (0, num_tokens - made.shape[1]), value=-1)
+        return _ended(out, params)
 
     @contextlib.contextmanager
     def _planted(self, speculative: bool) -> Iterator[None]:
@@ -120,6 +131,16 @@ class TransformersEngine:
             yield
         finally:
             cache.crop = crop
+
+
+def _ended(out: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """``-1`` after each row's first stop token, as the contract has it (a batched generate() pads
+    a finished row with its pad token instead; a batch-1 one returns it shorter, padded above)."""
+    if params.stop_tokens is None:
+        return out
+    stops = ((params.stop_tokens.unsqueeze(-1) >> out.clamp(min=0)) & 1).bool() & (out >= 0)
+    after = (stops.cumsum(-1) - stops.int()) > 0  # positions past the first stop token
+    return out.masked_fill(after, -1)
 
 
 def _alike(params: SamplingParams, rows: int) -> list[list[int]]:

@@ -49,3 +49,23 @@ def test_the_planted_fault_acts_only_with_speculation_on_and_is_undone_after() -
     assert transformers.DynamicCache.crop is crop
     with pytest.raises(ValueError, match="fault must be one of"):
         engine(fault="no-such-fault")
+
+
+def test_a_row_ends_at_its_stop_token_in_both_modes_and_not_before_its_minimum() -> None:
+    generate = engine()
+    rows = 16
+    prompts = torch.tensor([[1, 2, 3]]).expand(rows, -1)
+    stops = SamplingParams(
+        temperature=torch.full((rows,), 1.5, dtype=torch.float64),
+        stop_tokens=torch.full((rows,), 0b110, dtype=torch.int64),  # tokens 1 and 2 end a row
+        min_tokens=torch.tensor([0, 3] * (rows // 2), dtype=torch.int64),
+    )
+    for speculative in (False, True):
+        out = generate(prompts, 6, stops, 11, speculative)
+        assert EngineLayout().audit(EngineInputs(prompts, 6, stops, generate.vocab_size), out) == []
+        ended = (out == 1) | (out == 2)
+        first = torch.where(ended.any(-1), ended.int().argmax(-1), 6)
+        after = torch.arange(6) > first.unsqueeze(-1)
+        assert bool((out[after] == -1).all()) and bool((out[~after] >= 0).all())  # -1 exactly after the stop
+        assert bool((first[1::2] >= 3).all())  # no stop token before a row's minimum
+        assert bool(ended.any())  # the case does stop some rows
