@@ -26,6 +26,8 @@ WORKER = {
     "specverify._worker.wire.WorkerRaised",
     "specverify._worker.wire.WorkerDied",
     "specverify._worker.wire.WorkerHung",
+    # a smallest-case search's control flow: raised to end Hypothesis's shrinking, caught where it ends
+    "specverify.checks._hypothesis.ShrinkSpent",
 }
 #: Control flow, not errors: Ctrl-C carrying the results of what finished (a KeyboardInterrupt).
 INTERRUPTS = {"specverify.errors.Interrupted"}
