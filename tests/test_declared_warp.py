@@ -133,6 +133,23 @@ def test_every_case_is_posed_so_the_declared_warp_gives_its_law(name, case):
         torch.testing.assert_close(by(logits, params), law, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("name", ["vllm", "llama.cpp", None])
+@settings(max_examples=10, deadline=None)
+@given(case=step_cases(max_vocab=8, max_k=2, kind="mixed"))
+def test_a_batch_of_repeated_cases_is_posed_once_per_case_and_phase_as_row_by_row(name, case):
+    from specverify._kinds.logits_posing import PERIOD
+
+    other = torch.softmax(torch.linspace(-1.0, 1.0, case.target_probs.shape[-1], dtype=torch.float64), -1)
+    cases = torch.stack([case.target_probs.to(torch.float64), other.expand_as(case.target_probs)])
+    target = cases[torch.arange(100) % 7 % 2]  # two cases, 100 rows, every phase of each
+    oracle, names = resolve_warp(name), ("temperature", "top_k", "top_p", "min_p")
+    whole_logits, whole = pose_for(target, names, oracle, pose)
+    once_logits, once = pose_for(target, names, oracle, pose, period=PERIOD)
+    assert torch.equal(whole_logits, once_logits)
+    assert all(torch.equal(getattr(whole, n), getattr(once, n)) for n in whole.given)
+    assert whole.given == once.given
+
+
 def test_a_logits_sampler_is_posed_by_its_declared_warp():
     from specverify import check
     from specverify.samplers._logits_reference import LogitsReferenceSampler

@@ -46,11 +46,19 @@ _OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
 def pose_for(
-    target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing
+    target_probs: torch.Tensor,
+    parameters: Sequence[str],
+    oracle: DeclaredWarp,
+    pose: Posing,
+    *,
+    period: int | None = None,
 ) -> tuple[torch.Tensor, SamplingParams]:
     """Logits ``[B, K+1, V]`` (float64) and per-row parameters whose *declared* warp is
     ``target_probs`` (each row over its sum); ``pose`` is the layout's usual posing
     (:func:`specverify._kinds.logits_posing.pose`, passed in: the layout builds on this module).
+
+    ``period``: where given, ``pose`` reads a row's index only modulo ``period`` (and otherwise its
+    content alone), so a batch that repeats its cases is posed once per distinct case and phase.
 
     Raises:
         SamplerFault: the declared warp raised, returned no law, or gives no row its case's law even
@@ -58,6 +66,16 @@ def pose_for(
     """
     if oracle.declared and oracle.preset == "transformers":  # the usual posing is transformers' by construction
         return pose(target_probs, parameters)
+    if period is not None and target_probs.shape[0] > 2 * period:
+        batch = target_probs.shape[0]
+        distinct, group = torch.unique(target_probs.reshape(batch, -1).to(torch.float64), dim=0, return_inverse=True)
+        if distinct.shape[0] * period < batch:  # a statistical check's batch: a few cases, many rows each
+            # row g * period + r: case g at phase r, the row's index modulo period as pose reads it
+            # (float64: pose and the judges read the case in float64 first, so the posing is the same)
+            layout = distinct.repeat_interleave(period, dim=0).reshape(-1, *target_probs.shape[1:])
+            logits, params = pose_for(layout, parameters, oracle, pose)
+            index = group * period + torch.arange(batch, device=group.device) % period
+            return logits[index], params.select(index)
     if target_probs.numel() > _CACHE_MAX_ELEMENTS:  # production-sized cases: posed every time, never kept
         return _posed(target_probs, parameters, oracle, pose)
     key = (
