@@ -49,20 +49,24 @@ def inputs(batch: int, k: int, vocab: int, seed: int = 0) -> dict[str, Any]:
     return {"logits": logits, "target": target, "draft": draft, "tokens": tokens, "params": params}
 
 
-def timed(fn: Callable[[], object], repeats: int, min_seconds: float = 0.2) -> float:
-    """Median seconds per call over ``repeats`` rounds of at least ``min_seconds`` each."""
-    fn()  # warm up
-    per_call = []
+def timed(fns: dict[str, Callable[[], object]], repeats: int, min_seconds: float = 0.2) -> dict[str, float]:
+    """Median seconds per call of each function over ``repeats`` rounds of at least ``min_seconds``
+    each, the functions taking turns within a round: a load that comes and goes (a shared machine)
+    then weighs on the sampler and its floor alike, and the ratio holds."""
+    per_call: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()  # warm up
     for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_seconds:
-                break
-        per_call.append(elapsed / calls)
-    return statistics.median(per_call)
+        for name, fn in fns.items():
+            calls, start = 0, time.perf_counter()
+            while True:
+                fn()
+                calls += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= min_seconds:
+                    break
+            per_call[name].append(elapsed / calls)
+    return {name: statistics.median(values) for name, values in per_call.items()}
 
 
 def inverse_cdf_draw(probs: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -78,15 +82,16 @@ def measure(batch: int, k: int, vocab: int, repeats: int) -> dict[str, float]:
     g = torch.Generator().manual_seed(1)
     flat = x["target"][:, 0].contiguous()
     tree = TreeBatch.from_chain(x["target"], x["draft"], x["tokens"])
-    return {
-        "multinomial": timed(lambda: torch.multinomial(flat, 1, generator=g), repeats),
-        "inverse_cdf": timed(lambda: inverse_cdf_draw(flat, g), repeats),
-        "reference": timed(lambda: reference(x["target"], x["draft"], x["tokens"], g), repeats),
-        "logits_reference": timed(
-            lambda: logits_reference(x["logits"], x["draft"], x["tokens"], g, x["params"]), repeats
-        ),
-        "tree_reference": timed(lambda: tree_reference(tree, g), repeats),
-    }
+    return timed(
+        {
+            "multinomial": lambda: torch.multinomial(flat, 1, generator=g),
+            "inverse_cdf": lambda: inverse_cdf_draw(flat, g),
+            "reference": lambda: reference(x["target"], x["draft"], x["tokens"], g),
+            "logits_reference": lambda: logits_reference(x["logits"], x["draft"], x["tokens"], g, x["params"]),
+            "tree_reference": lambda: tree_reference(tree, g),
+        },
+        repeats,
+    )
 
 
 SAMPLERS = ("reference", "logits_reference", "tree_reference")
@@ -120,7 +125,8 @@ def main() -> None:
     lines = [
         "# Reference samplers against one row-draw",
         "",
-        "Seconds per call (median of repeats) of each reference, and its ratio to one draw per row of the "
+        "Seconds per call (median of repeats, the functions taking turns in each round) of each reference, "
+        "and its ratio to one draw per row of the "
         "same `[B, V]` shape, measured in the same run: `torch.multinomial` and an inverse-CDF draw. "
         "Float64, CPU, one thread. Regenerate: `python benchmarks/bench_reference_speed.py`.",
         "",

@@ -5,8 +5,9 @@
 
 With ``--spec`` it runs ``specverify check SPEC --budget BUDGET --json`` first (timed with the
 load average before and after); either way it prints the run's total, sampler and harness seconds,
-the slowest checks with their rows and vocabulary sizes, and the seconds grouped by the largest
-vocabulary each check reached (a check's seconds counted once, under its largest ``V``).
+the slowest checks with their rows and vocabulary sizes, the seconds by family, and the seconds
+grouped by the largest vocabulary each check reached (a check's seconds counted once, under its
+largest ``V``; the decisions of one experiment each show its rows, so rows are counted per decision).
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ def profile(run: dict[str, Any], top: int) -> list[str]:
         key = band(int(vocab[1])) if vocab else "none"
         by_band[key][0] += c.get("duration_s") or 0.0
         by_band[key][1] += c.get("samples") or 0
+    by_family: dict[str, float] = defaultdict(float)
+    for c in checks:
+        by_family[c["family"]] += c.get("duration_s") or 0.0
     lines = [
         f"run: {run['run']['spec']} at {run['run']['budget']['name']}, verdict {run['verdict']}",
         f"total {timing.get('total_seconds')} s, sampler {timing.get('sampler_seconds')} s, "
         f"harness share {timing.get('harness_share')}; checks' own seconds sum to {total:.1f}",
         "",
         *table(["check", "seconds", "rows", "V"], rows),
+        "",
+        *table(["family", "seconds"], [[k, f"{v:.1f}"] for k, v in sorted(by_family.items(), key=lambda kv: -kv[1])]),
         "",
         *table(
             ["largest V", "seconds", "rows"],
