@@ -150,6 +150,19 @@ def test_a_batch_of_repeated_cases_is_posed_once_per_case_and_phase_as_row_by_ro
     assert whole.given == once.given
 
 
+def test_a_fault_in_a_batch_of_repeated_cases_names_the_batchs_own_row():
+    from specverify._kinds.logits_posing import PERIOD
+
+    def untempered(logits, params):  # ignores the temperature: no posing gives a row at T != 1 its law
+        return torch.softmax(logits.to(torch.float64), -1)
+
+    uniform = torch.full((2, 3), 1 / 3, dtype=torch.float64)  # any temperature leaves it alone
+    skewed = torch.softmax(torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.2, 0.1]], dtype=torch.float64), -1)
+    target = torch.cat([uniform.expand(31, -1, -1), skewed.expand(40, -1, -1)])  # row 31 at T = 1 fits
+    with pytest.raises(specverify.errors.SamplerFault, match="does not give row 32 its law"):
+        pose_for(target, ("temperature",), resolve_warp(untempered), pose, period=PERIOD)
+
+
 def test_a_logits_sampler_is_posed_by_its_declared_warp():
     from specverify import check
     from specverify.samplers._logits_reference import LogitsReferenceSampler

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..errors import SamplerFault
 from .declared import DeclaredWarp, warp_fault
 from .presets import PRESETS
 from .rules import SamplingParams
@@ -75,9 +76,13 @@ def pose_for(
             # row g * period + r: case g at phase r, the row's index modulo period as pose reads it
             # (float64: pose and the judges read the case in float64 first, so the posing is the same)
             layout = distinct.repeat_interleave(period, dim=0).reshape(-1, *target_probs.shape[1:])
-            logits, params = pose_for(layout, parameters, oracle, pose)
-            index = group * period + torch.arange(batch, device=group.device) % period
-            return logits[index], params.select(index)
+            try:
+                logits, params = pose_for(layout, parameters, oracle, pose)
+            except SamplerFault:
+                pass  # posed again below, row by row, so the fault names the batch's own row
+            else:
+                index = group * period + torch.arange(batch, device=group.device) % period
+                return logits[index], params.select(index)
     if target_probs.numel() > _CACHE_MAX_ELEMENTS:  # production-sized cases: posed every time, never kept
         return _posed(target_probs, parameters, oracle, pose)
     key = (
