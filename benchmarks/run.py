@@ -6,6 +6,8 @@ Each part writes JSON and markdown under benchmarks/results/ with the machine's 
 
 * throughput: the reference sampler against the seed document's per-token loop and against one
   ``torch.multinomial`` draw per row (bench_throughput.py);
+* the chain, logits and tree references against one row-draw of the same shape, as a ratio
+  (bench_reference_speed.py);
 * the Triton sampler against the reference sampler on the same device (bench_triton.py; through
   Triton's interpreter on a machine without a GPU);
 * time to verdict on the reference sampler and time to the first failure on each zoo member, at the
@@ -33,6 +35,7 @@ def main() -> int:
     quick = ["--quick"] if args.quick else []
     parts = [
         ("throughput", ["bench_throughput.py"] + (["--repeats", "3"] if args.quick else [])),
+        ("reference speed", ["bench_reference_speed.py"] + (["--repeats", "3"] if args.quick else [])),
         ("triton", ["bench_triton.py", "--quick"]),
         ("time to verdict", ["bench_verdict.py", "--budget", "quick" if args.quick else "standard"]),
         ("samples to detect", ["bench_detection.py", *quick]),

@@ -133,6 +133,36 @@ def test_every_case_is_posed_so_the_declared_warp_gives_its_law(name, case):
         torch.testing.assert_close(by(logits, params), law, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("name", ["vllm", "llama.cpp", None])
+@settings(max_examples=10, deadline=None)
+@given(case=step_cases(max_vocab=8, max_k=2, kind="mixed"))
+def test_a_batch_of_repeated_cases_is_posed_once_per_case_and_phase_as_row_by_row(name, case):
+    from specverify._kinds.logits_posing import PERIOD
+
+    other = torch.softmax(torch.linspace(-1.0, 1.0, case.target_probs.shape[-1], dtype=torch.float64), -1)
+    cases = torch.stack([case.target_probs.to(torch.float64), other.expand_as(case.target_probs)])
+    target = cases[torch.arange(100) % 7 % 2]  # two cases, 100 rows, every phase of each
+    oracle, names = resolve_warp(name), ("temperature", "top_k", "top_p", "min_p")
+    whole_logits, whole = pose_for(target, names, oracle, pose)
+    once_logits, once = pose_for(target, names, oracle, pose, period=PERIOD)
+    assert torch.equal(whole_logits, once_logits)
+    assert all(torch.equal(getattr(whole, n), getattr(once, n)) for n in whole.given)
+    assert whole.given == once.given
+
+
+def test_a_fault_in_a_batch_of_repeated_cases_names_the_batchs_own_row():
+    from specverify._kinds.logits_posing import PERIOD
+
+    def untempered(logits, params):  # ignores the temperature: no posing gives a row at T != 1 its law
+        return torch.softmax(logits.to(torch.float64), -1)
+
+    uniform = torch.full((2, 3), 1 / 3, dtype=torch.float64)  # any temperature leaves it alone
+    skewed = torch.softmax(torch.tensor([[1.0, 0.0, -1.0], [0.5, 0.2, 0.1]], dtype=torch.float64), -1)
+    target = torch.cat([uniform.expand(31, -1, -1), skewed.expand(40, -1, -1)])  # row 31 at T = 1 fits
+    with pytest.raises(specverify.errors.SamplerFault, match="does not give row 32 its law"):
+        pose_for(target, ("temperature",), resolve_warp(untempered), pose, period=PERIOD)
+
+
 def test_a_logits_sampler_is_posed_by_its_declared_warp():
     from specverify import check
     from specverify.samplers._logits_reference import LogitsReferenceSampler

@@ -41,6 +41,9 @@ __all__ = ["PosedSampler", "pose", "warps_evidence"]
 TEMPERATURES = (0.6, 1.0, 1.7)
 #: Decoys sit this many nats below the smallest kept logit (relative to each position's largest).
 DECOY_GAP = 1.0
+#: :func:`pose` reads a row's index only modulo 2, 3 and the number of cuts plus one (at most 4): a
+#: row's posing depends on its content and its index modulo this.
+PERIOD = 12
 #: A row's cuts are set only if every kept probability is at least this (float32 cumulative sums
 #: then resolve the cut with room to spare).
 MIN_SEPARATION = 1e-4
@@ -136,7 +139,7 @@ class PosedSampler:
         **kwargs: Any,
     ) -> Any:
         """``seeds``: per-request seeds, set as ``params.seeds`` (for a sampler declaring them)."""
-        logits, params = pose_for(target_probs, self.parameters, self.warp, pose)
+        logits, params = pose_for(target_probs, self.parameters, self.warp, pose, period=PERIOD)
         if seeds is not None:
             params = dataclasses.replace(params, seeds=seeds.to(torch.int64))
         # float32 logits for narrower cases: their law is the rounded probabilities', not the

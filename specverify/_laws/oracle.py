@@ -38,13 +38,17 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     residual = (p - q).clamp_min_(0.0)
     noise = p.shape[-1] * torch.finfo(torch.float64).eps
     at_noise = ~(residual.sum(dim=-1) > noise)
-    residual[at_noise] = p.expand_as(residual)[at_noise]
+    if bool(at_noise.any()):  # rare: a masked copy costs a scan of every row even when it selects none
+        residual = torch.where(at_noise.unsqueeze(-1), p, residual)
     return residual
 
 
-def inverse_cdf(dist: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The smallest token whose cumulative mass exceeds ``u * total``; never a zero-mass token."""
-    cdf = dist.cumsum(dim=-1)
+def inverse_cdf(dist: torch.Tensor, u: torch.Tensor, *, cdf: torch.Tensor | None = None) -> torch.Tensor:
+    """The smallest token whose cumulative mass exceeds ``u * total``; never a zero-mass token.
+
+    ``cdf``: ``dist.cumsum(dim=-1)`` where the caller has it already (written into a buffer it owns).
+    """
+    cdf = dist.cumsum(dim=-1) if cdf is None else cdf
     x = (u * cdf[..., -1]).unsqueeze(-1)
     token = torch.searchsorted(cdf, x, right=True).squeeze(-1)
     # u * total can round up to total itself (token == V): take the last token with positive mass.
@@ -70,13 +74,28 @@ def canonical_emit(
     accepted = accepts(uniforms[:, :k], draft_tokens, p[:, :k], p_sum[:, :k], q, q_sum)
     num_accepted = accepted.to(torch.int64).cumprod(dim=-1).sum(dim=-1)
 
-    rows = torch.arange(batch, device=p.device)
-    # The bonus is the residual against a zero draft row: one code path for both.
+    # The bonus is the residual against a zero draft row: one code path for both.  These are the
+    # operations of emitting_law and inverse_cdf on two fresh [B, V] rows, in place: each further
+    # [B, V] temporary cost as much as the draw at V = 32000 (a fresh page-faulted allocation).
     at = num_accepted.clamp_max(k - 1)
-    dist = emitting_law(
-        p[rows, num_accepted], p_sum[rows, num_accepted], q[rows, at], q_sum[rows, at], drafted=num_accepted < k
-    )
-    return assemble(draft_tokens, num_accepted, inverse_cdf(dist, uniforms[:, k]))
+    p_row = _row_at(p, num_accepted).to(torch.float64).div_(p_sum.gather(1, num_accepted.unsqueeze(1)))
+    residual = _row_at(q, at).to(torch.float64).div_(q_sum.gather(1, at.unsqueeze(1)))
+    residual.mul_((num_accepted < k).unsqueeze(-1)).neg_().add_(p_row).clamp_min_(0.0)  # [p - q]_+
+    at_noise = ~(residual.sum(dim=-1) > p.shape[-1] * torch.finfo(torch.float64).eps)
+    if bool(at_noise.any()):
+        residual = torch.where(at_noise.unsqueeze(-1), p_row, residual)
+    last = inverse_cdf(residual, uniforms[:, k], cdf=torch.cumsum(residual, dim=-1, out=p_row))
+    return assemble(draft_tokens, num_accepted, last)
+
+
+def _row_at(x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """``x[b, position[b]]`` for each row ``b`` of ``x [B, N, V]``: ``[B, V]``, one row copied per row
+    (by row number into the flattened tensor where ``x`` is contiguous: cheaper than advanced indexing)."""
+    batch, n = x.shape[:2]
+    if x.is_contiguous():
+        flat = torch.arange(batch, device=x.device) * n + position
+        return x.reshape(batch * n, *x.shape[2:]).index_select(0, flat)
+    return x[torch.arange(batch, device=x.device), position]
 
 
 def accepts(
@@ -125,5 +144,5 @@ def assemble(
     positions = torch.arange(k + 1, device=draft_tokens.device)
     padded = torch.cat([draft_tokens, torch.full_like(draft_tokens[:, :1], -1)], dim=1)
     tokens = torch.where(positions < num_accepted.unsqueeze(-1), padded, -1)
-    tokens[torch.arange(batch, device=draft_tokens.device), num_accepted] = last
+    tokens.scatter_(1, num_accepted.unsqueeze(1), last.unsqueeze(1).to(tokens.dtype))
     return tokens, num_accepted

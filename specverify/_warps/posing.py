@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..errors import SamplerFault
 from .declared import DeclaredWarp, warp_fault
 from .presets import PRESETS
 from .rules import SamplingParams
@@ -43,14 +44,24 @@ _CACHE_SIZE = 16
 #: Cases larger than this (float64 elements, 16 MiB) are not kept: the cache stays under 256 MiB.
 _CACHE_MAX_ELEMENTS = 1 << 21
 _OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
+#: An odd 64-bit multiplier (the golden ratio's), as the int64 torch stores it: rows' bits to a hash.
+_HASH = 0x9E3779B97F4A7C15 - (1 << 64)
 
 
 def pose_for(
-    target_probs: torch.Tensor, parameters: Sequence[str], oracle: DeclaredWarp, pose: Posing
+    target_probs: torch.Tensor,
+    parameters: Sequence[str],
+    oracle: DeclaredWarp,
+    pose: Posing,
+    *,
+    period: int | None = None,
 ) -> tuple[torch.Tensor, SamplingParams]:
     """Logits ``[B, K+1, V]`` (float64) and per-row parameters whose *declared* warp is
     ``target_probs`` (each row over its sum); ``pose`` is the layout's usual posing
     (:func:`specverify._kinds.logits_posing.pose`, passed in: the layout builds on this module).
+
+    ``period``: where given, ``pose`` reads a row's index only modulo ``period`` (and otherwise its
+    content alone), so a batch that repeats its cases is posed once per distinct case and phase.
 
     Raises:
         SamplerFault: the declared warp raised, returned no law, or gives no row its case's law even
@@ -58,6 +69,20 @@ def pose_for(
     """
     if oracle.declared and oracle.preset == "transformers":  # the usual posing is transformers' by construction
         return pose(target_probs, parameters)
+    if period is not None and target_probs.shape[0] > 2 * period and (found := _cases(target_probs)) is not None:
+        distinct, group = found
+        batch = target_probs.shape[0]
+        if distinct.shape[0] * period < batch:  # a statistical check's batch: a few cases, many rows each
+            # row g * period + r: case g at phase r, the row's index modulo period as pose reads it
+            # (float64: pose and the judges read the case in float64 first, so the posing is the same)
+            layout = distinct.repeat_interleave(period, dim=0).reshape(-1, *target_probs.shape[1:])
+            try:
+                logits, params = pose_for(layout, parameters, oracle, pose)
+            except SamplerFault:
+                pass  # posed again below, row by row, so the fault names the batch's own row
+            else:
+                index = group * period + torch.arange(batch, device=group.device) % period
+                return logits[index], params.select(index)
     if target_probs.numel() > _CACHE_MAX_ELEMENTS:  # production-sized cases: posed every time, never kept
         return _posed(target_probs, parameters, oracle, pose)
     key = (
@@ -73,6 +98,21 @@ def pose_for(
         _CACHE[key] = _posed(target_probs, parameters, oracle, pose)
     logits, params = _CACHE[key]
     return logits.to(target_probs.device).clone(), params.to(target_probs.device)
+
+
+def _cases(target_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The distinct rows of ``target_probs`` (float64, flattened) and each row's index among them,
+    grouped by a hash of the row's bits and then checked equal to its group's first row (``None``
+    on a collision); a tenth of ``torch.unique(dim=0)``'s time, which sorts the rows."""
+    batch = target_probs.shape[0]
+    flat = target_probs.reshape(batch, -1).to(torch.float64).contiguous()
+    weights = torch.arange(flat.shape[1], dtype=torch.int64, device=flat.device) * 2 + 1
+    key = (flat.view(torch.int64) * (weights * _HASH)).sum(dim=-1)  # wraps: a hash, checked below
+    _, group = torch.unique(key, return_inverse=True)
+    rows = torch.arange(batch, device=flat.device)
+    first = torch.full((int(group.max()) + 1,), batch, device=flat.device).scatter_reduce(0, group, rows, "amin")
+    distinct = flat[first]
+    return (distinct, group) if torch.equal(distinct[group], flat) else None
 
 
 def _posed(
