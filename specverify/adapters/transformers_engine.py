@@ -23,7 +23,7 @@ import torch
 from .._seeds import derive_seed
 from .._warps.rules import PARAMETERS, SamplingParams
 from ._common import import_library
-from .transformers_generate import generation_config, quiet
+from .transformers_generate import TransformersGenerateLoop, generation_config, quiet
 
 __all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back", "engine_seed_ignored_when_speculating"]
 
@@ -38,18 +38,8 @@ class TransformersEngine:
     request's seed unused: calls repeat each other)."""
 
     contract = "engine"
-    #: transformers has no frequency or presence penalty and no token automaton (logit bias: one-token sequence_bias)
-    parameters = (
-        "temperature",
-        "top_k",
-        "top_p",
-        "min_p",
-        "repetition_penalty",
-        "min_tokens",
-        "stop_tokens",
-        "logit_bias",
-        "bad_words",
-    )
+    #: what transformers' generate() takes, as its loop adapter declares it (no frequency or presence penalty)
+    parameters = TransformersGenerateLoop.parameters
     faults = ("cache-not-rolled-back", "seed-ignored-when-speculating")
     max_batch = 64  # rows a call: with speculation on each takes a generate() of its own
 
