@@ -41,8 +41,8 @@ C = TypeVar("C")
 
 #: A search stops shrinking after this many screened cases: enough for a small case, bounded cost.
 MAX_SCREENS_FACTOR = 12
-#: After a round's first alarm, at most ``SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN`` new
-#: cases are screened to shrink it (later answers come from those already screened): a failure costs
+#: After a statistical round's first alarm, at most ``SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN``
+#: new cases are screened to shrink it (later answers come from those already screened): a failure costs
 #: a bounded number of calls more than a pass, whatever Hypothesis would try, and the bound is a
 #: count, not a clock, so the case found is the same on any machine (stated in the evidence).
 SHRINK_SCREENS_FACTOR = 1
@@ -207,7 +207,10 @@ def _search_rounds(
     budget = ctx.budget
     screen_alpha = budget.screen_alpha if statistical else 1.0
     limit = MAX_SCREENS_FACTOR * examples + 50
-    result.shrink_limit = shrink_limit = SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN
+    # a statistical screen draws a test's samples: shrinking is bounded by its count; an exact one
+    # (a few rows, audited) is cheap, so its search shrinks to the smallest case within ``limit``
+    shrink_limit = SHRINK_SCREENS_FACTOR * examples + SHRINK_SCREENS_MIN if statistical else limit
+    result.shrink_limit = shrink_limit
 
     generated = 0
     for round_ in range(MAX_ROUNDS):
