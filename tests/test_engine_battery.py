@@ -134,3 +134,11 @@ def test_a_conformant_engine_run_from_the_command_line_exits_0_and_writes_its_re
     out = capsys.readouterr().out
     assert "conformant" in out and "engine.law[sampled]" in out
     assert json.loads(json_path.read_text())["verdict"] == "conformant" and html.stat().st_size > 0
+
+
+def test_the_reports_rerun_command_of_an_engine_run_is_specverify_engine() -> None:
+    from specverify.report._rerun import rerun
+
+    result = specverify.check_engine(PLAIN, budget=QUICK, isolation="in-process", select=["engine.output"])
+    command = rerun({**result.run.to_json(), "spec": "mine:generate"})
+    assert command is not None and command.startswith("specverify engine mine:generate --budget quick")

@@ -15,13 +15,18 @@ from .._budgets import BUDGETS, Budget
 
 __all__ = ["rerun"]
 
+#: The run records' contracts that have a subcommand of their own.
+_SUBCOMMANDS = ("loop", "engine")
+
 
 def rerun(run: Mapping[str, Any]) -> str | None:
     """The command that repeats this run exactly (same spec, budget, seed, α and power)."""
     spec = run.get("spec")
     if not spec:
         return None
-    words = ["specverify", "loop" if run.get("contract") == "loop" else "check", shlex.quote(str(spec))]
+    # a loop's and an engine's runs are repeated by their own subcommands, named as their contracts
+    command = run.get("contract") if run.get("contract") in _SUBCOMMANDS else "check"
+    words = ["specverify", str(command), shlex.quote(str(spec))]
     budget = _budget_words(run.get("budget"))
     if budget is None:  # a budget built in code: no option gives it, so no command repeats the run
         return None
