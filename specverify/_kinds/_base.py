@@ -75,10 +75,14 @@ class Kind(abc.ABC):
     #: What a subject of this kind is called, in a usage error ("cannot be called as ...").
     called_as: ClassVar[str] = "a chain sampler"
 
+    #: The value of a subject's ``contract`` attribute that declares this kind (``None``: none does).
+    declared: ClassVar[str | None] = None
+
     @classmethod
     def declares(cls, sampler: Any) -> bool:
-        """Whether ``sampler`` declares this kind (the chain kind, the default, is declared by anything)."""
-        return True
+        """Whether ``sampler`` declares this kind: its ``contract`` is :attr:`declared` (the chain kind,
+        the default, declares none and is declared by anything)."""
+        return cls.declared is None or getattr(sampler, "contract", None) == cls.declared
 
     @classmethod
     @abc.abstractmethod

@@ -155,10 +155,6 @@ class EngineKind(Kind):
         object.__setattr__(self, "parameters", tuple(self.parameters))
 
     @classmethod
-    def declares(cls, sampler: Any) -> bool:
-        return getattr(sampler, "contract", None) == cls.declared
-
-    @classmethod
     def of(cls, sampler: Any) -> EngineKind:
         """The engine's declared ``parameters``, ``vocab_size`` and ``max_batch``.
 

@@ -130,10 +130,6 @@ class LoopKind(Kind):
         object.__setattr__(self, "parameters", tuple(self.parameters))
 
     @classmethod
-    def declares(cls, sampler: Any) -> bool:
-        return getattr(sampler, "contract", None) == cls.declared
-
-    @classmethod
     def of(cls, sampler: Any) -> LoopKind:
         """The loop's declared ``parameters`` (a callable given as a loop that declares none: temperature)."""
         return cls(tuple(getattr(sampler, "parameters", ("temperature",))))

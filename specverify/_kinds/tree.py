@@ -79,10 +79,6 @@ class TreeKind(Kind):
     algorithm: str | None = None
 
     @classmethod
-    def declares(cls, sampler: Any) -> bool:
-        return getattr(sampler, "contract", None) == cls.declared
-
-    @classmethod
     def of(cls, sampler: Any) -> TreeKind:
         return cls(getattr(sampler, "algorithm", None))
 
