@@ -7,6 +7,7 @@ texts read in one place.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import textwrap
 from typing import Any
 
@@ -96,7 +97,7 @@ def _wrap(text: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole command line: one subcommand each for check, loop, report, zoo and adapters."""
+    """The whole command line: one subcommand each for check, loop, engine, report, zoo and adapters."""
     parser = argparse.ArgumentParser(
         prog="specverify",
         description=_wrap(
@@ -108,8 +109,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specverify {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_check(commands)
-    _add_loop(commands)
-    _add_engine(commands)
+    for words in _SUBJECT_COMMANDS:
+        _add_subject_command(commands, words)
     _add_report(commands)
     _add_zoo(commands)
     commands.add_parser(
@@ -160,56 +161,71 @@ def _add_check(commands: Any) -> None:
     check.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
 
-def _add_loop(commands: Any) -> None:
-    loop = commands.add_parser(
-        "loop",
+@dataclasses.dataclass(frozen=True)
+class _SubjectCommand:
+    """The words of a subcommand whose subject is called as itself (a loop, an engine): all that differs."""
+
+    name: str
+    help: str
+    description: str
+    epilog: str
+    subject: str
+    article: str
+    only_example: str
+    timeout_help: str
+
+
+_SUBJECT_COMMANDS = (
+    _SubjectCommand(
+        name="loop",
         help="put a whole speculative generation loop through the loop family",
-        description=_wrap(
-            "Run the loop family (output, determinism, per-request seeds, warped laws of short generations by "
-            "sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
-            "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in a supervised process of "
-            "its own: a crash, exit or hang of the loop fails the check it happened in and the run goes on."
-        ),
+        description="Run the loop family (output, determinism, per-request seeds, warped laws of short generations "
+        "by sampling parameters, pair laws over a long horizon) on the generation loop named by SPEC, declared "
+        "with @specverify.loop (docs/loops.md), and print the verdict. The loop runs in a supervised process of "
+        "its own: a crash, exit or hang of the loop fails the check it happened in and the run goes on.",
         epilog=LOOP_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_run_options(
-        loop,
-        what="loop",
-        spec_help="the loop as 'package.module:attribute' (a loop or a zero-argument factory)",
+        subject="loop",
+        article="a",
         only_example="'loop.law[*]', 'loop.law[top-k]'",
         timeout_help="seconds the loop may go without calling a model (or returning) before it is a hang (default 120)",
-        in_process_help="run the loop in the harness's own process, for debugging with pdb: a crash then ends the "
-        "harness (default: a supervised process of its own)",
-    )
-    loop.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
-
-
-def _add_engine(commands: Any) -> None:
-    engine = commands.add_parser(
-        "engine",
+    ),
+    _SubjectCommand(
+        name="engine",
         help="put an engine's own generate() through the engine family: speculation on against off",
-        description=_wrap(
-            "Run the engine family (output, determinism, greedy identity, and the law of whole generations by "
-            "sampling parameters, by two-sample tests) on the engine named by SPEC, declared with "
-            "@specverify.engine (docs/engines.md): its generate() with speculation on against itself with "
-            "speculation off, the one oracle with no convention. The engine runs in a supervised process of its "
-            "own: a crash, exit or hang fails the check it happened in and the run goes on."
-        ),
+        description="Run the engine family (output, determinism, greedy identity, and the law of whole "
+        "generations by sampling parameters, by two-sample tests) on the engine named by SPEC, declared with "
+        "@specverify.engine (docs/engines.md): its generate() with speculation on against itself with "
+        "speculation off, the one oracle with no convention. The engine runs in a supervised process of its "
+        "own: a crash, exit or hang fails the check it happened in and the run goes on.",
         epilog=ENGINE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_run_options(
-        engine,
-        what="engine",
-        spec_help="the engine as 'package.module:attribute' (an engine or a zero-argument factory)",
+        subject="engine",
+        article="an",
         only_example="'engine.law[*]', 'engine.greedy'",
         timeout_help="seconds one call of the engine (a batch of generations) may take before it is a hang "
         "(default 600)",
-        in_process_help="run the engine in the harness's own process, for debugging with pdb: a crash then ends the "
-        "harness (default: a supervised process of its own)",
+    ),
+)
+
+
+def _add_subject_command(commands: Any, words: _SubjectCommand) -> None:
+    sub = commands.add_parser(
+        words.name,
+        help=words.help,
+        description=_wrap(words.description),
+        epilog=words.epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    engine.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
+    _add_run_options(
+        sub,
+        what=words.subject,
+        spec_help=f"the {words.subject} as 'package.module:attribute' "
+        f"({words.article} {words.subject} or a zero-argument factory)",
+        only_example=words.only_example,
+        timeout_help=words.timeout_help,
+        in_process_help=f"run the {words.subject} in the harness's own process, for debugging with pdb: a crash "
+        "then ends the harness (default: a supervised process of its own)",
+    )
+    sub.add_argument("-q", "--quiet", action="store_true", help="print only the verdict line")
 
 
 def _add_report(commands: Any) -> None:

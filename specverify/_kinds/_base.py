@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -12,7 +13,7 @@ from .._record.evidence import Warps
 from .._record.info import Isolation, RunInfo, SamplerInfo
 from .._warps.declared import warp_reference
 
-__all__ = ["Kind"]
+__all__ = ["CalledAsItself", "Kind"]
 
 
 class Kind(abc.ABC):
@@ -181,3 +182,27 @@ class Kind(abc.ABC):
         (a logits sampler's warps, posed by its declared ``warp``); ``None`` for a kind given its
         cases as they are."""
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CalledAsItself(Kind):
+    """A kind whose subject is called as itself (a loop, an engine): declared by the sampling
+    ``parameters`` it honours, named by its own ``name``, its calls whole generations whose worker may
+    be mid-call when a run fails (never kept) and beats at the subject's own pace (no units there)."""
+
+    steps: ClassVar[bool] = False
+    units_in_worker: ClassVar[bool] = False
+    kept_after_failure: ClassVar[bool] = False
+    parameters: tuple[str, ...] = ("temperature",)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", tuple(self.parameters))
+
+    def name_of(self, sampler: Callable[..., Any]) -> str:
+        """Shown by its ``name``, else its qualified name alone."""
+        named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
+        return named
+
+    def sampler_info(self, subject: Any) -> SamplerInfo:
+        """Its name and the parameters it declares."""
+        return SamplerInfo(name=subject.name, parameters=list(self.parameters))

@@ -28,10 +28,10 @@ import torch
 from .._contract import Violation
 from .._history.posing import posed_params
 from .._layout import Output, StepLayout
-from .._record.info import Isolation, RunInfo, SamplerInfo
+from .._record.info import Isolation, RunInfo
 from .._warps.rules import PARAMETERS, SamplingParams
 from ..errors import SamplerFault, SamplerSpecError
-from ._base import Kind
+from ._base import CalledAsItself
 
 __all__ = ["EngineInputs", "EngineKind", "EngineLayout", "engine"]
 
@@ -127,7 +127,7 @@ class EngineLayout(StepLayout[EngineInputs]):
 
 
 @dataclasses.dataclass(frozen=True)
-class EngineKind(Kind):
+class EngineKind(CalledAsItself):
     """An engine honouring the sampling ``parameters`` it declares, over ``vocab_size`` tokens."""
 
     name: ClassVar[str] = "engine"
@@ -140,19 +140,12 @@ class EngineKind(Kind):
     #: One call of the engine's generate, one message to its worker.
     verb: ClassVar[str] = "engine"
     contract: ClassVar[str | None] = "engine"
-    steps: ClassVar[bool] = False
     noun: ClassVar[str] = "engine"
-    units_in_worker: ClassVar[bool] = False
     call_timeout: ClassVar[float | None] = 600.0  # one batch of generations, beating once
-    kept_after_failure: ClassVar[bool] = False  # its worker may be mid-call: never kept
     no_match: ClassVar[str] = "no engine check matches {patterns}; ids look like 'engine.law[top-k]'"
     undeclared: ClassVar[str] = "{spec!r} is not an engine: declare it with @specverify.engine (docs/engines.md)"
-    parameters: tuple[str, ...] = ("temperature",)
     vocab_size: int = 0
     max_batch: int = DEFAULT_MAX_BATCH
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parameters", tuple(self.parameters))
 
     @classmethod
     def of(cls, sampler: Any) -> EngineKind:
@@ -220,17 +213,9 @@ class EngineKind(Kind):
             f"timed: one call of {TIMING_ROWS} generations in each mode, {1e3 * seconds:.3g} ms a generation",
         )
 
-    def name_of(self, sampler: Callable[..., Any]) -> str:
-        """An engine is shown by its ``name``, else its qualified name alone."""
-        named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
-        return named
-
     def warp_of(self, sampler: Any) -> Any:
         """An engine declares no warp: its own law with speculation off is its oracle."""
         return None
-
-    def sampler_info(self, subject: Any) -> SamplerInfo:
-        return SamplerInfo(name=subject.name, parameters=list(self.parameters))
 
     def describe(self, record: RunInfo, subject: Any) -> None:
         """Its contract, its vocabulary and its isolation as its calls record it."""

@@ -20,10 +20,10 @@ from .._history.generation import stop_padding_violation
 from .._history.posing import posed_params
 from .._layout import Output, StepLayout
 from .._loop import MarkovLM, generation_law
-from .._record.info import Isolation, RunInfo, SamplerInfo
+from .._record.info import Isolation, RunInfo
 from .._warps.rules import SamplingParams
 from .._warps.separating import warp_record
-from ._base import Kind
+from ._base import CalledAsItself
 
 __all__ = ["LoopInputs", "LoopKind", "LoopLayout"]
 
@@ -102,7 +102,7 @@ class LoopLayout(StepLayout[LoopInputs]):
 
 
 @dataclasses.dataclass(frozen=True)
-class LoopKind(Kind):
+class LoopKind(CalledAsItself):
     """A generation loop honouring the sampling ``parameters`` it declares."""
 
     name: ClassVar[str] = "loop"
@@ -115,19 +115,12 @@ class LoopKind(Kind):
     #: One generation, one message to the worker, which rebuilds the harness's models there.
     verb: ClassVar[str] = "generate"
     contract: ClassVar[str | None] = "loop"
-    steps: ClassVar[bool] = False
     noun: ClassVar[str] = "loop"
-    units_in_worker: ClassVar[bool] = False  # its worker beats at model calls, served by its own verb
     rehearsed: ClassVar[bool] = True
     call_timeout: ClassVar[float | None] = 120.0  # how long it may go without calling a model
-    kept_after_failure: ClassVar[bool] = False  # a loop's worker may be mid-call: never kept
     strict_warp: ClassVar[bool] = True
     no_match: ClassVar[str] = "no loop check matches {patterns}; ids look like 'loop.law[top-k]'"
     undeclared: ClassVar[str] = "{spec!r} is not a generation loop: declare it with @specverify.loop (docs/loops.md)"
-    parameters: tuple[str, ...] = ("temperature",)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parameters", tuple(self.parameters))
 
     @classmethod
     def of(cls, sampler: Any) -> LoopKind:
@@ -178,14 +171,6 @@ class LoopKind(Kind):
             request["params"],
             generator,
         )
-
-    def name_of(self, sampler: Callable[..., Any]) -> str:
-        """A loop loaded in this process is shown by its ``name``, else its qualified name alone."""
-        named: Any = getattr(sampler, "name", None) or getattr(sampler, "__qualname__", type(sampler).__qualname__)
-        return named
-
-    def sampler_info(self, subject: Any) -> SamplerInfo:
-        return SamplerInfo(name=subject.name, parameters=list(self.parameters))
 
     def describe(self, record: RunInfo, subject: Any) -> None:
         """Its contract, what its models and generations cover (``record.reach``, its battery's) and
