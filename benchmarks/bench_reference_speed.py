@@ -18,13 +18,11 @@ the chain given as a path tree).  All in float64 on CPU, as the harness calls th
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from _results import machine, table, write
+from _timing import timed
 
 from specverify import SamplingParams
 from specverify.samplers import logits_reference, reference, tree_reference
@@ -47,26 +45,6 @@ def inputs(batch: int, k: int, vocab: int, seed: int = 0) -> dict[str, Any]:
         top_k=torch.full((batch,), min(50, vocab), dtype=torch.int64),
     )
     return {"logits": logits, "target": target, "draft": draft, "tokens": tokens, "params": params}
-
-
-def timed(fns: dict[str, Callable[[], object]], repeats: int, min_seconds: float = 0.2) -> dict[str, float]:
-    """Median seconds per call of each function over ``repeats`` rounds of at least ``min_seconds``
-    each, the functions taking turns within a round: a load that comes and goes (a shared machine)
-    then weighs on the sampler and its floor alike, and the ratio holds."""
-    per_call: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()  # warm up
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            calls, start = 0, time.perf_counter()
-            while True:
-                fn()
-                calls += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= min_seconds:
-                    break
-            per_call[name].append(elapsed / calls)
-    return {name: statistics.median(values) for name, values in per_call.items()}
 
 
 def inverse_cdf_draw(probs: torch.Tensor, g: torch.Generator) -> torch.Tensor:

@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _timing import timed
 
 import specverify
 
@@ -51,36 +49,23 @@ def seed_loop(target: torch.Tensor, draft: torch.Tensor, tokens: torch.Tensor, g
             torch.multinomial(target[b, -1], 1, generator=g)
 
 
-def timed(fn: Callable[[], object], repeats: int, min_seconds: float = 0.2) -> float:
-    """Median seconds per call over ``repeats`` rounds of at least ``min_seconds`` each."""
-    fn()  # warm up
-    per_call = []
-    for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
-        while True:
-            fn()
-            calls += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_seconds:
-                break
-        per_call.append(elapsed / calls)
-    return statistics.median(per_call)
-
-
 def run(repeats: int) -> list[dict[str, float]]:
     rows = []
     g = torch.Generator().manual_seed(1)
     for batch, k, vocab in SHAPES:
         target, draft, tokens = inputs(batch, k, vocab)
         flat = target[:, 0].contiguous()
-        reference = timed(lambda: specverify.reference(target, draft, tokens, g), repeats)
-        floor = timed(lambda: torch.multinomial(flat, 1, generator=g), repeats)
         loop_rows = min(batch, 64)
-        loop = (
-            timed(lambda: seed_loop(target[:loop_rows], draft[:loop_rows], tokens[:loop_rows], g), repeats)
-            * batch
-            / loop_rows
+        seconds = timed(
+            {
+                "reference": lambda: specverify.reference(target, draft, tokens, g),
+                "floor": lambda: torch.multinomial(flat, 1, generator=g),
+                "loop": lambda: seed_loop(target[:loop_rows], draft[:loop_rows], tokens[:loop_rows], g),
+            },
+            repeats,
         )
+        reference, floor = seconds["reference"], seconds["floor"]
+        loop = seconds["loop"] * batch / loop_rows
         rows.append(
             {
                 "B": batch,
