@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
 import specverify
 from specverify import Verdict
+from specverify.checks._engine import position_tables
 from specverify.samplers import EngineReference
 from specverify.zoo import ENGINE_MEMBERS
 
@@ -142,3 +144,21 @@ def test_the_reports_rerun_command_of_an_engine_run_is_specverify_engine() -> No
     result = specverify.check_engine(PLAIN, budget=QUICK, isolation="in-process", select=["engine.output"])
     command = rerun({**result.run.to_json(), "spec": "mine:generate"})
     assert command is not None and command.startswith("specverify engine mine:generate --budget quick")
+
+
+@pytest.mark.parametrize("vocab", [5, 40_000])
+def test_position_tables_count_each_token_given_its_prefix_as_a_sort_of_rows_would(vocab: int) -> None:
+    # integer keys where a prefix fits 62 bits (vocab 5), rows sorted as rows past it (vocab 40,000 at t >= 5)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 3, (400, 6)), rng.integers(0, 3, (300, 6))
+    a[rng.random(400) < 0.2, 3:] = -1  # ended generations
+    for t, (count_a, count_b) in enumerate(position_tables(a, b, vocab)):
+        coded_a, coded_b = np.where(a < 0, vocab, a), np.where(b < 0, vocab, b)
+        running_a, running_b = (coded_a[:, :t] < vocab).all(1), (coded_b[:, :t] < vocab).all(1)
+        rows = np.unique(np.concatenate([coded_a[running_a, :t], coded_b[running_b, :t]]), axis=0)
+        assert count_a.shape == count_b.shape == (len(rows), vocab + 1)
+        for i, prefix in enumerate(rows):
+            here_a = coded_a[running_a][(coded_a[running_a, :t] == prefix).all(1), t]
+            here_b = coded_b[running_b][(coded_b[running_b, :t] == prefix).all(1), t]
+            assert (count_a[i] == np.bincount(here_a, minlength=vocab + 1)).all()
+            assert (count_b[i] == np.bincount(here_b, minlength=vocab + 1)).all()

@@ -295,14 +295,26 @@ def position_tables(a: np.ndarray, b: np.ndarray, vocab: int) -> list[tuple[np.n
         running_a = (a_codes[:, :t] < vocab).all(axis=1)
         running_b = (b_codes[:, :t] < vocab).all(axis=1)
         prefixes = np.concatenate([a_codes[running_a, :t], b_codes[running_b, :t]])
-        groups, inverse = np.unique(prefixes, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        groups, inverse = _distinct_prefixes(prefixes, base)
         split = int(running_a.sum())
-        cells = len(groups) * base
+        cells = groups * base
         count_a = np.bincount(inverse[:split] * base + a_codes[running_a, t], minlength=cells)
         count_b = np.bincount(inverse[split:] * base + b_codes[running_b, t], minlength=cells)
         tables.append((count_a.reshape(-1, base), count_b.reshape(-1, base)))
     return tables
+
+
+def _distinct_prefixes(prefixes: np.ndarray, base: int) -> tuple[int, np.ndarray]:
+    """How many distinct rows ``prefixes`` ``[N, t]`` holds and each row's index among them, in
+    lexicographic order: as one integer a row (its digits in ``base``, the first most significant,
+    which sorts as the rows do) where that fits in 62 bits, a sort of 1-D keys instead of rows."""
+    width = prefixes.shape[1]
+    if width and width * math.log2(base) < 62:
+        keys = prefixes @ (base ** np.arange(width - 1, -1, -1, dtype=np.int64))
+        distinct, inverse = np.unique(keys, return_inverse=True)
+    else:
+        distinct, inverse = np.unique(prefixes, axis=0, return_inverse=True)
+    return len(distinct), inverse.reshape(-1)
 
 
 def length_counts(tokens: np.ndarray) -> np.ndarray:
