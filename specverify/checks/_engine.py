@@ -41,6 +41,28 @@ from ._base import Check, Context, registered
 
 __all__ = ["ENGINE_GROUPS", "EngineCheck", "engine_battery", "length_counts", "position_tables"]
 
+
+def _bias(vocab: int, given: dict[int, float]) -> list[float]:
+    """A logit bias over ``vocab`` tokens: ``given`` where the token exists, 0 elsewhere."""
+    return [given.get(token, 0.0) for token in range(vocab)]
+
+
+def _no_token_twice(vocab: int) -> list[list[int]] | None:
+    """No token twice in a row: state ``1 + t`` after token ``t`` forbids ``t`` (a table of
+    ``vocab + 1`` states, so posed up to 64 tokens; an engine's law checks are for small vocabularies)."""
+    if vocab > 64:
+        return None
+    after = list(range(1, vocab + 1))
+    return [after] + [[-1 if t == last else after[t] for t in range(vocab)] for last in range(vocab)]
+
+
+def _zero_then_one_or_two(vocab: int) -> list[list[int]] | None:
+    """Token 0, then 1 or 2, alternating (with 2 a stop token: ``0 1 0 1 ... 0 2``); 3 tokens at least."""
+    if vocab < 3:
+        return None
+    return [[1] + [-1] * (vocab - 1), [-1, 0, 0] + [-1] * (vocab - 3)]
+
+
 #: Parameter groups of the law checks: each group a row group, rows alternating between a case's groups.
 ENGINE_GROUPS: dict[str, list[dict[str, Any]]] = {
     "sampled": [{}],
@@ -52,6 +74,12 @@ ENGINE_GROUPS: dict[str, list[dict[str, Any]]] = {
     "min-tokens": [{"min_tokens": 2, "stop_tokens": 0b1}],
     "stop": [{"stop_tokens": 0b1}],
     "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}],
+    # a value that depends on the engine's vocabulary is given as the function that builds it
+    "logit-bias": [
+        {"logit_bias": lambda vocab: _bias(vocab, {0: 1.5, 2: -1.0})},
+        {"logit_bias": lambda vocab: _bias(vocab, {0: -math.inf, 1: 0.5})},
+    ],
+    "grammar": [{"grammar": _no_token_twice}, {"grammar": _zero_then_one_or_two, "stop_tokens": 0b100}],
 }
 #: Tokens a law check's rows generate (beyond one draft step of a typical 3 to 5 drafts), and its prompt's length.
 LAW_TOKENS, PROMPT_TOKENS = 6, 4
@@ -90,8 +118,10 @@ class EngineCheck(Check):
         declared = set(engine.kind.parameters)
         if self.name == "greedy" and "temperature" not in declared:
             return "the engine declares no temperature (greedy rows are temperature 0)"
-        if self.name == "law" and not _posable(self.case, declared):
+        if self.name == "law" and not _posable(self.case, declared, engine.kind.vocab_size):
             missing = {name for group in ENGINE_GROUPS[self.case or "sampled"] for name in group} - declared
+            if not missing:
+                return f"none of its groups can be posed over the engine's {engine.kind.vocab_size} tokens"
             return f"the engine does not declare {', '.join(sorted(missing))}"
         return None
 
@@ -119,7 +149,7 @@ class EngineCheck(Check):
 
     def _output(self, run: _EngineRun) -> CheckResult:
         declared = set(run.parameters)
-        groups = [g for case in ENGINE_GROUPS.values() for g in case if set(g) <= declared]
+        groups = [g for case in ENGINE_GROUPS for g in _posable(case, declared, run.vocab)]
         groups += [{"temperature": 0.0}] if "temperature" in declared else []
         prompts = run.prompts(EXACT_ROWS, "prompts")
         for speculative in (True, False):
@@ -158,7 +188,7 @@ class EngineCheck(Check):
     # --- the law ------------------------------------------------------------------------------
 
     def _law(self, run: _EngineRun) -> CheckResult:
-        groups, budget = _posable(self.case, set(run.parameters)), run.ctx.budget
+        groups, budget = _posable(self.case, set(run.parameters), run.vocab), run.ctx.budget
         level = run.ctx.alpha / len(LOOKS)  # each look's level: the looks together hold the check's alpha
         rows = _law_rows(budget, run.ctx.alpha, len(groups))
         prompt = run.prompts(1, "prompt")
@@ -263,10 +293,16 @@ class _EngineRun:
         return output.cpu()
 
 
-def _posable(case: str | None, declared: set[str]) -> list[dict[str, Any]]:
+def _posable(case: str | None, declared: set[str], vocab: int) -> list[dict[str, Any]]:
     """The groups of a law check's case whose parameters the engine declares (a group it cannot be
-    given is left out, as the loop family's history checks leave it)."""
-    return [group for group in ENGINE_GROUPS[case or "sampled"] if set(group) <= declared]
+    given is left out, as the loop family's history checks leave it), with their values for its
+    ``vocab`` (a group whose value it has none of, a grammar over tokens it lacks, too)."""
+    built = [
+        {name: value(vocab) if callable(value) else value for name, value in group.items()}
+        for group in ENGINE_GROUPS[case or "sampled"]
+        if set(group) <= declared
+    ]
+    return [group for group in built if None not in group.values()]
 
 
 def _law_rows(budget: Budget, alpha: float, groups: int) -> int:

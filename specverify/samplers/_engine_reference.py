@@ -28,7 +28,7 @@ class EngineReference:
     """An engine (the ``engine`` contract) over ``vocab_size`` tokens, speculating with ``loop``."""
 
     contract = "engine"
-    parameters = tuple(name for name in PARAMETERS if name not in ("seeds", "logit_bias"))
+    parameters = tuple(name for name in PARAMETERS if name != "seeds")
     max_batch = 16_384
 
     def __init__(self, loop: Any = None, *, vocab_size: int = 5, model_seed: int = 0, name: str | None = None) -> None:

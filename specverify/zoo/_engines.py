@@ -18,7 +18,12 @@ import torch
 from .._record.vocabulary import Verdict
 from .._warps.rules import SamplingParams
 from ..samplers import EngineReference, LoopReference
-from ._history_loops import _BadWordsIgnoredAtVerifiedRows, _MinTokensBonusOnly, _PenaltiesIgnoredAtVerifiedRows
+from ._history_loops import (
+    _BadWordsIgnoredAtVerifiedRows,
+    _MinTokensBonusOnly,
+    _OneGrammarMaskPerStep,
+    _PenaltiesIgnoredAtVerifiedRows,
+)
 from ._loops import _SharedCoins
 
 __all__ = ["ENGINE_MEMBERS", "EngineMember"]
@@ -104,6 +109,14 @@ def _members() -> dict[str, EngineMember]:
             "lossy",
             ("engine.law[min-tokens]",),
             "min_tokens' stop-token mask reaches only the bonus row (as min_p and logit_bias in vLLM #42744, #38467).",
+        ),
+        (
+            "engine-one-grammar-mask-per-step",
+            EngineReference(_OneGrammarMaskPerStep()),
+            "lossy",
+            ("engine.law[grammar]",),
+            "One grammar bitmask for every row of a speculative step, the step's first row's: the automaton is "
+            "not advanced through the drafts (the grammar hazard of speculation).",
         ),
         (
             "engine-seed-ignored-when-speculating",
