@@ -23,7 +23,7 @@ import torch
 from .._seeds import derive_seed
 from .._warps.rules import PARAMETERS, SamplingParams
 from ._common import import_library
-from .transformers_generate import TransformersGenerateLoop, generation_config, quiet
+from .transformers_generate import TransformersGenerateLoop, generation_config, history_processors, quiet
 
 __all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back", "engine_seed_ignored_when_speculating"]
 
@@ -104,7 +104,13 @@ class TransformersEngine:
                     num_assistant_tokens=self.num_assistant_tokens,
                     prompt_lookup_num_tokens=self.num_assistant_tokens if lookup else None,
                 )
-                made = self.target.generate(prompts[rows], generation_config=config, **extra)[:, prompts.shape[1] :]
+                processors = history_processors(
+                    self._transformers, params.select(torch.tensor(rows[:1])), prompts.shape[1]
+                )
+                made = self.target.generate(
+                    prompts[rows], generation_config=config, logits_processor=processors, **extra
+                )
+                made = made[:, prompts.shape[1] :]
                 out[rows] = torch.nn.functional.pad(made.to(torch.int64), (0, num_tokens - made.shape[1]), value=-1)
         return _ended(out, params)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .._history import grammar_mask
 from .._warps.rules import SamplingParams
 from ..errors import AdapterUnavailable
 from ._common import import_library, seed_from, seeded_global_rng
@@ -82,7 +83,8 @@ class TransformersGenerateLoop:
     """``model.generate(prompt, assistant_model=assistant, ...)`` behind the loop contract."""
 
     contract = "loop"  # what @specverify.loop declares: ``specverify loop`` takes it for a loop
-    #: transformers has no frequency or presence penalty, no penalty window and no token automaton
+    #: transformers has no frequency or presence penalty and no penalty window; a grammar is given as a
+    #: user's logits processor (:func:`history_processors`), as constrained decoding is
     parameters = (
         "temperature",
         "top_k",
@@ -93,6 +95,7 @@ class TransformersGenerateLoop:
         "stop_tokens",
         "logit_bias",
         "bad_words",
+        "grammar",
     )
 
     def __init__(self, transformers: Any, *, num_assistant_tokens: int = 3) -> None:
@@ -121,7 +124,14 @@ class TransformersGenerateLoop:
                     num_tokens,
                     num_assistant_tokens=self.num_assistant_tokens,
                 )
-                out = models[0].generate(prompt[row : row + 1], assistant_model=models[1], generation_config=config)
+                out = models[0].generate(
+                    prompt[row : row + 1],
+                    assistant_model=models[1],
+                    generation_config=config,
+                    logits_processor=history_processors(
+                        self._transformers, params.select(slice(row, row + 1)), prompt.shape[1]
+                    ),
+                )
                 made = out[0, prompt.shape[1] :].to(torch.int64)
                 # a row that ended at a stop token (an eos) is shorter: -1 after it, as the contract has it
                 rows.append(torch.cat([made, made.new_full((num_tokens - made.shape[0],), -1)]))
@@ -189,6 +199,29 @@ def history_config(params: SamplingParams, num_tokens: int) -> dict[str, Any]:
         words = [[t for t in word if t >= 0] for word in params.bad_words[0].tolist()]
         fields["bad_words_ids"] = [word for word in words if word] or None
     return fields
+
+
+def history_processors(transformers: Any, params: SamplingParams, prompt_length: int) -> Any:
+    """The logits processors of one row's history parameters that transformers has no option for:
+    a grammar (a token automaton), as a user gives constrained decoding to ``generate()``, masking
+    what the automaton's state after the generated tokens forbids.  transformers runs a user's
+    processors after its own (penalties, bad words, bias) and before its warps, on every row it
+    verifies with the row's own prefix."""
+    processors = transformers.LogitsProcessorList()
+    if params.grammar is not None:
+        processors.append(_GrammarProcessor(params.grammar[0], prompt_length))
+    return processors
+
+
+class _GrammarProcessor:
+    """``scores`` of tokens the grammar forbids after ``input_ids``' generated tokens set to ``-inf``."""
+
+    def __init__(self, grammar: torch.Tensor, prompt_length: int) -> None:
+        self.grammar, self.prompt_length = grammar.unsqueeze(0), prompt_length
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        grammar = self.grammar.expand(input_ids.shape[0], -1, -1)
+        return scores.masked_fill(grammar_mask(input_ids, self.prompt_length, grammar), -torch.inf)
 
 
 def loop() -> TransformersGenerateLoop:

@@ -56,7 +56,7 @@ def test_the_spec_is_taken_for_a_loop_by_specverify_loop():
     under_test = SamplerUnderTest("specverify.adapters.transformers_generate:loop", isolation="in-process", kind="loop")
     assert under_test.kind == LoopKind(under_test.parameters)
     assert under_test.parameters[:4] == ("temperature", "top_k", "top_p", "min_p")
-    assert "frequency_penalty" not in under_test.parameters and "grammar" not in under_test.parameters
+    assert "frequency_penalty" not in under_test.parameters and "grammar" in under_test.parameters  # as a processor
 
 
 def test_the_history_parameters_map_to_the_generation_config():
@@ -111,3 +111,20 @@ def test_transformers_matches_bad_words_against_the_prompt_too_a_convention_the_
     assert not bool((out == 2).any())  # 2 after the prompt's 1 is banned: P(no 2 in 60 | 1/3) = 3e-11
     law = history_generation_law(uniform, torch.tensor([1]), 1, params.select(slice(0, 1)))
     assert abs(float(law[2]) - 1 / 3) < 1e-12  # the harness's law (vLLM's) reads the generated tokens only
+
+
+def test_a_grammar_given_as_a_logits_processor_gives_the_exact_law_with_assisted_generation():
+    from specverify._history import history_generation_law, padded_code
+    from specverify._history.posing import posed_params
+
+    # the self-repeating target and its drafter favour what the grammar forbids: a token twice in a row
+    target, draft = _chain(5, 3, 1), _chain(6, 3, 1)
+    group = {"grammar": [[1, 2, 3], [-1, 2, 3], [1, -1, 3], [1, 2, -1]]}
+    rows, length = 400, 3
+    params = posed_params([group], torch.zeros(rows, dtype=torch.int64), tuple(group))
+    prompt = torch.ones((rows, 1), dtype=torch.int64)
+    out = loop()(target, draft, prompt, length, params, torch.Generator().manual_seed(4))
+    law = history_generation_law(target, torch.tensor([1]), length, params.select(slice(0, 1))).numpy()
+    counts = np.bincount(padded_code(out, 3).numpy(), minlength=law.size)
+    assert counts[law == 0].sum() == 0  # no token outside the grammar
+    assert (law == 0).sum() > 0 and gof_test(counts, law, alpha=1e-6).pvalue > 1e-6
