@@ -13,7 +13,8 @@ import torch
 
 import specverify
 from specverify import Verdict
-from specverify.checks._engine import position_tables
+from specverify._record.evidence import unknown_keys
+from specverify.checks._engine import position_tables, throughput_line
 from specverify.samplers import EngineReference
 from specverify.zoo import ENGINE_MEMBERS
 
@@ -34,6 +35,15 @@ def test_the_reference_engine_passes_the_exact_checks_and_a_law() -> None:
     assert law.min_detectable_tv is not None and law.min_detectable_tv <= 2 * specverify.BUDGETS[QUICK].tv
     assert law.samples is not None and law.p_value is not None and law.alpha is not None
     assert result.run["contract"] == "engine" and result.run["vocab_size"] == 5
+    assert all(unknown_keys(c.to_json()["evidence"]) == [] for c in result.checks)  # the evidence is in the schema
+    # each check timed its calls in each mode; the run's speed in words sums them
+    made = law.evidence["throughput"]
+    assert set(made) == {"on", "off"} and made["on"]["tokens"] == made["off"]["tokens"] > 0
+    assert made["on"]["per_second"] == pytest.approx(made["on"]["tokens"] / made["on"]["seconds"], rel=1e-2)
+    line = throughput_line(result.checks)
+    assert line is not None and line.startswith("throughput: speculation on ")
+    total = sum(made["tokens"] for c in result.checks for made in c.evidence["throughput"].values())
+    assert f"over {total:,} tokens" in line
 
 
 @pytest.mark.parametrize("name", [n for n, m in ENGINE_MEMBERS.items() if m.caught_by])
@@ -54,6 +64,7 @@ def test_the_law_check_names_where_the_modes_differ() -> None:
     gap = law.evidence["largest_gap"]
     assert gap["token"] == 5 and gap["on"] > 0.2 and gap["off"] == 0.0  # an end (token V) before the minimum
     assert "an end at rate" in law.message
+    assert unknown_keys(law.to_json()["evidence"]) == []
 
 
 class _Broken(EngineReference):

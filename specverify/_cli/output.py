@@ -161,6 +161,12 @@ def print_verdict(console, result, args) -> None:
                 f"[{_STATUS_STYLE['float-edge']}]float-edge[/] {escape(check.id)}: "
                 f"{escape(sizes_text(check.evidence['event']))}"
             )
+    if any("throughput" in check.evidence for check in result.checks):  # an engine's speed in each mode
+        from ..checks._engine import throughput_line
+
+        speed = throughput_line(result.checks)
+        if speed:
+            console.print(escape(speed))
     promise = guarantee(result.checks, power=result.run["power"], alpha=result.run["family_wise_alpha"])
     if promise is not None and lossless(verdict):
         console.print(escape(promise))

@@ -271,6 +271,39 @@ class FutilityRecord(TypedDict):
     stopped_at: int | None  # samples a decision had where a look stopped every decision (None: none did)
 
 
+class LargestGap(TypedDict):
+    """Where an engine's two modes differ most (``engine.law``)."""
+
+    position: int  # the generated position whose token's law is furthest apart
+    token: int  # the token (the vocabulary size: an end) whose rate differs most there
+    on: float  # its rate with speculation on
+    off: float  # its rate with speculation off
+    tv: float  # the TV between the two modes' laws of that position
+    what: str  # the same in words
+
+
+class EngineLooks(TypedDict):
+    """An engine law check's looks at its growing sample."""
+
+    at: list[int]  # generations a mode at each look
+    stopped_at: int  # generations a mode when it stopped
+
+
+class ModeThroughput(TypedDict):
+    """One mode's speed as a check called the engine."""
+
+    tokens: int  # tokens generated (an end's padding not counted)
+    seconds: float  # seconds of the calls that generated them
+    per_second: float  # tokens a second
+
+
+class Throughput(TypedDict, total=False):
+    """Each mode's speed as a check called the engine (a mode it never called: absent)."""
+
+    on: ModeThroughput  # speculation on
+    off: ModeThroughput  # speculation off
+
+
 class Evidence(TypedDict, total=False):
     """What a person needs to believe a result: every key any check, the runner or the calling
     layer writes (a check writes those that apply to it; shapes in brackets).  In the JSON a float
@@ -405,6 +438,13 @@ class Evidence(TypedDict, total=False):
     statistics: list[float]  # [batches] each batch's standardised statistic
     impossible: int  # observations in cells of probability 0
     power_against: str  # the deviation the identity test's power is stated against
+
+    # --- the engine family: speculation on against off -------------------------------------------
+    two_sample: dict[str, Any]  # engine.law: the two-sample test (statistic, pvalue, df, samples, groups, pooled_mass)
+    largest_gap: LargestGap  # engine.law: where the modes differ most
+    prompt: list[int]  # engine.law: the prompt every generation continues
+    looks: EngineLooks  # engine.law: its looks
+    throughput: Throughput  # engine checks: each mode's speed as the check called it
 
 
 def unknown_keys(record: Mapping[str, Any], schema: Any = Evidence, where: str = "evidence") -> list[str]:

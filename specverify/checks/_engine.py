@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from typing import Any, cast
 
 import numpy as np
@@ -39,7 +40,7 @@ from ..errors import SamplerFault
 from ..stats import TwoSampleTest, two_sample_test
 from ._base import Check, Context, registered
 
-__all__ = ["ENGINE_GROUPS", "EngineCheck", "engine_battery", "length_counts", "position_tables"]
+__all__ = ["ENGINE_GROUPS", "EngineCheck", "engine_battery", "length_counts", "position_tables", "throughput_line"]
 
 
 def _bias(vocab: int, given: dict[int, float]) -> list[float]:
@@ -136,11 +137,15 @@ class EngineCheck(Check):
 
     def run(self, ctx: Context) -> CheckResult:
         """Call the engine as this check says; a fault (raised, crashed, hung, broke the contract) fails it."""
+        run = _EngineRun(ctx, self.id)
         try:
-            return getattr(self, f"_{self.name}")(_EngineRun(ctx, self.id))
+            result = getattr(self, f"_{self.name}")(run)
         except SamplerFault as fault:
             evidence = {"violation": fault.violation.rule, **fault.details}
-            return self._result("fail", finding="contract", message=str(fault), evidence=evidence)
+            result = self._result("fail", finding="contract", message=str(fault), evidence=evidence)
+        if run.throughput():
+            result.evidence["throughput"] = run.throughput()
+        return result
 
     def _result(self, status: str, **fields: Any) -> CheckResult:
         return CheckResult(id=self.id, family=self.family, case=self.case, status=status, proves=self.proves, **fields)
@@ -236,6 +241,8 @@ class _EngineRun:
 
     ctx: Context
     check: str
+    #: per mode (speculation on, off): tokens generated and the seconds of the calls that made them
+    made: dict[bool, list[float]] = dataclasses.field(default_factory=lambda: {True: [0, 0.0], False: [0, 0.0]})
 
     @property
     def kind(self) -> EngineKind:
@@ -285,12 +292,24 @@ class _EngineRun:
         self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
     ) -> torch.Tensor:
         sut = self.ctx.sut
+        started = time.perf_counter()
         output = sut(prompts, num_tokens, params, seed, speculative)
+        seconds = time.perf_counter() - started
         wrong = sut.layout.audit(EngineInputs(prompts, num_tokens, params, self.vocab), output, first_only=True)
         if wrong:
             mode = "on" if speculative else "off"
             raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
+        self.made[speculative][0] += int((output >= 0).sum())
+        self.made[speculative][1] += seconds
         return output.cpu()
+
+    def throughput(self) -> dict[str, Any]:
+        """Each mode's tokens, seconds and tokens a second, as this check called the engine."""
+        return {
+            "on" if mode else "off": {"tokens": tokens, "seconds": round(seconds, 4), "per_second": tokens / seconds}
+            for mode, (tokens, seconds) in self.made.items()
+            if seconds > 0
+        }
 
 
 def _posable(case: str | None, declared: set[str], vocab: int) -> list[dict[str, Any]]:
@@ -390,3 +409,22 @@ def engine_battery() -> list[EngineCheck]:
     checks = [EngineCheck("output"), EngineCheck("determinism"), EngineCheck("greedy")]
     checks += [EngineCheck("law", case) for case in ENGINE_GROUPS]
     return registered(checks, families=(ENGINE_FAMILY,))
+
+
+def throughput_line(results: list[CheckResult]) -> str | None:
+    """The engine's speed in each mode over a run's checks, in words (``None``: no engine check
+    timed its calls): tokens a second as the checks called it, batches of up to its ``max_batch`` rows."""
+    total: dict[str, list[float]] = {"on": [0, 0.0], "off": [0, 0.0]}
+    for result in results:
+        speed = result.evidence.get("throughput", {})
+        for mode in ("on", "off"):
+            if mode in speed:
+                total[mode][0] += speed[mode]["tokens"]
+                total[mode][1] += speed[mode]["seconds"]
+    if not all(seconds > 0 for _, seconds in total.values()):
+        return None
+    on, off = (tokens / seconds for tokens, seconds in total.values())
+    return (
+        f"throughput: speculation on {on:,.0f} tokens/s, off {off:,.0f} tokens/s ({on / off:.2f}x), "
+        f"over {int(total['on'][0] + total['off'][0]):,} tokens as the checks called the engine"
+    )
