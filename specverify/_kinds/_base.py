@@ -17,7 +17,7 @@ __all__ = ["CalledAsItself", "Kind"]
 
 
 class Kind(abc.ABC):
-    """One kind of sampler (chain, logits, tree, loop): everything the harness does differently for it.
+    """One kind of sampler (chain, logits, tree, loop, engine): everything the harness does differently for it.
 
     A kind is decided once, when the sampler is given to the harness (:func:`specverify._kinds.kind_of`
     from what the sampler declares, or :func:`specverify._kinds.kind_as_given` where a command names
