@@ -276,32 +276,29 @@ class _EngineRun:
     ) -> np.ndarray:
         """``[rows, LAW_TOKENS]`` generations of rows ``first, first + 1, ...`` (row ``r`` with
         ``groups[r % len(groups)]``), in calls of at most ``max_batch`` rows, each seeded from ``seed``
-        and its first row's index."""
-        rows, batch, num_tokens = prompts.shape[0], self.kind.max_batch, LAW_TOKENS
+        and its first row's index: spread over the run's workers (``--workers``) as units, the same
+        generations whichever worker makes a call."""
+        rows, batch = prompts.shape[0], self.kind.max_batch
         which = (first + torch.arange(rows)) % len(groups)
-        params = posed_params(groups, which, self.parameters)
-        out = np.empty((rows, num_tokens), dtype=np.int64)
-        for start in range(0, rows, batch):  # over calls, each a batch of rows
-            part = slice(start, min(start + batch, rows))
-            tokens = self._call(prompts[part], num_tokens, params.select(part), seed + first + start, speculative)
-            out[part] = tokens.numpy()
-            self.ctx.advance(part.stop - part.start)
+        calls = _Calls(prompts, posed_params(groups, which, self.parameters), seed + first, speculative, self.vocab)
+        spans = [(start, min(start + batch, rows)) for start in range(0, rows, batch)]
+        out = np.empty((rows, LAW_TOKENS), dtype=np.int64)
+        for (start, stop), (tokens, seconds) in zip(spans, self.ctx.units(calls, spans)):
+            out[start:stop] = tokens.numpy()
+            self._count(tokens, seconds, speculative)
+            self.ctx.advance(stop - start)
         return out
 
     def _call(
         self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
     ) -> torch.Tensor:
-        sut = self.ctx.sut
-        started = time.perf_counter()
-        output = sut(prompts, num_tokens, params, seed, speculative)
-        seconds = time.perf_counter() - started
-        wrong = sut.layout.audit(EngineInputs(prompts, num_tokens, params, self.vocab), output, first_only=True)
-        if wrong:
-            mode = "on" if speculative else "off"
-            raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
-        self.made[speculative][0] += int((output >= 0).sum())
+        tokens, seconds = _called(self.ctx.sut, prompts, num_tokens, params, seed, speculative, self.vocab)
+        self._count(tokens, seconds, speculative)
+        return tokens
+
+    def _count(self, tokens: torch.Tensor, seconds: float, speculative: bool) -> None:
+        self.made[speculative][0] += int((tokens >= 0).sum())
         self.made[speculative][1] += seconds
-        return output.cpu()
 
     def throughput(self) -> dict[str, Any]:
         """Each mode's tokens, seconds and tokens a second, as this check called the engine."""
@@ -310,6 +307,36 @@ class _EngineRun:
             for mode, (tokens, seconds) in self.made.items()
             if seconds > 0
         }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Calls:
+    """A law check's calls as units: ``(start, stop)`` is one call of those rows, seeded by its first."""
+
+    prompts: torch.Tensor
+    params: SamplingParams
+    seed: int
+    speculative: bool
+    vocab: int
+
+    def __call__(self, sut: Any, span: tuple[int, int]) -> tuple[torch.Tensor, float]:
+        part = slice(*span)
+        prompts, params = self.prompts[part], self.params.select(part)
+        return _called(sut, prompts, LAW_TOKENS, params, self.seed + span[0], self.speculative, self.vocab)
+
+
+def _called(
+    sut: Any, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool, vocab: int
+) -> tuple[torch.Tensor, float]:
+    """One call of the engine, audited (a broken output is a fault, naming the mode), with its seconds."""
+    started = time.perf_counter()
+    output = sut(prompts, num_tokens, params, seed, speculative)
+    seconds = time.perf_counter() - started
+    wrong = sut.layout.audit(EngineInputs(prompts, num_tokens, params, vocab), output, first_only=True)
+    if wrong:
+        mode = "on" if speculative else "off"
+        raise SamplerFault(dataclasses.replace(wrong[0], message=f"{wrong[0].message} (speculation {mode})"))
+    return output.cpu(), seconds
 
 
 def _posable(case: str | None, declared: set[str], vocab: int) -> list[dict[str, Any]]:
