@@ -204,13 +204,21 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     return result
 
 
+#: A kind's drafter prefers token ``a + 1`` after ``a`` by this much more than the target does: the
+#: grammar's, so the drafter's law on the tokens a grammar allows is not the target's in proportion
+#: (a draft cut at an invalid token and redrawn from p is lossy only then: the note's ``Q_inv (p - r)``).
+_SKEW = {"grammar": 1.5}
+
+
 def _models(check: Any, ctx: LoopContext) -> tuple[MarkovLM, MarkovLM]:
-    """The check's self-repeating target and a drafter close to it (most drafts accepted)."""
+    """The check's self-repeating target and a drafter close to it (most drafts accepted), skewed
+    where the kind asks (:data:`_SKEW`)."""
     target = repeating_chain(ctx.seed_for(check.id, "target"))
     near = torch.randn(
         HISTORY_VOCAB, HISTORY_VOCAB, generator=torch.Generator().manual_seed(ctx.seed_for(check.id, "draft"))
     )
-    return target, MarkovLM(target.logits + 0.3 * near.to(torch.float64), context=(0,))
+    skew = _SKEW.get(check.case, 0.0) * torch.roll(torch.eye(HISTORY_VOCAB, dtype=torch.float64), 1, dims=1)
+    return target, MarkovLM(target.logits + 0.3 * near.to(torch.float64) + skew, context=(0,))
 
 
 def _forbidden(

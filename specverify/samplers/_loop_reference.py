@@ -144,16 +144,19 @@ class LoopReference:
                 break
             draft_logits = draft(prefix)
             if state is not None:
-                draft_logits = history_logits(draft_logits, state, prompt_length, params)
+                draft_logits = self.draft_processed(draft_logits, state, prompt_length, params, i)
             sampled_from, q = self.draft_law(draft_logits, params)
             drafted = inverse_cdf(sampled_from, coins[:, i])
             drafts[rows, i] = drafted
             q_sum = q.sum(dim=-1, dtype=torch.float64)
             keep = accepts(coins[:, k + i], drafted, p, p_sum, q, q_sum)
+            cut = None if state is None else self.cut(drafted, state, prompt_length, params)
+            if cut is not None:  # a cut draft is not verified: its row is drawn from p, and the step ends
+                keep = keep & ~cut
             out = (~keep).nonzero().squeeze(-1)
             emitted = drafted.clone()
             if out.numel():  # these rows emit a token from the residual [p - q]_+ and stop
-                last = emitting_law(p[out], p_sum[out], q[out], q_sum[out])
+                last = emitting_law(p[out], p_sum[out], q[out], q_sum[out], None if cut is None else ~cut[out])
                 emitted[out] = inverse_cdf(last, coins[out, 2 * k])
                 accepted[rows[out]] = i
             tokens[rows, i] = emitted
@@ -185,6 +188,20 @@ class LoopReference:
         """The target's logits at draft ``position`` after the history processors of ``state``
         (:func:`~specverify._history.history_logits`); ``None``: no history parameter given."""
         return logits if state is None else history_logits(logits, state, prompt_length, params)
+
+    def draft_processed(
+        self, logits: torch.Tensor, state: torch.Tensor, prompt_length: int, params: SamplingParams, position: int
+    ) -> torch.Tensor:
+        """The drafter's logits at draft ``position`` after the same history processors as the target's
+        (a drafter that ignores some draws from another ``q``: still exact, the verifier corrects it)."""
+        return history_logits(logits, state, prompt_length, params)
+
+    def cut(
+        self, drafted: torch.Tensor, state: torch.Tensor, prompt_length: int, params: SamplingParams
+    ) -> torch.Tensor | None:
+        """``[B]`` bool: the rows whose draft is cut before verification (their row drawn from ``p``
+        as a bonus, the step ending there); ``None``: no draft is cut, every one is verified."""
+        return None
 
     def row_state(self, seen: torch.Tensor, drafts: torch.Tensor, position: int) -> torch.Tensor:
         """The state draft row ``position`` is processed with: the committed state and the drafts before it."""
