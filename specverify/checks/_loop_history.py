@@ -22,10 +22,20 @@ import numpy as np
 import torch
 
 from .._budgets import decision_cap
-from .._history import bad_words_mask, grammar_violation, history_generation_law, history_logits, padded_code
+from .._history import (
+    CONVENTION,
+    HISTORY_CONVENTIONS,
+    bad_words_mask,
+    grammar_violation,
+    history_generation_law,
+    history_logits,
+    padded_code,
+)
+from .._history.conventions import HistoryProcessors
 from .._loop import MarkovLM
 from .._record.result import CheckResult
 from .._warps.rules import HISTORY_PARAMETERS
+from ..stats import gof_test
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
 
 __all__ = [
@@ -61,9 +71,9 @@ HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
     "stop": [{"stop_tokens": 0b001}, {"stop_tokens": 0b110}],
     "logit-bias": [{"logit_bias": [1.5, 0.0, -1.0]}, {"logit_bias": [-float("inf"), 0.5, 0.0]}],
     # banned continuations the self-repeating target favours (2 after 2; 1 after 2 1; 0 always), none of
-    # which the prompt's tail starts: a convention that matches bad words against the prompt too
-    # (transformers') has the same law here
-    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}],
+    # which the prompt's tail starts; then 1 after 1, which the prompt's last token starts: matched against
+    # the prompt too (transformers'), the first token cannot be 1 (a convention finding)
+    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}, {"bad_words": [[1, 1]]}],
     "grammar": [
         {"grammar": GRAMMARS["no token twice in a row"]},
         {"grammar": GRAMMARS["0, then 1 or 2, alternating"], "stop_tokens": 0b100},
@@ -118,10 +128,13 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     prompt_row = torch.tensor(PROMPT)
     names = loop_parameters(ctx.loop)
 
-    def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
+    def laws_of(law: Callable[..., torch.Tensor], processors: HistoryProcessors = history_logits) -> np.ndarray:
         one = torch.zeros(1, dtype=torch.int64)
         return np.stack(
-            [history_generation_law(target, prompt_row, length, _params([g], one, names), law).numpy() for g in groups]
+            [
+                history_generation_law(target, prompt_row, length, _params([g], one, names), law, processors).numpy()
+                for g in groups
+            ]
         )
 
     laws = laws_of(ctx.oracle)
@@ -141,13 +154,54 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     def label(c: int) -> str:
         return " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length))
 
-    forbidden = _forbidden(check, counts, laws, labels, label, groups)
-    if forbidden is not None:
-        return forbidden
-    result: CheckResult = check._decide(
+    result = _forbidden(check, counts, laws, labels, label, groups) or check._decide(
         ctx, counts, laws, share, labels, label, generations=int(counts.sum()), laws_of=laws_of, looked=looked
     )
+    if result.status == "fail":  # a loop whose law is another engine's convention's: not a speculation bug
+        return _convention_finding(check, ctx, result, counts, laws, share, lambda c: laws_of(ctx.oracle, c))
     return result
+
+
+def _convention_finding(
+    check: Any,
+    ctx: LoopContext,
+    failed: CheckResult,
+    counts: np.ndarray,
+    laws: np.ndarray,
+    share: float,
+    laws_under: Callable[[HistoryProcessors], np.ndarray],
+) -> CheckResult:
+    """``failed`` (the counts off the declared convention's law), or, where the counts fit another
+    history convention's exact law (:data:`~specverify._history.HISTORY_CONVENTIONS`: no outcome it
+    forbids, every group's G-test above its share), an ``inconclusive`` convention finding that names
+    it: the loop counts the prompt as that engine does, speculation is not at issue."""
+    for name, convention in HISTORY_CONVENTIONS.items():
+        other = laws_under(convention.processors)
+        if name == CONVENTION or np.allclose(other, laws, rtol=0, atol=1e-12) or ((other == 0) & (counts > 0)).any():
+            continue  # the declared law, the same law on these groups, or an outcome it forbids too
+        tests = [
+            gof_test(counts[g], other[g], alpha=share, random_state=ctx.seed_for(check.id, g, name))
+            for g in range(len(other))
+        ]
+        pvalue = min(1.0, min(t.pvalue for t in tests) * len(tests))
+        if pvalue <= ctx.alpha:
+            continue
+        message = (
+            f"convention finding: the generations fit the '{name}' convention's exact law ({convention.text}; "
+            f"p = {pvalue:.3g}), not {CONVENTION}'s (the history law judged by): the loop counts the history's "
+            f"tokens as that engine does, not a speculation bug; against {CONVENTION}'s: {failed.message}"
+        )
+        result: CheckResult = check._result(
+            "inconclusive",
+            p_value=failed.p_value,
+            alpha=ctx.alpha,
+            samples=failed.samples,
+            min_detectable_tv=failed.min_detectable_tv,
+            message=message,
+            evidence={**failed.evidence, "convention": name, "convention_pvalue": pvalue},
+        )
+        return result
+    return failed
 
 
 def _positions(check: Any, ctx: LoopContext) -> CheckResult:

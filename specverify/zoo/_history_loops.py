@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from .._history import generated_length, grammar_mask, is_stop
+from .._history import HISTORY_CONVENTIONS, generated_length, grammar_mask, is_stop
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
 
@@ -98,6 +98,21 @@ class _GrammarCutRedrawnFromP(_GrammarFreeDrafter):
             return None
         # an invalid draft is cut and its row drawn from p, as if no draft were there
         return grammar_mask(state, prompt_length, params.grammar).gather(1, drafted.unsqueeze(-1)).squeeze(-1)
+
+
+class _CountsByConvention(LoopReference):
+    """Declares vLLM's warp, and counts the history's tokens as another engine does: exact under
+    that engine's convention (:mod:`specverify._history.conventions`), not a speculation bug."""
+
+    def __init__(self, convention: str) -> None:
+        super().__init__(warp="vllm")
+        self.processors = HISTORY_CONVENTIONS[convention].processors
+
+    def processed(self, logits, state, prompt_length, params, position):
+        return logits if state is None else self.processors(logits, state, prompt_length, params)
+
+    def draft_processed(self, logits, state, prompt_length, params, position):
+        return self.processors(logits, state, prompt_length, params)
 
 
 class _RelaxedState(LoopReference):
@@ -202,6 +217,23 @@ HISTORY_ENTRIES = [
         ("loop.history[grammar]",),
         "One grammar bitmask for every row of a speculative step, the step's first row's: the automaton "
         "is not advanced through the drafts (the note's grammar hazard; SGLang and vLLM fill one row per draft).",
+    ),
+    # a convention, not a bug: the penalties check's finding names it (the run is inconclusive)
+    (
+        "declares-vllm-penalties-count-output-only",
+        _CountsByConvention("output-only"),
+        "inconclusive",
+        (),
+        "Declares vLLM and counts the generated tokens only for every penalty, as SGLang's penaltylib does (vLLM "
+        "counts the prompt for repetition): exact under that convention, which loop.history[penalties] names.",
+    ),
+    (
+        "declares-vllm-bad-words-match-prompt",
+        _CountsByConvention("bad-words-in-prompt"),
+        "inconclusive",
+        (),
+        "Declares vLLM and matches bad words across the prompt's tail too, as transformers does (vLLM matches the "
+        "generated tokens only): exact under that convention, which loop.history[bad-words] names.",
     ),
     (
         "grammar-drafts-not-cut",
