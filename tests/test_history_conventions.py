@@ -77,4 +77,46 @@ def test_the_verdict_names_the_convention():
         id="loop.history[penalties]", family="loop", status="inconclusive", evidence={"convention": "output-only"}
     )
     judged = judge([found])
-    assert judged.verdict == "inconclusive" and "by the output-only convention, not by vllm" in (judged.reason or "")
+    assert judged.verdict == "inconclusive" and "by the output-only convention, not by the history law judged by" in (
+        judged.reason or ""
+    )
+
+
+def test_the_presets_formulas_and_orders_by_hand():
+    from specverify._history.presets import HISTORY_PRESETS
+
+    seen = torch.tensor([[2, 0]])  # prompt [2], generated [0]
+    params = posed_params(
+        [{"repetition_penalty": 2.0, "presence_penalty": 1.0}], torch.zeros(1, dtype=torch.int64), NAMES
+    )
+    row = torch.tensor([[1.0, 0.5, -1.0]], dtype=torch.float64)
+    # vLLM and llama.cpp: repetition first (1 / 2), then presence (- 1); the prompt's token 2 is repeated too
+    assert HISTORY_PRESETS["vllm"](row, seen, 1, params).tolist() == [[-0.5, 0.5, -2.0]]
+    # llama.cpp also counts the prompt's 2 for presence (a window of 64 over prompt and generated tokens)
+    assert HISTORY_PRESETS["llama.cpp"](row, seen, 1, params).tolist() == [[-0.5, 0.5, -3.0]]
+    # SGLang: presence first (1 - 1 = 0), then repetition (0 / 2), over the generated tokens only
+    assert HISTORY_PRESETS["sglang"](row, seen, 1, params).tolist() == [[0.0, 0.5, -1.0]]
+
+
+def test_the_separating_cases_separate_every_pair_of_presets():
+    from specverify._history.presets import HISTORY_PRESETS, HISTORY_SEPARATING, history_differences
+
+    for name, processors in HISTORY_PRESETS.items():
+        found = history_differences(processors)
+        assert found[name] == (0.0, None)
+        assert all(tv > 0.05 and case is not None for other, (tv, case) in found.items() if other != name)
+    # the order case alone separates vLLM from SGLang
+    order = next(c for c in HISTORY_SEPARATING if c.name == "presence before or after repetition")
+    assert float((order.law(HISTORY_PRESETS["vllm"]) - order.law(HISTORY_PRESETS["sglang"])).abs().sum()) > 0.1
+
+
+def test_a_loop_declaring_sglang_with_vllms_penalties_is_named_vllm():
+    member = LOOP_MEMBERS["declares-sglang-penalties-as-vllm"]
+    assert (
+        set(member.loop.parameters) >= {"repetition_penalty", "min_tokens"}
+        and "bad_words" not in member.loop.parameters
+    )
+    result = check_loop(member.loop, budget="quick", seed=0, select=["loop.history[penalties]"], isolation="in-process")
+    (found,) = result.checks
+    assert found.status == "inconclusive" and found.evidence["convention"] == "vllm", found.message
+    assert "not sglang's (the history law judged by)" in found.message

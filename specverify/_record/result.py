@@ -284,8 +284,8 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
     if conventions:
         return Judgement(
             "inconclusive",
-            f"the history parameters count tokens by the {' or '.join(conventions)} convention, not by vllm's (the "
-            "history law judged by): a convention finding, not a speculation bug",
+            f"the history parameters count tokens by the {' or '.join(conventions)} convention, not by the history "
+            "law judged by: a convention finding, not a speculation bug",
         )
     left = list(left_out)
     if left:

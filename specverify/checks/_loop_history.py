@@ -28,10 +28,10 @@ from .._history import (
     bad_words_mask,
     grammar_violation,
     history_generation_law,
-    history_logits,
     padded_code,
 )
 from .._history.conventions import HistoryProcessors
+from .._history.presets import HISTORY_PRESETS, history_preset
 from .._loop import MarkovLM
 from .._record.result import CheckResult
 from .._warps.rules import HISTORY_PARAMETERS
@@ -66,6 +66,8 @@ HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
         {"presence_penalty": 1.5},
         {"repetition_penalty": 1.8, "frequency_penalty": 0.6, "penalty_window": 0},
         {"frequency_penalty": 1.0, "presence_penalty": 0.5, "penalty_window": 2},
+        # additive before or after repetition: SGLang's order against vLLM's and llama.cpp's
+        {"repetition_penalty": 2.0, "presence_penalty": 1.0},
     ],
     "min-tokens": [{"min_tokens": n, "stop_tokens": 0b001} for n in (1, 2, 3, 4)],
     "stop": [{"stop_tokens": 0b001}, {"stop_tokens": 0b110}],
@@ -128,7 +130,9 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     prompt_row = torch.tensor(PROMPT)
     names = loop_parameters(ctx.loop)
 
-    def laws_of(law: Callable[..., torch.Tensor], processors: HistoryProcessors = history_logits) -> np.ndarray:
+    judged_by = _judged_by(ctx)
+
+    def laws_of(law: Callable[..., torch.Tensor], processors: HistoryProcessors = judged_by[1]) -> np.ndarray:
         one = torch.zeros(1, dtype=torch.int64)
         return np.stack(
             [
@@ -158,8 +162,16 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
         ctx, counts, laws, share, labels, label, generations=int(counts.sum()), laws_of=laws_of, looked=looked
     )
     if result.status == "fail":  # a loop whose law is another engine's convention's: not a speculation bug
-        return _convention_finding(check, ctx, result, counts, laws, share, lambda c: laws_of(ctx.oracle, c))
+        return _convention_finding(
+            check, ctx, result, counts, laws, share, judged_by[0], lambda c: laws_of(ctx.oracle, c)
+        )
     return result
+
+
+def _judged_by(ctx: LoopContext) -> tuple[str, HistoryProcessors]:
+    """The history processors a loop is judged by, and their name: its declared preset's, else vLLM's."""
+    name = ctx.oracle.preset if ctx.oracle.declared and ctx.oracle.preset in HISTORY_PRESETS else CONVENTION
+    return name, history_preset(name)
 
 
 def _convention_finding(
@@ -169,15 +181,20 @@ def _convention_finding(
     counts: np.ndarray,
     laws: np.ndarray,
     share: float,
+    judged: str,
     laws_under: Callable[[HistoryProcessors], np.ndarray],
 ) -> CheckResult:
     """``failed`` (the counts off the declared convention's law), or, where the counts fit another
     history convention's exact law (:data:`~specverify._history.HISTORY_CONVENTIONS`: no outcome it
     forbids, every group's G-test above its share), an ``inconclusive`` convention finding that names
     it: the loop counts the prompt as that engine does, speculation is not at issue."""
-    for name, convention in HISTORY_CONVENTIONS.items():
-        other = laws_under(convention.processors)
-        if name == CONVENTION or np.allclose(other, laws, rtol=0, atol=1e-12) or ((other == 0) & (counts > 0)).any():
+    candidates = {name: (c.text, c.processors) for name, c in HISTORY_CONVENTIONS.items()}
+    candidates.update(
+        {name: (f"{name}'s history preset", made) for name, made in HISTORY_PRESETS.items() if name not in candidates}
+    )
+    for name, (text, processors) in candidates.items():
+        other = laws_under(processors)
+        if name == judged or np.allclose(other, laws, rtol=0, atol=1e-12) or ((other == 0) & (counts > 0)).any():
             continue  # the declared law, the same law on these groups, or an outcome it forbids too
         tests = [
             gof_test(counts[g], other[g], alpha=share, random_state=ctx.seed_for(check.id, g, name))
@@ -187,9 +204,9 @@ def _convention_finding(
         if pvalue <= ctx.alpha:
             continue
         message = (
-            f"convention finding: the generations fit the '{name}' convention's exact law ({convention.text}; "
-            f"p = {pvalue:.3g}), not {CONVENTION}'s (the history law judged by): the loop counts the history's "
-            f"tokens as that engine does, not a speculation bug; against {CONVENTION}'s: {failed.message}"
+            f"convention finding: the generations fit the '{name}' convention's exact law ({text}; "
+            f"p = {pvalue:.3g}), not {judged}'s (the history law judged by): the loop counts the history's "
+            f"tokens as that engine does, not a speculation bug; against {judged}'s: {failed.message}"
         )
         result: CheckResult = check._result(
             "inconclusive",
@@ -214,10 +231,11 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     target, draft = _models(check, ctx)
     names = loop_parameters(ctx.loop)
     windows = torch.cartesian_prod(torch.arange(vocab), torch.arange(vocab))  # state (a, b): the last 2 tokens
+    processors = _judged_by(ctx)[1]
     params = _params([group], torch.zeros(windows.shape[0], dtype=torch.int64), names)
 
     def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
-        step = law(history_logits(target(windows), windows, 0, params), params).numpy()  # [(a, b), c]
+        step = law(processors(target(windows), windows, 0, params), params).numpy()  # [(a, b), c]
         state = np.zeros(vocab * vocab)
         state[PROMPT[-2] * vocab + PROMPT[-1]] = 1.0
         pairs = []

@@ -15,6 +15,7 @@ import dataclasses
 import torch
 
 from .._history import HISTORY_CONVENTIONS, generated_length, grammar_mask, is_stop
+from .._history.presets import HISTORY_PRESETS
 from .._warps.rules import SamplingParams
 from ..samplers._loop_reference import LoopReference
 
@@ -101,18 +102,13 @@ class _GrammarCutRedrawnFromP(_GrammarFreeDrafter):
 
 
 class _CountsByConvention(LoopReference):
-    """Declares vLLM's warp, and counts the history's tokens as another engine does: exact under
-    that engine's convention (:mod:`specverify._history.conventions`), not a speculation bug."""
+    """Declares a preset's warp (and history processors), and counts the history's tokens as another
+    engine does: exact under that engine's convention (:mod:`specverify._history.conventions`,
+    :mod:`specverify._history.presets`), not a speculation bug."""
 
-    def __init__(self, convention: str) -> None:
-        super().__init__(warp="vllm")
-        self.processors = HISTORY_CONVENTIONS[convention].processors
-
-    def processed(self, logits, state, prompt_length, params, position):
-        return logits if state is None else self.processors(logits, state, prompt_length, params)
-
-    def draft_processed(self, logits, state, prompt_length, params, position):
-        return self.processors(logits, state, prompt_length, params)
+    def __init__(self, convention: str, declared: str = "vllm") -> None:
+        super().__init__(warp=declared)
+        self._history = HISTORY_PRESETS.get(convention) or HISTORY_CONVENTIONS[convention].processors
 
 
 class _RelaxedState(LoopReference):
@@ -234,6 +230,14 @@ HISTORY_ENTRIES = [
         (),
         "Declares vLLM and matches bad words across the prompt's tail too, as transformers does (vLLM matches the "
         "generated tokens only): exact under that convention, which loop.history[bad-words] names.",
+    ),
+    (
+        "declares-sglang-penalties-as-vllm",
+        _CountsByConvention("vllm", declared="sglang"),
+        "inconclusive",
+        (),
+        "Declares SGLang and applies vLLM's penalties (repetition over the prompt too, before the additive terms): "
+        "exact under vLLM's history preset, which loop.history[penalties] names.",
     ),
     (
         "grammar-drafts-not-cut",
