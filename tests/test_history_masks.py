@@ -168,3 +168,38 @@ def test_the_zoo_mask_bugs_are_support_failures_at_quick(name, check, text):
     (failed,) = result.checks
     assert failed.status == "fail" and failed.finding == "support" and result.verdict == "non-conformant"
     assert text in failed.message, failed.message
+
+
+def _first_token_counts(loop, target, draft, group, rows=40_000):
+    prompt = torch.tensor([0, 0, 1]).expand(rows, -1)
+    out = loop(target, draft, prompt, 1, posed(group, rows), torch.Generator().manual_seed(4))
+    return torch.bincount(out[:, 0], minlength=3).numpy()
+
+
+def test_a_draft_cut_at_an_invalid_token_and_redrawn_from_p_follows_the_derived_law():
+    # the drafter proposes without the grammar; cut at an invalid draft, the row follows p + Q_inv (p - r),
+    # r = norm(max(p - q, 0)) (the research note's law); not cut, every draft verified, it follows p
+    target = MarkovLM(torch.zeros(3, 3, dtype=torch.float64), context=(0,))
+    draft = MarkovLM(torch.tensor([[1.5, 2.0, -1.0]] * 3, dtype=torch.float64), context=(0,))
+    group = {"grammar": [[1, -1, 2], [1, -1, 2], [1, -1, 2]]}  # token 1 never allowed
+    p = torch.tensor([0.5, 0.0, 0.5], dtype=torch.float64)
+    q = torch.softmax(torch.tensor([1.5, 2.0, -1.0], dtype=torch.float64), -1)
+    r = (p - q).clamp_min(0) / (p - q).clamp_min(0).sum()
+    derived = p + q[1] * (p - r)
+    assert float((derived - p).abs().sum()) / 2 > 0.1  # the cut moves the law
+    for name, law in (("grammar-draft-cut-redrawn-from-p", derived), ("grammar-drafts-not-cut", p)):
+        loop = type(LOOP_MEMBERS[name].loop)(k=1)
+        counts = _first_token_counts(loop, target, draft, group)
+        assert counts[1] == 0  # never outside the grammar
+        assert gof_test(counts, law.numpy(), alpha=1e-4, random_state=0).pvalue > 1e-4, (name, counts)
+
+
+def test_unmasked_drafts_not_cut_are_exact_at_quick():
+    result = check_loop(
+        LOOP_MEMBERS["grammar-drafts-not-cut"].loop,
+        budget="quick",
+        seed=0,
+        select=["loop.history[grammar]"],
+        isolation="in-process",
+    )
+    assert [c.status for c in result.checks] == ["pass"], [(c.id, c.message) for c in result.checks]

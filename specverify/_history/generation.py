@@ -18,6 +18,7 @@ from .processors import history_logits, is_stop
 __all__ = ["history_generation_law", "padded_code", "stop_padding_violation"]
 
 Law = Callable[[torch.Tensor, SamplingParams], torch.Tensor]
+Processors = Callable[[torch.Tensor, torch.Tensor, int, SamplingParams], torch.Tensor]
 
 
 def padded_code(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -28,14 +29,20 @@ def padded_code(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def history_generation_law(
-    target: MarkovLM, prompt: torch.Tensor, num_tokens: int, params: SamplingParams, law: Law | None = None
+    target: MarkovLM,
+    prompt: torch.Tensor,
+    num_tokens: int,
+    params: SamplingParams,
+    law: Law | None = None,
+    processors: Processors = history_logits,
 ) -> torch.Tensor:
     """``[(V+1)**num_tokens]``: the exact law of one row's output (:func:`padded_code`) after
     ``prompt [L]`` under the row's ``params`` (one row): at every position the warp ``law``
     (``(logits, params) -> probs``, default transformers') of the target's logits after the history
-    processors (:func:`~specverify._history.processors.history_logits`) of the prompt and the tokens
-    before it; after a stop token, ``-1``.  Every sequence enumerated at once (vectorised over
-    sequences, a loop over positions): small ``V**num_tokens`` only."""
+    processors (default :func:`~specverify._history.processors.history_logits`, vLLM's convention;
+    another of :mod:`specverify._history.conventions`) of the prompt and the tokens before it; after a
+    stop token, ``-1``.  Every sequence enumerated at once (vectorised over sequences, a loop over
+    positions): small ``V**num_tokens`` only."""
     vocab = target.vocab_size
     sequences = torch.cartesian_prod(*[torch.arange(vocab)] * num_tokens).reshape(-1, num_tokens)
     count = sequences.shape[0]
@@ -44,7 +51,7 @@ def history_generation_law(
     stopped = torch.zeros(count, dtype=torch.bool)
     for t in range(num_tokens):  # over positions, vectorised over sequences
         prefix = torch.cat([prompt.expand(count, -1), sequences[:, :t]], dim=1)
-        z = history_logits(target(prefix), prefix, prompt.shape[0], rows)
+        z = processors(target(prefix), prefix, prompt.shape[0], rows)
         probs = warp(z, rows) if law is None else law(z, rows)
         token = sequences[:, t]
         # past the stop token the output is -1: count each ended sequence once (its token-0 copy)

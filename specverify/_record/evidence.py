@@ -331,6 +331,10 @@ class Evidence(TypedDict, total=False):
     tree_case: TreeCase  # trees: the failing tree case, for the drawing
     warps: Warps  # a logits sampler's failure: its case's warped and raw laws (added by the runner)
     explained_by: str  # undeclared: the preset whose law fits the counts (or allows the output) transformers' does not
+    convention: (
+        str  # history: the convention for the tokens counted whose exact law fits the counts, the declared's not
+    )
+    convention_pvalue: float  # history: the Bonferroni-corrected p-value of the counts against that convention's law
 
     # --- the search and its share of the run's false-alarm budget ------------------------------
     examples: int  # cases screened by the search

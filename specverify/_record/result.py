@@ -277,6 +277,16 @@ def judge(checks: list[CheckResult], *, finished: bool = True, left_out: Iterabl
         return Judgement("lossy", _non_canonical_reason(checks))
     if any(c.status == "error" for c in checks):
         return Judgement("error")
+    # a loop whose history parameters count the prompt as another engine does (specverify._history.conventions)
+    conventions = sorted(
+        {c.evidence["convention"] for c in checks if c.status == "inconclusive" and "convention" in c.evidence}
+    )
+    if conventions:
+        return Judgement(
+            "inconclusive",
+            f"the history parameters count tokens by the {' or '.join(conventions)} convention, not by the history "
+            "law judged by: a convention finding, not a speculation bug",
+        )
     left = list(left_out)
     if left:
         shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")

@@ -22,10 +22,20 @@ import numpy as np
 import torch
 
 from .._budgets import decision_cap
-from .._history import bad_words_mask, grammar_violation, history_generation_law, history_logits, padded_code
+from .._history import (
+    CONVENTION,
+    HISTORY_CONVENTIONS,
+    bad_words_mask,
+    grammar_violation,
+    history_generation_law,
+    padded_code,
+)
+from .._history.conventions import HistoryProcessors
+from .._history.presets import HISTORY_PRESETS, history_preset
 from .._loop import MarkovLM
 from .._record.result import CheckResult
 from .._warps.rules import HISTORY_PARAMETERS
+from ..stats import gof_test
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
 
 __all__ = [
@@ -56,14 +66,16 @@ HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
         {"presence_penalty": 1.5},
         {"repetition_penalty": 1.8, "frequency_penalty": 0.6, "penalty_window": 0},
         {"frequency_penalty": 1.0, "presence_penalty": 0.5, "penalty_window": 2},
+        # additive before or after repetition: SGLang's order against vLLM's and llama.cpp's
+        {"repetition_penalty": 2.0, "presence_penalty": 1.0},
     ],
     "min-tokens": [{"min_tokens": n, "stop_tokens": 0b001} for n in (1, 2, 3, 4)],
     "stop": [{"stop_tokens": 0b001}, {"stop_tokens": 0b110}],
     "logit-bias": [{"logit_bias": [1.5, 0.0, -1.0]}, {"logit_bias": [-float("inf"), 0.5, 0.0]}],
     # banned continuations the self-repeating target favours (2 after 2; 1 after 2 1; 0 always), none of
-    # which the prompt's tail starts: a convention that matches bad words against the prompt too
-    # (transformers') has the same law here
-    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}],
+    # which the prompt's tail starts; then 1 after 1, which the prompt's last token starts: matched against
+    # the prompt too (transformers'), the first token cannot be 1 (a convention finding)
+    "bad-words": [{"bad_words": [[2, 2]]}, {"bad_words": [[0], [2, 1, 1]]}, {"bad_words": [[1, 1]]}],
     "grammar": [
         {"grammar": GRAMMARS["no token twice in a row"]},
         {"grammar": GRAMMARS["0, then 1 or 2, alternating"], "stop_tokens": 0b100},
@@ -118,10 +130,15 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     prompt_row = torch.tensor(PROMPT)
     names = loop_parameters(ctx.loop)
 
-    def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
+    judged_by = _judged_by(ctx)
+
+    def laws_of(law: Callable[..., torch.Tensor], processors: HistoryProcessors = judged_by[1]) -> np.ndarray:
         one = torch.zeros(1, dtype=torch.int64)
         return np.stack(
-            [history_generation_law(target, prompt_row, length, _params([g], one, names), law).numpy() for g in groups]
+            [
+                history_generation_law(target, prompt_row, length, _params([g], one, names), law, processors).numpy()
+                for g in groups
+            ]
         )
 
     laws = laws_of(ctx.oracle)
@@ -141,13 +158,67 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     def label(c: int) -> str:
         return " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length))
 
-    forbidden = _forbidden(check, counts, laws, labels, label, groups)
-    if forbidden is not None:
-        return forbidden
-    result: CheckResult = check._decide(
+    result = _forbidden(check, counts, laws, labels, label, groups) or check._decide(
         ctx, counts, laws, share, labels, label, generations=int(counts.sum()), laws_of=laws_of, looked=looked
     )
+    if result.status == "fail":  # a loop whose law is another engine's convention's: not a speculation bug
+        return _convention_finding(
+            check, ctx, result, counts, laws, share, judged_by[0], lambda c: laws_of(ctx.oracle, c)
+        )
     return result
+
+
+def _judged_by(ctx: LoopContext) -> tuple[str, HistoryProcessors]:
+    """The history processors a loop is judged by, and their name: its declared preset's, else vLLM's."""
+    name = ctx.oracle.preset if ctx.oracle.declared and ctx.oracle.preset in HISTORY_PRESETS else CONVENTION
+    return name, history_preset(name)
+
+
+def _convention_finding(
+    check: Any,
+    ctx: LoopContext,
+    failed: CheckResult,
+    counts: np.ndarray,
+    laws: np.ndarray,
+    share: float,
+    judged: str,
+    laws_under: Callable[[HistoryProcessors], np.ndarray],
+) -> CheckResult:
+    """``failed`` (the counts off the declared convention's law), or, where the counts fit another
+    history convention's exact law (:data:`~specverify._history.HISTORY_CONVENTIONS`: no outcome it
+    forbids, every group's G-test above its share), an ``inconclusive`` convention finding that names
+    it: the loop counts the prompt as that engine does, speculation is not at issue."""
+    candidates = {name: (c.text, c.processors) for name, c in HISTORY_CONVENTIONS.items()}
+    candidates.update(
+        {name: (f"{name}'s history preset", made) for name, made in HISTORY_PRESETS.items() if name not in candidates}
+    )
+    for name, (text, processors) in candidates.items():
+        other = laws_under(processors)
+        if name == judged or np.allclose(other, laws, rtol=0, atol=1e-12) or ((other == 0) & (counts > 0)).any():
+            continue  # the declared law, the same law on these groups, or an outcome it forbids too
+        tests = [
+            gof_test(counts[g], other[g], alpha=share, random_state=ctx.seed_for(check.id, g, name))
+            for g in range(len(other))
+        ]
+        pvalue = min(1.0, min(t.pvalue for t in tests) * len(tests))
+        if pvalue <= ctx.alpha:
+            continue
+        message = (
+            f"convention finding: the generations fit the '{name}' convention's exact law ({text}; "
+            f"p = {pvalue:.3g}), not {judged}'s (the history law judged by): the loop counts the history's "
+            f"tokens as that engine does, not a speculation bug; against {judged}'s: {failed.message}"
+        )
+        result: CheckResult = check._result(
+            "inconclusive",
+            p_value=failed.p_value,
+            alpha=ctx.alpha,
+            samples=failed.samples,
+            min_detectable_tv=failed.min_detectable_tv,
+            message=message,
+            evidence={**failed.evidence, "convention": name, "convention_pvalue": pvalue},
+        )
+        return result
+    return failed
 
 
 def _positions(check: Any, ctx: LoopContext) -> CheckResult:
@@ -160,10 +231,11 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     target, draft = _models(check, ctx)
     names = loop_parameters(ctx.loop)
     windows = torch.cartesian_prod(torch.arange(vocab), torch.arange(vocab))  # state (a, b): the last 2 tokens
+    processors = _judged_by(ctx)[1]
     params = _params([group], torch.zeros(windows.shape[0], dtype=torch.int64), names)
 
     def laws_of(law: Callable[..., torch.Tensor]) -> np.ndarray:
-        step = law(history_logits(target(windows), windows, 0, params), params).numpy()  # [(a, b), c]
+        step = law(processors(target(windows), windows, 0, params), params).numpy()  # [(a, b), c]
         state = np.zeros(vocab * vocab)
         state[PROMPT[-2] * vocab + PROMPT[-1]] = 1.0
         pairs = []
@@ -204,13 +276,21 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
     return result
 
 
+#: A kind's drafter prefers token ``a + 1`` after ``a`` by this much more than the target does: the
+#: grammar's, so the drafter's law on the tokens a grammar allows is not the target's in proportion
+#: (a draft cut at an invalid token and redrawn from p is lossy only then: the note's ``Q_inv (p - r)``).
+_SKEW = {"grammar": 1.5}
+
+
 def _models(check: Any, ctx: LoopContext) -> tuple[MarkovLM, MarkovLM]:
-    """The check's self-repeating target and a drafter close to it (most drafts accepted)."""
+    """The check's self-repeating target and a drafter close to it (most drafts accepted), skewed
+    where the kind asks (:data:`_SKEW`)."""
     target = repeating_chain(ctx.seed_for(check.id, "target"))
     near = torch.randn(
         HISTORY_VOCAB, HISTORY_VOCAB, generator=torch.Generator().manual_seed(ctx.seed_for(check.id, "draft"))
     )
-    return target, MarkovLM(target.logits + 0.3 * near.to(torch.float64), context=(0,))
+    skew = _SKEW.get(check.case, 0.0) * torch.roll(torch.eye(HISTORY_VOCAB, dtype=torch.float64), 1, dims=1)
+    return target, MarkovLM(target.logits + 0.3 * near.to(torch.float64) + skew, context=(0,))
 
 
 def _forbidden(

@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import torch
 
-from .._history import history_logits, is_stop
+from .._history import is_stop
+from .._history.presets import PRESET_PARAMETERS, history_preset
 from .._laws.oracle import accepts, emitting_law, inverse_cdf
 from .._loop import left_padded
 from .._warps.declared import resolve_warp
@@ -38,7 +39,9 @@ class LoopReference:
     """Speculative generation with ``k`` drafts per step (default 3); honours every parameter.
 
     ``warp`` is the engine convention it warps by and declares (a preset's name or a callable
-    ``(logits, params) -> probs``); ``None`` declares nothing and warps as transformers does.
+    ``(logits, params) -> probs``); ``None`` declares nothing and warps as transformers does.  A
+    preset with history processors of its own (:mod:`specverify._history.presets`) is honoured
+    there too, and the loop declares that engine's parameters only.
     """
 
     name = "specverify.loop_reference"
@@ -49,6 +52,9 @@ class LoopReference:
         self.k = k
         self.warp = warp
         self._law = resolve_warp(warp)
+        self._history = history_preset(warp if isinstance(warp, str) else None)
+        if isinstance(warp, str) and warp in PRESET_PARAMETERS:
+            self.parameters = PRESET_PARAMETERS[warp]
 
     def __call__(
         self,
@@ -144,16 +150,19 @@ class LoopReference:
                 break
             draft_logits = draft(prefix)
             if state is not None:
-                draft_logits = history_logits(draft_logits, state, prompt_length, params)
+                draft_logits = self.draft_processed(draft_logits, state, prompt_length, params, i)
             sampled_from, q = self.draft_law(draft_logits, params)
             drafted = inverse_cdf(sampled_from, coins[:, i])
             drafts[rows, i] = drafted
             q_sum = q.sum(dim=-1, dtype=torch.float64)
             keep = accepts(coins[:, k + i], drafted, p, p_sum, q, q_sum)
+            cut = None if state is None else self.cut(drafted, state, prompt_length, params)
+            if cut is not None:  # a cut draft is not verified: its row is drawn from p, and the step ends
+                keep = keep & ~cut
             out = (~keep).nonzero().squeeze(-1)
             emitted = drafted.clone()
             if out.numel():  # these rows emit a token from the residual [p - q]_+ and stop
-                last = emitting_law(p[out], p_sum[out], q[out], q_sum[out])
+                last = emitting_law(p[out], p_sum[out], q[out], q_sum[out], None if cut is None else ~cut[out])
                 emitted[out] = inverse_cdf(last, coins[out, 2 * k])
                 accepted[rows[out]] = i
             tokens[rows, i] = emitted
@@ -183,8 +192,23 @@ class LoopReference:
         position: int,
     ) -> torch.Tensor:
         """The target's logits at draft ``position`` after the history processors of ``state``
-        (:func:`~specverify._history.history_logits`); ``None``: no history parameter given."""
-        return logits if state is None else history_logits(logits, state, prompt_length, params)
+        (:func:`~specverify._history.history_logits`, or the declared preset's); ``None``: no
+        history parameter given."""
+        return logits if state is None else self._history(logits, state, prompt_length, params)
+
+    def draft_processed(
+        self, logits: torch.Tensor, state: torch.Tensor, prompt_length: int, params: SamplingParams, position: int
+    ) -> torch.Tensor:
+        """The drafter's logits at draft ``position`` after the same history processors as the target's
+        (a drafter that ignores some draws from another ``q``: still exact, the verifier corrects it)."""
+        return self._history(logits, state, prompt_length, params)
+
+    def cut(
+        self, drafted: torch.Tensor, state: torch.Tensor, prompt_length: int, params: SamplingParams
+    ) -> torch.Tensor | None:
+        """``[B]`` bool: the rows whose draft is cut before verification (their row drawn from ``p``
+        as a bonus, the step ending there); ``None``: no draft is cut, every one is verified."""
+        return None
 
     def row_state(self, seen: torch.Tensor, drafts: torch.Tensor, position: int) -> torch.Tensor:
         """The state draft row ``position`` is processed with: the committed state and the drafts before it."""
@@ -224,7 +248,7 @@ loop_reference = LoopReference()
 
 def _preset_loop(name: str, declared: bool) -> LoopReference:
     made = LoopReference(warp=name if declared else None)
-    made._law = resolve_warp(name)
+    made._law = resolve_warp(name)  # undeclared: this warp, vLLM's history processors (the default's)
     made.name = f"specverify.loop_reference[{name}{'' if declared else ', undeclared'}]"
     return made
 

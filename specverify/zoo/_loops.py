@@ -102,6 +102,14 @@ class _Bf16PrefixSumDraft(LoopReference):
         return bf16_prefix_sum_law(law), law
 
 
+class _ArgmaxDraftsVerifiedWithQ(LoopReference):
+    def draft_law(self, logits, params):
+        law = self._law(logits, params)
+        # the drafter's argmax (a beam's best path) is drafted, its sampling law q reported to the verifier
+        argmax = torch.nn.functional.one_hot(law.argmax(-1), law.shape[-1]).to(law.dtype)
+        return argmax, law
+
+
 class _WarpsByAnother(LoopReference):
     """Declares one preset and warps, draft and target alike, by another: its own law is a
     correct engine's, just not the one it declares."""
@@ -187,6 +195,15 @@ def _members() -> dict[str, LoopMember]:
             "[temperature] 2.8e-3; chains of seeds 0-9, drafts of seeds 100-109), computed exactly by "
             "specverify.zoo._rounded.drafted_generation_law; below every preset's reach (standard's loop laws reach TV "
             "0.01): conformant within reach at the presets, lossy at --tv 0.001.",
+        ),
+        (
+            "deterministic-drafts-verified-with-q",
+            _ArgmaxDraftsVerifiedWithQ(),
+            "lossy",
+            ("loop.law[plain]", "loop.law[temperature]"),
+            "Deterministic drafts (the drafter's argmax; a beam search's best path) verified with the drafter's "
+            "sampling law q instead of the one-hot law they were drawn from: the draft is accepted with "
+            "min(1, p/q) rather than p (apple/ml-recurrent-drafter #6).",
         ),
         # declared warps (issue 29): the engine's own law is the oracle
         *[
