@@ -20,6 +20,7 @@ from .._warps.rules import SamplingParams
 from ..samplers import EngineReference, LoopReference
 from ._history_loops import (
     _BadWordsIgnoredAtVerifiedRows,
+    _LogitBiasBonusOnly,
     _MinTokensBonusOnly,
     _OneGrammarMaskPerStep,
     _PenaltiesIgnoredAtVerifiedRows,
@@ -109,6 +110,14 @@ def _members() -> dict[str, EngineMember]:
             "lossy",
             ("engine.law[min-tokens]",),
             "min_tokens' stop-token mask reaches only the bonus row (as min_p and logit_bias in vLLM #42744, #38467).",
+        ),
+        (
+            "engine-logit-bias-bonus-only",
+            EngineReference(_LogitBiasBonusOnly()),
+            "lossy",
+            ("engine.law[logit-bias]",),
+            "The logit bias added by the bonus row's sampler only, the verified rows sampled without it "
+            "(vLLM #38467, #42744).",
         ),
         (
             "engine-one-grammar-mask-per-step",
