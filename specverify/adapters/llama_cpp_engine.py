@@ -1,0 +1,185 @@
+"""llama.cpp through ``llama-cpp-python``: its own token-level ``Llama.generate``, speculation on and off.
+
+Spec: ``specverify.adapters.llama_cpp_engine:engine`` (the engine contract of :mod:`specverify._kinds.engine`).
+
+The model is a tiny llama-architecture GGUF written at run time (:mod:`._gguf_models`: random
+weights from a fixed seed, a vocabulary of 6 tokens, nothing downloaded), loaded once a process
+into two ``Llama`` instances: one with ``draft_model=LlamaPromptLookupDecoding(...)`` (speculation
+on) and one without (off).  What llama-cpp-python 0.3.x's ``generate`` does with drafts: after each
+step it asks the draft model for tokens continuing the sequence (prompt lookup: the tokens that
+followed the latest earlier occurrence of the last n-gram), evaluates the sampled token and the
+drafts in one batch, then samples the target's token at every drafted position with its sampler
+chain, in order, and keeps going while the sampled token equals the draft; at the first mismatch
+it keeps the sampled token, drops the rest of the drafts from its KV cache and drafts again.  Every
+emitted token is a sample of the sampler chain at the position's true prefix, so a correct engine's
+law is the same either way; the sampler chain (penalties, top-k, top-p, min-p, temperature, the
+seeded ``dist``) is llama.cpp's own, and Python logits processors run before it.
+
+Each row is one ``generate`` (llama-cpp-python generates one sequence at a time), seeded by
+``Llama.set_seed`` from the call's seed and its row.  Parameters: ``temperature`` (0 is llama.cpp's
+greedy sampler), ``top_k`` (0 off), ``top_p``, ``min_p``, the penalties (``repeat_penalty``,
+``presence_penalty``, ``frequency_penalty`` over the last 64 sampled tokens; llama.cpp's sampler
+counts generated tokens only), ``logit_bias`` (a logits processor, as ``create_completion``'s),
+``min_tokens`` (llama-cpp-python's own ``MinTokensLogitsProcessor``, one for each stop token) and
+``stop_tokens`` (the row ends at the first one: ``generate`` has no stop list of its own, so this
+adapter stops reading).  No bad words (llama.cpp has no such parameter).  GBNF grammars are not
+declared: the battery has no grammar group for engines (docs/engines.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._seeds import derive_seed
+from .._warps.rules import SamplingParams
+from ._common import import_library
+from ._gguf_models import TinyLlama, tiny_llama_gguf
+
+__all__ = ["LlamaCppEngine", "engine"]
+
+_INSTALL = "pip install 'speculative-verify[llama-cpp]'"
+#: llama.cpp's "random seed" value: a derived seed stays below it.
+_SEED_BOUND = 2**31
+
+
+class LlamaCppEngine:
+    """``Llama.generate`` on a tiny GGUF behind the engine contract.
+
+    ``num_pred_tokens`` and ``max_ngram_size`` are the prompt-lookup drafter's; ``seed`` the model
+    weights' seed; ``threads`` llama.cpp's threads (one: the harness runs its own processes)."""
+
+    contract = "engine"
+    parameters = (
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "min_tokens",
+        "stop_tokens",
+        "logit_bias",
+    )
+    max_batch = 64  # rows a call, each a generate() of its own
+
+    def __init__(
+        self,
+        llama_cpp: Any,
+        *,
+        vocab_size: int = 6,
+        num_pred_tokens: int = 3,
+        max_ngram_size: int = 2,
+        seed: int = 0,
+        threads: int = 1,
+        directory: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.path = tiny_llama_gguf(TinyLlama(vocab_size=vocab_size, seed=seed), directory)
+        lookup = llama_cpp.llama_speculative.LlamaPromptLookupDecoding(
+            max_ngram_size=max_ngram_size, num_pred_tokens=num_pred_tokens
+        )
+        options = dict(n_ctx=64, n_batch=64, n_threads=threads, n_threads_batch=threads, seed=0, verbose=False)
+        with _quiet():
+            self.on = llama_cpp.Llama(model_path=str(self.path), draft_model=lookup, **options)
+            self.off = llama_cpp.Llama(model_path=str(self.path), **options)
+        self._min_tokens = llama_cpp.llama.MinTokensLogitsProcessor
+        self._processors = llama_cpp.LogitsProcessorList
+        self.name = f"llama-cpp-python {llama_cpp.__version__} generate(prompt-lookup, {num_pred_tokens} drafts)"
+
+    def __call__(
+        self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
+    ) -> torch.Tensor:
+        llm = self.on if speculative else self.off
+        out = torch.full((prompts.shape[0], num_tokens), -1, dtype=torch.int64)
+        for row in range(prompts.shape[0]):  # llama-cpp-python generates one sequence at a time
+            llm.set_seed(derive_seed("llama.cpp engine", seed, row) % _SEED_BOUND)
+            stops = _stop_tokens(params, row)
+            tokens = llm.generate(
+                prompts[row].tolist(),
+                logits_processor=self._logits_processors(params, row, stops),
+                **_sampling(params, row),
+            )
+            try:
+                for position, token in zip(range(num_tokens), tokens, strict=False):
+                    out[row, position] = token
+                    if token in stops:
+                        break
+            finally:
+                tokens.close()
+        return out
+
+    def _logits_processors(self, params: SamplingParams, row: int, stops: set[int]) -> Any:
+        """The row's Python logits processors: its logit bias, and llama-cpp-python's own
+        ``MinTokensLogitsProcessor`` for each stop token while the row is under its minimum."""
+        processors: list[Callable[[np.ndarray, np.ndarray], np.ndarray]] = []
+        if params.logit_bias is not None and bool(params.logit_bias[row].ne(0).any()):
+            processors.append(_biased(params.logit_bias[row].numpy().astype(np.float32)))
+        least = 0 if params.min_tokens is None else int(params.min_tokens[row])
+        processors += [self._min_tokens(least, stop) for stop in sorted(stops)] if least > 0 else []
+        return self._processors(processors) if processors else None
+
+
+def _sampling(params: SamplingParams, row: int) -> dict[str, float]:
+    """The row's arguments of ``Llama.generate``: every cut off unless given (llama-cpp-python's
+    defaults are top-k 40, top-p 0.95, min-p 0.05 and temperature 0.8)."""
+
+    def value(name: str, off: float) -> float:
+        tensor = getattr(params, name)
+        return off if tensor is None else float(tensor[row])
+
+    return {
+        "temp": value("temperature", 1.0),
+        "top_k": int(value("top_k", 0)),
+        "top_p": value("top_p", 1.0),
+        "min_p": value("min_p", 0.0),
+        "typical_p": 1.0,
+        "repeat_penalty": value("repetition_penalty", 1.0),
+        "presence_penalty": value("presence_penalty", 0.0),
+        "frequency_penalty": value("frequency_penalty", 0.0),
+    }
+
+
+def _stop_tokens(params: SamplingParams, row: int) -> set[int]:
+    mask = 0 if params.stop_tokens is None else int(params.stop_tokens[row])
+    return {token for token in range(mask.bit_length()) if (mask >> token) & 1}
+
+
+def _biased(bias: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A logits processor adding ``bias`` to the logits (``create_completion``'s ``logit_bias``)."""
+
+    def processor(input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return scores + bias
+
+    return processor
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """llama.cpp's load messages written to the C stderr, silenced (``verbose=False`` leaves some)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to silence
+        yield
+        return
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def engine(**options: Any) -> LlamaCppEngine:
+    """The engine adapter (options as :class:`LlamaCppEngine`'s); raises
+    :class:`~specverify.errors.AdapterUnavailable` without llama-cpp-python or gguf."""
+    llama_cpp = import_library("llama_cpp", adapter="llama.cpp", install=_INSTALL)
+    import_library("llama_cpp.llama_speculative", adapter="llama.cpp", install=_INSTALL)
+    return LlamaCppEngine(llama_cpp, **options)
