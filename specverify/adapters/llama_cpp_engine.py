@@ -22,8 +22,9 @@ greedy sampler), ``top_k`` (0 off), ``top_p``, ``min_p``, the penalties (``repea
 counts generated tokens only), ``logit_bias`` (a logits processor, as ``create_completion``'s),
 ``min_tokens`` (llama-cpp-python's own ``MinTokensLogitsProcessor``, one for each stop token) and
 ``stop_tokens`` (the row ends at the first one: ``generate`` has no stop list of its own, so this
-adapter stops reading).  No bad words (llama.cpp has no such parameter).  GBNF grammars are not
-declared: the battery has no grammar group for engines (docs/engines.md).
+adapter stops reading), and ``grammar``: the row's token automaton written as a GBNF grammar over
+token ids (:func:`gbnf`), applied by llama.cpp's grammar sampler.  No bad words (llama.cpp has no
+such parameter).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .._warps.rules import SamplingParams
 from ._common import import_library
 from ._gguf_models import TinyLlama, tiny_llama_gguf
 
-__all__ = ["LlamaCppEngine", "engine"]
+__all__ = ["LlamaCppEngine", "engine", "gbnf"]
 
 _INSTALL = "pip install 'speculative-verify[llama-cpp]'"
 #: llama.cpp's "random seed" value: a derived seed stays below it.
@@ -66,6 +67,7 @@ class LlamaCppEngine:
         "min_tokens",
         "stop_tokens",
         "logit_bias",
+        "grammar",
     )
     max_batch = 64  # rows a call, each a generate() of its own
 
@@ -91,6 +93,8 @@ class LlamaCppEngine:
             self.off = llama_cpp.Llama(model_path=str(self.path), **options)
         self._min_tokens = llama_cpp.llama.MinTokensLogitsProcessor
         self._processors = llama_cpp.LogitsProcessorList
+        self._grammar = llama_cpp.LlamaGrammar
+        self._grammars: dict[str, Any] = {}  # GBNF text -> its parsed grammar, parsed once
         self.name = f"llama-cpp-python {llama_cpp.__version__} generate(prompt-lookup, {num_pred_tokens} drafts)"
 
     def __call__(
@@ -104,6 +108,7 @@ class LlamaCppEngine:
             tokens = llm.generate(
                 prompts[row].tolist(),
                 logits_processor=self._logits_processors(params, row, stops),
+                grammar=self._row_grammar(params, row),
                 **_sampling(params, row),
             )
             try:
@@ -114,6 +119,16 @@ class LlamaCppEngine:
             finally:
                 tokens.close()
         return out
+
+    def _row_grammar(self, params: SamplingParams, row: int) -> Any:
+        """The row's grammar as llama.cpp parses it, or None where the row has none (one state that
+        allows every token)."""
+        if params.grammar is None or not bool(params.grammar[row].ne(0).any()):
+            return None
+        text = gbnf(params.grammar[row].tolist())
+        if text not in self._grammars:
+            self._grammars[text] = self._grammar.from_string(text, verbose=False)
+        return self._grammars[text]
 
     def _logits_processors(self, params: SamplingParams, row: int, stops: set[int]) -> Any:
         """The row's Python logits processors: its logit bias, and llama-cpp-python's own
@@ -144,6 +159,17 @@ def _sampling(params: SamplingParams, row: int) -> dict[str, float]:
         "presence_penalty": value("presence_penalty", 0.0),
         "frequency_penalty": value("frequency_penalty", 0.0),
     }
+
+
+def gbnf(table: list[list[int]]) -> str:
+    """A token automaton (``table[s][t]``: the state after token ``t`` in state ``s``, ``-1`` where
+    ``t`` is forbidden; start state 0) as a GBNF grammar over token ids (llama.cpp's ``<[id]>``), one
+    rule a state: every token the state allows, then the state it leads to."""
+    rules = ["root ::= s0"]
+    for state, row in enumerate(table):
+        allowed = [f"<[{token}]> s{after}" for token, after in enumerate(row) if after >= 0]
+        rules.append(f"s{state} ::= " + " | ".join(allowed))
+    return "\n".join(rules) + "\n"
 
 
 def _stop_tokens(params: SamplingParams, row: int) -> set[int]:

@@ -13,7 +13,7 @@ from specverify._warps.rules import SamplingParams
 pytest.importorskip("llama_cpp", reason="the llama.cpp engine needs llama-cpp-python (the llama-cpp extra)")
 pytest.importorskip("gguf", reason="the llama.cpp engine writes its model with the gguf package (the llama-cpp extra)")
 
-from specverify.adapters.llama_cpp_engine import engine  # noqa: E402 - after the skip
+from specverify.adapters.llama_cpp_engine import engine, gbnf  # noqa: E402 - after the skip
 
 ROWS, TOKENS = 8, 6
 
@@ -73,3 +73,30 @@ def test_a_row_ends_at_its_stop_token_and_a_bias_can_forbid_a_token(generate) ->
         first = torch.where(ended.any(-1), ended.int().argmax(-1), TOKENS)
         assert bool(ended.any()) and bool(((out == -1) == (torch.arange(TOKENS) > first.unsqueeze(-1))).all())
         assert not bool((_audited(generate, prompts, banned, 3, speculative) == 5).any())
+
+
+#: After token 3 only token 1; after 0, token 4 or 5; tokens 2 never.
+TABLE = [[1, -1, -1, 2, -1, -1], [-1, -1, -1, -1, 0, 0], [-1, 0, -1, -1, -1, -1]]
+
+
+def test_a_token_automaton_is_a_gbnf_grammar_over_token_ids() -> None:
+    assert gbnf(TABLE) == "root ::= s0\ns0 ::= <[0]> s1 | <[3]> s2\ns1 ::= <[4]> s0 | <[5]> s0\ns2 ::= <[1]> s0\n"
+
+
+def _follows(row: list[int]) -> bool:
+    state = 0
+    for token in row:  # over a generation's few tokens: walk the automaton
+        state = TABLE[state][token]
+        if state < 0:
+            return False
+    return True
+
+
+def test_every_generation_follows_its_grammar_in_both_modes(generate) -> None:  # noqa: ANN001
+    prompts = torch.tensor([[3, 4, 3, 4]]).expand(ROWS, -1)
+    grammar = torch.tensor([TABLE, [[0] * 6] * 3] * (ROWS // 2))  # every other row: none
+    params = SamplingParams(temperature=torch.full((ROWS,), 1.5, dtype=torch.float64), grammar=grammar)
+    for speculative in (False, True):
+        out = _audited(generate, prompts, params, 5, speculative)
+        assert all(_follows(row) for row in out[0::2].tolist())
+        assert not all(_follows(row) for row in out[1::2].tolist())  # the rows without a grammar are free
