@@ -42,11 +42,12 @@ from .._warps.rules import SamplingParams
 from ._common import import_library
 from ._gguf_models import TinyLlama, tiny_llama_gguf
 
-__all__ = ["LlamaCppEngine", "engine", "gbnf"]
+__all__ = ["LlamaCppEngine", "engine", "engine_draft_model", "gbnf"]
 
 _INSTALL = "pip install 'speculative-verify[llama-cpp]'"
 #: llama.cpp's "random seed" value: a derived seed stays below it.
 _SEED_BOUND = 2**31
+_DRAFTERS = ("prompt-lookup", "model")
 
 
 class LlamaCppEngine:
@@ -80,22 +81,29 @@ class LlamaCppEngine:
         max_ngram_size: int = 2,
         seed: int = 0,
         threads: int = 1,
+        drafter: str = "prompt-lookup",
         directory: str | os.PathLike[str] | None = None,
     ) -> None:
+        if drafter not in _DRAFTERS:
+            raise ValueError(f"drafter must be one of {_DRAFTERS}, got {drafter!r}")
         self.vocab_size = vocab_size
         self.path = tiny_llama_gguf(TinyLlama(vocab_size=vocab_size, seed=seed), directory)
-        lookup = llama_cpp.llama_speculative.LlamaPromptLookupDecoding(
-            max_ngram_size=max_ngram_size, num_pred_tokens=num_pred_tokens
-        )
         options = dict(n_ctx=64, n_batch=64, n_threads=threads, n_threads_batch=threads, seed=0, verbose=False)
         with _quiet():
-            self.on = llama_cpp.Llama(model_path=str(self.path), draft_model=lookup, **options)
+            if drafter == "prompt-lookup":
+                draft = llama_cpp.llama_speculative.LlamaPromptLookupDecoding(
+                    max_ngram_size=max_ngram_size, num_pred_tokens=num_pred_tokens
+                )
+            else:
+                small = tiny_llama_gguf(TinyLlama(vocab_size=vocab_size, layers=1, hidden=16, seed=seed + 1), directory)
+                draft = _greedy_drafter(llama_cpp, llama_cpp.Llama(model_path=str(small), **options), num_pred_tokens)
+            self.on = llama_cpp.Llama(model_path=str(self.path), draft_model=draft, **options)
             self.off = llama_cpp.Llama(model_path=str(self.path), **options)
         self._min_tokens = llama_cpp.llama.MinTokensLogitsProcessor
         self._processors = llama_cpp.LogitsProcessorList
         self._grammar = llama_cpp.LlamaGrammar
         self._grammars: dict[str, Any] = {}  # GBNF text -> its parsed grammar, parsed once
-        self.name = f"llama-cpp-python {llama_cpp.__version__} generate(prompt-lookup, {num_pred_tokens} drafts)"
+        self.name = f"llama-cpp-python {llama_cpp.__version__} generate({drafter}, {num_pred_tokens} drafts)"
 
     def __call__(
         self, prompts: torch.Tensor, num_tokens: int, params: SamplingParams, seed: int, speculative: bool
@@ -161,6 +169,20 @@ def _sampling(params: SamplingParams, row: int) -> dict[str, float]:
     }
 
 
+def _greedy_drafter(llama_cpp: Any, small: Any, count: int) -> Any:
+    """A ``LlamaDraftModel`` whose drafts are a smaller model's greedy continuation of the sequence
+    (llama-cpp-python ships prompt lookup only; its draft interface takes any such callable)."""
+
+    class GreedyDraft(llama_cpp.llama_speculative.LlamaDraftModel):
+        def __call__(self, input_ids: np.ndarray, /, **kwargs: Any) -> np.ndarray:
+            tokens = small.generate(input_ids.tolist(), temp=0.0, top_k=0, top_p=1.0, min_p=0.0)
+            drafts = [next(tokens) for _ in range(count)]
+            tokens.close()
+            return np.array(drafts, dtype=np.intc)
+
+    return GreedyDraft()
+
+
 def gbnf(table: list[list[int]]) -> str:
     """A token automaton (``table[s][t]``: the state after token ``t`` in state ``s``, ``-1`` where
     ``t`` is forbidden; start state 0) as a GBNF grammar over token ids (llama.cpp's ``<[id]>``), one
@@ -209,3 +231,9 @@ def engine(**options: Any) -> LlamaCppEngine:
     llama_cpp = import_library("llama_cpp", adapter="llama.cpp", install=_INSTALL)
     import_library("llama_cpp.llama_speculative", adapter="llama.cpp", install=_INSTALL)
     return LlamaCppEngine(llama_cpp, **options)
+
+
+def engine_draft_model() -> LlamaCppEngine:
+    """The engine with a draft model in place of prompt lookup: a 1-layer tiny llama's greedy
+    tokens (spec ``specverify.adapters.llama_cpp_engine:engine_draft_model``)."""
+    return engine(drafter="model")

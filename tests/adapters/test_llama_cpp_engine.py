@@ -100,3 +100,13 @@ def test_every_generation_follows_its_grammar_in_both_modes(generate) -> None:  
         out = _audited(generate, prompts, params, 5, speculative)
         assert all(_follows(row) for row in out[0::2].tolist())
         assert not all(_follows(row) for row in out[1::2].tolist())  # the rows without a grammar are free
+
+
+def test_a_draft_model_drafts_in_place_of_prompt_lookup(tmp_path: Path) -> None:
+    drafted = engine(drafter="model", directory=tmp_path)
+    assert "generate(model" in drafted.name and len(list(tmp_path.glob("*.gguf"))) == 2  # target and drafter
+    prompts = torch.randint(6, (ROWS, 4), generator=torch.Generator().manual_seed(1))
+    greedy = _params(temperature=0.0)
+    assert torch.equal(_audited(drafted, prompts, greedy, 0, True), _audited(drafted, prompts, greedy, 0, False))
+    with pytest.raises(ValueError, match="drafter must be one of"):
+        engine(drafter="medusa", directory=tmp_path)
