@@ -62,3 +62,18 @@ def test_rows_that_ended_leave_the_later_positions() -> None:
     assert tables[1][0].tolist() == [[0, 0, 1]]  # only the row still running after token 1
     assert tables[2][0].shape == (0, 3)  # no row runs past two positions
     assert length_counts(a).tolist() == [1, 1, 0, 0]
+
+
+def test_the_plan_times_a_generation_over_the_rows_the_engine_was_given() -> None:
+    """An engine of ``max_batch`` 4 is timed on 4 rows a mode: its seconds a generation are its own
+    (at least the 1 ms each row sleeps), not spread over rows it never ran."""
+    import time
+
+    @engine(vocab_size=3, max_batch=4)
+    def slow(prompts, num_tokens, params, seed, speculative):
+        time.sleep(1e-3 * prompts.shape[0])
+        return torch.zeros(prompts.shape[0], num_tokens, dtype=torch.int64)
+
+    seconds, said = kind_of(slow).seconds_per_row(slow)
+    assert seconds is not None and seconds >= 1e-3
+    assert said.startswith("timed: one call of 4 generations in each mode")

@@ -196,8 +196,8 @@ class EngineKind(CalledAsItself):
             raise SamplerFault(wrong[0])
 
     def seconds_per_row(self, subject: Any) -> tuple[float | None, str]:
-        """One call of up to :data:`TIMING_ROWS` generations of six tokens in each mode, timed: the
-        plan's seconds a generation (either mode's, on average)."""
+        """One call of up to :data:`TIMING_ROWS` generations of six tokens in each mode (an engine's
+        ``max_batch`` if fewer), timed: the plan's seconds a generation (either mode's, on average)."""
         rows = min(TIMING_ROWS, self.max_batch)
         prompts = torch.zeros(rows, 4, dtype=torch.int64)
         params = posed_params([{}], torch.zeros(rows, dtype=torch.int64), self.parameters)
@@ -207,11 +207,8 @@ class EngineKind(CalledAsItself):
                 subject(prompts, 6, params, 0, speculative)
         except Exception as exc:  # noqa: BLE001 - an engine that fails the timing call: no estimate, never a guess
             return None, f"not calibrated: the timing call failed ({type(exc).__name__}: {exc})"
-        seconds = (time.perf_counter() - started) / (2 * TIMING_ROWS)
-        return (
-            seconds,
-            f"timed: one call of {TIMING_ROWS} generations in each mode, {1e3 * seconds:.3g} ms a generation",
-        )
+        seconds = (time.perf_counter() - started) / (2 * rows)  # the rows it ran, not the most it may
+        return seconds, f"timed: one call of {rows} generations in each mode, {1e3 * seconds:.3g} ms a generation"
 
     def warp_of(self, sampler: Any) -> Any:
         """An engine declares no warp: its own law with speculation off is its oracle."""

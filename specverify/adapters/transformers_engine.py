@@ -25,22 +25,42 @@ from .._warps.rules import PARAMETERS, SamplingParams
 from ._common import import_library
 from .transformers_generate import TransformersGenerateLoop, generation_config, history_processors, quiet
 
-__all__ = ["TransformersEngine", "engine", "engine_cache_not_rolled_back", "engine_seed_ignored_when_speculating"]
+__all__ = [
+    "TransformersEngine",
+    "engine",
+    "engine_cache_not_rolled_back",
+    "engine_positions_advanced_by_drafts",
+    "engine_seed_ignored_when_speculating",
+    "engine_tokens_after_stop",
+]
 
 _INSTALL = "pip install 'speculative-verify[transformers]'"
 _DRAFTERS = ("assistant", "prompt-lookup")
 
 
 class TransformersEngine:
-    """``LlamaForCausalLM.generate`` behind the engine contract; ``fault`` plants an engine bug:
-    ``"cache-not-rolled-back"`` (a rejected draft's keys and values stay in the KV cache) or
-    ``"seed-ignored-when-speculating"`` (with speculation on every call draws from one stream, the
-    request's seed unused: calls repeat each other)."""
+    """``LlamaForCausalLM.generate`` behind the engine contract; ``fault`` plants an engine bug, in
+    force with speculation on only:
+
+    * ``"cache-not-rolled-back"``: a rejected draft's keys and values stay in the KV cache;
+    * ``"seed-ignored-when-speculating"``: every call draws from one stream, the request's seed
+      unused (calls repeat each other);
+    * ``"positions-advanced-by-drafts"``: the target's position ids count every token it was fed,
+      rejected drafts included, so after a rejection its rotary positions run ahead of the cache;
+    * ``"tokens-after-stop"``: the stop tokens are looked for in a step's last token only (transformers'
+      crop of an accepted block at its first stop token is skipped), so the tokens after a stop
+      inside a block are emitted and the generation runs on.
+    """
 
     contract = "engine"
     #: what transformers' generate() takes, as its loop adapter declares it (no frequency or presence penalty)
     parameters = TransformersGenerateLoop.parameters
-    faults = ("cache-not-rolled-back", "seed-ignored-when-speculating")
+    faults = (
+        "cache-not-rolled-back",
+        "seed-ignored-when-speculating",
+        "positions-advanced-by-drafts",
+        "tokens-after-stop",
+    )
     max_batch = 64  # rows a call: with speculation on each takes a generate() of its own
 
     def __init__(
@@ -112,21 +132,73 @@ class TransformersEngine:
                 )
                 made = made[:, prompts.shape[1] :]
                 out[rows] = torch.nn.functional.pad(made.to(torch.int64), (0, num_tokens - made.shape[1]), value=-1)
+        if speculative and self.fault == "tokens-after-stop":
+            return out  # the fault: what generate() emitted, tokens after a stop token included
         return _ended(out, params)
 
     @contextlib.contextmanager
     def _planted(self, speculative: bool) -> Iterator[None]:
         """The planted fault, in force for the call where it acts (speculation on)."""
-        if self.fault != "cache-not-rolled-back" or not speculative:
+        if self.fault is None or self.fault == "seed-ignored-when-speculating" or not speculative:
             yield
-            return
-        cache = self._transformers.DynamicCache
-        crop = cache.crop
-        cache.crop = lambda self, tokens_to_remove: None  # rejected drafts' keys and values stay
-        try:
-            yield
-        finally:
-            cache.crop = crop
+        elif self.fault == "cache-not-rolled-back":
+            with _patched(self._transformers.DynamicCache, "crop", lambda self, tokens_to_remove: None):
+                yield  # rejected drafts' keys and values stay
+        elif self.fault == "tokens-after-stop":
+            with _patched(type(self.target), "_assisted_decoding", _stop_crop_skipped(type(self.target))):
+                yield
+        else:
+            hook = self.target.model.register_forward_pre_hook(_DraftCountingPositions(), with_kwargs=True)
+            try:
+                yield
+            finally:
+                hook.remove()
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` is ``value`` for the block's duration, restored after (an inherited one
+    inherited again)."""
+    own, kept = name in vars(owner), getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if own:
+            setattr(owner, name, kept)
+        else:
+            delattr(owner, name)
+
+
+def _stop_crop_skipped(model_class: Any) -> Any:
+    """``_assisted_decoding`` with its generation config's stop tokens hidden from it: its stopping
+    criteria, built before it is called, still end a generation whose step ends with a stop token,
+    but its crop of an accepted block at the block's first stop token no longer happens."""
+    assisted = model_class._assisted_decoding
+
+    def decoding(self: Any, *args: Any, generation_config: Any, **kwargs: Any) -> Any:
+        generation_config._eos_token_tensor = None  # the fault: the in-step crop reads it
+        return assisted(self, *args, generation_config=generation_config, **kwargs)
+
+    return decoding
+
+
+class _DraftCountingPositions:
+    """A forward pre-hook of the target's ``LlamaModel``: position ids counted from every token the
+    model was fed since its prefill, rejected drafts included, instead of from its cache's length."""
+
+    def __init__(self) -> None:
+        self.fed = 0
+
+    def __call__(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        tokens = kwargs["input_ids"] if kwargs.get("input_ids") is not None else kwargs["inputs_embeds"]
+        cache = kwargs.get("cache")
+        if cache is None or cache.get_seq_length() == 0:
+            self.fed = 0  # a prefill: a new generation
+        length = tokens.shape[1]
+        kwargs["position_ids"] = (torch.arange(length) + self.fed).unsqueeze(0)
+        self.fed += length
+        return args, kwargs
 
 
 def _ended(out: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -165,3 +237,15 @@ def engine_seed_ignored_when_speculating() -> TransformersEngine:
     """The engine with its planted fault: with speculation on the request's seed is not used
     (spec ``specverify.adapters.transformers_engine:engine_seed_ignored_when_speculating``)."""
     return engine(fault="seed-ignored-when-speculating")
+
+
+def engine_positions_advanced_by_drafts() -> TransformersEngine:
+    """The engine with its planted fault: rejected drafts still advance the target's position ids
+    (spec ``specverify.adapters.transformers_engine:engine_positions_advanced_by_drafts``)."""
+    return engine(fault="positions-advanced-by-drafts")
+
+
+def engine_tokens_after_stop() -> TransformersEngine:
+    """The engine with its planted fault: a stop token inside an accepted block of drafts does not
+    end the generation (spec ``specverify.adapters.transformers_engine:engine_tokens_after_stop``)."""
+    return engine(fault="tokens-after-stop")

@@ -69,3 +69,30 @@ def test_a_row_ends_at_its_stop_token_in_both_modes_and_not_before_its_minimum()
         assert bool((out[after] == -1).all()) and bool((out[~after] >= 0).all())  # -1 exactly after the stop
         assert bool((first[1::2] >= 3).all())  # no stop token before a row's minimum
         assert bool(ended.any())  # the case does stop some rows
+
+
+def test_positions_advanced_by_drafts_change_generations_with_speculation_on_only() -> None:
+    rows = 16
+    prompts = torch.tensor([[1, 2, 3, 1]]).expand(rows, -1)
+    sampled = SamplingParams(temperature=torch.ones(rows, dtype=torch.float64))
+    clean, faulty = engine(), engine(fault="positions-advanced-by-drafts")
+    assert torch.equal(faulty(prompts, 6, sampled, 1, False), clean(prompts, 6, sampled, 1, False))
+    assert not torch.equal(faulty(prompts, 6, sampled, 1, True), clean(prompts, 6, sampled, 1, True))
+    assert not faulty.target.model._forward_pre_hooks  # the hook is gone after the call
+
+
+def test_tokens_after_stop_are_emitted_with_speculation_on_only() -> None:
+    transformers = pytest.importorskip("transformers")
+    rows = 32
+    prompts = torch.tensor([[1, 2, 3, 1]]).expand(rows, -1)
+    stop = SamplingParams(
+        temperature=torch.ones(rows, dtype=torch.float64), stop_tokens=torch.full((rows,), 0b1, dtype=torch.int64)
+    )
+    faulty = engine(fault="tokens-after-stop")
+    assisted = transformers.GenerationMixin._assisted_decoding
+    for speculative, emitted in ((False, False), (True, True)):
+        out = faulty(prompts, 6, stop, 1, speculative)
+        stopped = (out == 0).int()
+        after = ((stopped.cumsum(-1) - stopped) > 0) & (out >= 0)  # a token after the row's first stop token
+        assert bool(after.any()) is emitted
+    assert type(faulty.target)._assisted_decoding is assisted and "_assisted_decoding" not in vars(type(faulty.target))
