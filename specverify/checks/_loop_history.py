@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._budgets import decision_cap
+from .._budgets import decision_cap, sample_size
 from .._history import (
     CONVENTION,
     HISTORY_CONVENTIONS,
@@ -35,7 +35,7 @@ from .._history.presets import HISTORY_PRESETS, history_preset
 from .._loop import MarkovLM
 from .._record.result import CheckResult
 from .._warps.rules import HISTORY_PARAMETERS
-from ..stats import gof_test
+from ..stats import gof_test, two_sample_test
 from ._loop_context import LoopContext, LoopTally, _params, loop_parameters
 
 __all__ = [
@@ -85,6 +85,12 @@ HISTORY_KINDS: dict[str, list[dict[str, Any]]] = {
         {"repetition_penalty": 1.5, "min_tokens": 2, "stop_tokens": 0b100, "logit_bias": [0.0, 0.5, 0.0]},
         {"temperature": 0.7, "frequency_penalty": 0.8, "stop_tokens": 0b010, "top_k": 2},
     ],
+    # the mixed groups under two drafters, one near the target and one far from it: one law
+    "drafters": [
+        {},
+        {"repetition_penalty": 1.5, "min_tokens": 2, "stop_tokens": 0b100, "logit_bias": [0.0, 0.5, 0.0]},
+        {"temperature": 0.7, "frequency_penalty": 0.8, "stop_tokens": 0b010, "top_k": 2},
+    ],
     # one long generation, a windowed penalty: the law of each adjacent pair by position
     "positions": [{"repetition_penalty": 1.8, "frequency_penalty": 0.8, "penalty_window": 2}],
 }
@@ -124,6 +130,8 @@ def history_law(check: Any, ctx: LoopContext) -> CheckResult:
     whose sizing and decision it uses)."""
     if check.case == "positions":
         return _positions(check, ctx)
+    if check.case == "drafters":
+        return _drafters(check, ctx)
     vocab, length = HISTORY_VOCAB, HISTORY_LENGTH
     groups = posable(check.case, set(loop_parameters(ctx.loop)))
     target, draft = _models(check, ctx)
@@ -273,6 +281,74 @@ def _positions(check: Any, ctx: LoopContext) -> CheckResult:
         laws_of=laws_of,
         looked=looked,
     )
+    return result
+
+
+#: Degrees of freedom ``loop.history[drafters]`` is sized for, a group (as the engine family's law
+#: checks: the cells a short generation reaches are fewer than ``(V + 1) ** length``).
+DRAFTERS_DF = 256
+
+
+def _drafters(check: Any, ctx: LoopContext) -> CheckResult:
+    """``loop.history[drafters]``: the same requests (the mixed groups) under two drafters, one near
+    the target (most drafts accepted) and one far from it (its logits negated: most rejected), by the
+    two-sample test of :func:`~specverify.stats.two_sample_test` on whole generations.  A correct loop
+    follows one law whatever its drafter, so this needs no convention: a state that records rejected
+    drafts, misses drafts within a step or reaches only the bonus row depends on what was accepted."""
+    vocab, length = HISTORY_VOCAB, HISTORY_LENGTH
+    names = loop_parameters(ctx.loop)
+    groups = posable(check.case, set(names))
+    target, near = _models(check, ctx)
+    far = MarkovLM(-near.logits, context=(0,))
+    one, prompt_row = torch.zeros(1, dtype=torch.int64), torch.tensor(PROMPT)
+    processors = _judged_by(ctx)[1]
+    laws = np.stack(  # what a conforming loop's counts follow: the plan's rehearsal draws from it
+        [
+            history_generation_law(target, prompt_row, length, _params([g], one, names), ctx.oracle, processors).numpy()
+            for g in groups
+        ]
+    )
+    cap = decision_cap(ctx.max_samples, 2, per_decision=ctx.cap_per_decision)
+    size = sample_size(ctx.tv, DRAFTERS_DF * len(groups), ctx.alpha, ctx.power, cap, factor=2)
+    rows = len(groups) * max(1, size.samples // len(groups))
+    tally = PaddedTally(vocab, pairs=False, law=laws, groups=len(groups))
+    arms = [
+        next(
+            iter(
+                ctx.tally_phases(
+                    target, draft, prompt_row[None], [(rows, ctx.seed_for(check.id, name))], length, groups, tally
+                )
+            )
+        )
+        for name, draft in (("near", near), ("far", far))
+    ]
+    test = two_sample_test(arms[0], arms[1])
+    claim = test.min_detectable_tv(ctx.alpha, ctx.power)
+    labels = [_label(g) for g in groups]
+    gap = np.abs(arms[0] / arms[0].sum(1, keepdims=True) - arms[1] / arms[1].sum(1, keepdims=True))
+    g, c = (int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
+    rates = [float(arm[g, c] / arm[g].sum()) for arm in arms]
+    shown = " ".join("-" if d == vocab else str(d) for d in np.unravel_index(c, (vocab + 1,) * length))
+    where = f"{labels[g]}: {shown} at rate {rates[0]:.4f} with the near drafter, {rates[1]:.4f} with the far one"
+    fields: dict[str, Any] = dict(
+        p_value=test.pvalue,
+        alpha=ctx.alpha,
+        samples=2 * rows,
+        min_detectable_tv=claim,
+        evidence={"two_sample": dataclasses.asdict(test), "groups": labels, "where": where},
+    )
+    if test.pvalue <= ctx.alpha:
+        message = (
+            f"the loop's law depends on its drafter: two-sample p-value {test.pvalue:.3g} <= {ctx.alpha:.3g} over "
+            f"{rows:,} generations under each of two drafters; the largest gap: {where}"
+        )
+        failed: CheckResult = check._result("fail", finding="loss", message=message, **fields)
+        return failed
+    message = (
+        f"one law under two drafters: p-value {test.pvalue:.3g} over {rows:,} generations each ({len(groups)} "
+        f"groups); any difference of TV >= {claim:.3g} detected with power {ctx.power:g}"
+    )
+    result: CheckResult = check._result("pass" if claim <= 2 * ctx.tv else "inconclusive", message=message, **fields)
     return result
 
 

@@ -75,3 +75,20 @@ def test_a_loop_that_declares_some_of_a_kinds_parameters_is_posed_the_groups_it_
 class _Declaring:
     def __init__(self, parameters):
         self.parameters = ("temperature", *parameters)
+
+
+def test_one_law_under_two_drafters_needs_no_convention_and_separates_a_state_that_depends_on_what_was_accepted():
+    # a loop that counts the prompt as another engine does follows one law whatever its drafter; a state
+    # that misses the step's drafts or records rejected ones does not
+    for name, status in (
+        ("loop-reference", "pass"),
+        ("declares-vllm-penalties-count-output-only", "pass"),
+        ("relaxed-penalty-state", "fail"),
+        ("rejected-drafts-recorded", "fail"),
+    ):
+        loop = LOOP_MEMBERS[name].loop
+        result = check_loop(loop, budget="quick", seed=0, select=["loop.history[drafters]"], isolation="in-process")
+        (check,) = result.checks
+        assert check.status == status, (name, check.message)
+        assert check.evidence["two_sample"]["samples"][0] == check.evidence["two_sample"]["samples"][1] > 0
+    assert check.finding == "loss" and "with the near drafter" in check.message
