@@ -9,7 +9,8 @@ probability tensor of the same shape, measured in the same run on the same machi
 
 The references timed: the chain reference (``specverify.samplers:reference``), the logits reference
 (``specverify.samplers:logits_reference``: transformers' warp at temperature 0.7, top-k 50 where
-``V`` allows it, then the canonical step) and the tree reference (``tree_reference``, SpecInfer, on
+``V`` allows it, then the canonical step; ``logits_reference_top_p``: at temperature 0.7, top-p
+0.9) and the tree reference (``tree_reference``, SpecInfer, on
 the chain given as a path tree).  All in float64 on CPU, as the harness calls them.
 
     python benchmarks/bench_reference_speed.py [--repeats 5] [--out benchmarks/results]
@@ -44,7 +45,10 @@ def inputs(batch: int, k: int, vocab: int, seed: int = 0) -> dict[str, Any]:
         temperature=torch.full((batch,), 0.7, dtype=torch.float64),
         top_k=torch.full((batch,), min(50, vocab), dtype=torch.int64),
     )
-    return {"logits": logits, "target": target, "draft": draft, "tokens": tokens, "params": params}
+    nucleus = SamplingParams(
+        temperature=torch.full((batch,), 0.7, dtype=torch.float64), top_p=torch.full((batch,), 0.9, dtype=torch.float64)
+    )
+    return {"logits": logits, "target": target, "draft": draft, "tokens": tokens, "params": params, "top_p": nucleus}
 
 
 def inverse_cdf_draw(probs: torch.Tensor, g: torch.Generator) -> torch.Tensor:
@@ -66,13 +70,14 @@ def measure(batch: int, k: int, vocab: int, repeats: int) -> dict[str, float]:
             "inverse_cdf": lambda: inverse_cdf_draw(flat, g),
             "reference": lambda: reference(x["target"], x["draft"], x["tokens"], g),
             "logits_reference": lambda: logits_reference(x["logits"], x["draft"], x["tokens"], g, x["params"]),
+            "logits_reference_top_p": lambda: logits_reference(x["logits"], x["draft"], x["tokens"], g, x["top_p"]),
             "tree_reference": lambda: tree_reference(tree, g),
         },
         repeats,
     )
 
 
-SAMPLERS = ("reference", "logits_reference", "tree_reference")
+SAMPLERS = ("reference", "logits_reference", "logits_reference_top_p", "tree_reference")
 
 
 def main() -> None:

@@ -130,3 +130,39 @@ def test_a_sampler_is_given_only_what_it_declares():
     assert full.select(slice(0, 1)).rows == 1
     with pytest.raises(ValueError, match="order"):
         warp(torch.zeros(1, 3), full, order=("top_k", "top_k"))
+
+
+def test_a_sorted_cut_from_a_partial_sort_keeps_what_the_full_stable_sort_keeps(monkeypatch):
+    # top-p and top-k + top-p of every preset, from topk prefixes that double, against the full sort:
+    # ties (rounded logits, a flat half), zeros (-inf logits), peaked and flat rows, top_p tiny and off
+    from specverify._warps import prefix, presets
+    from specverify._warps.presets import PRESETS
+
+    monkeypatch.setattr(prefix, "FIRST_PREFIX", 2)  # short prefixes: the partial path on small V too
+    g = torch.Generator().manual_seed(7)
+    for trial in range(120):
+        vocab = int(torch.randint(2, 700 if trial % 2 else 12, (1,), generator=g))
+        batch = int(torch.randint(1, 24, (1,), generator=g))
+        logits = torch.randn(batch, vocab, generator=g, dtype=torch.float64) * float(8 * torch.rand(1, generator=g))
+        if trial % 4 == 1:
+            logits = torch.round(logits)
+        if trial % 4 == 2:
+            logits[torch.rand(batch, vocab, generator=g) < 0.5] = -float("inf")
+        if trial % 4 == 3:
+            logits[:, : vocab // 2] = logits[:, :1]
+        probs = torch.softmax(logits, -1)
+        top_p = torch.rand(batch, 1, generator=g, dtype=torch.float64)
+        top_p[torch.rand(batch, 1, generator=g) < 0.2] = 1.0
+        top_p[torch.rand(batch, 1, generator=g) < 0.1] = 1e-9
+        top_k = torch.randint(-1, vocab + 3, (batch, 1), generator=g)
+
+        def nucleus(sorted_probs, top_p=top_p):
+            return sorted_probs.cumsum(dim=-1) - sorted_probs < top_p
+
+        assert torch.equal(prefix.kept_prefix(probs, nucleus), prefix._full(probs, nucleus))
+        for convention in PRESETS.values():
+            for values in ({"top_p": top_p}, {"top_k": top_k, "top_p": top_p}):
+                kept = convention._sorted_cuts(probs, values)
+                with monkeypatch.context() as patched:  # the same cut from the full stable sort
+                    patched.setattr(presets, "kept_prefix", lambda probs, keep, **_: prefix._full(probs, keep))
+                    assert torch.equal(kept, convention._sorted_cuts(probs, values)), (convention.name, trial)

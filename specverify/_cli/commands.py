@@ -102,9 +102,13 @@ def _check(args: argparse.Namespace) -> int:
             subject.close()  # loaded early; nothing ran: its process is kept, idle, as the driver keeps it
         return fail(problem)
 
+    from .._budgets import resolve_budget
     from .progress import ProgressDisplay
 
-    display = ProgressDisplay(enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err)
+    budget = resolve_budget(args.budget, tv=args.tv, alpha=args.alpha, power=args.power)  # checked by _validate
+    display = ProgressDisplay(
+        enabled=not args.no_progress and not args.quiet and err.is_terminal, console=err, budget=budget
+    )
     printer = None if args.quiet else result_printer(out)
 
     return _interruptible(lambda exit_now: _run(args, display, printer, err, out, exit_now, subject))

@@ -114,7 +114,7 @@ def check(
         spec: the sampler's spec, used in repro snippets (and to load a callable by name).
         json_path: written after every check, so a crash or Ctrl-C keeps what finished.
         on_result: called with each result as it finishes.
-        progress: called with ``(check, rows)`` as the sampler is run.
+        progress: called with ``(check, 0)`` as each check starts, then ``(check, rows)`` as the sampler is run.
         isolation: ``"process"``: the sampler runs in a supervised process of its own, so a crash,
             a hang or an exit is a finding and not the end of the run; ``"in-process"``: in this
             thread (for pdb; no crash or hang protection); ``"auto"`` (default): a process when the
@@ -222,7 +222,9 @@ def _drive(
         if on_plan:
             on_plan(run.planned)
         for item in run.planned:
-            for check_result in run.execute(item, advance=_progress_of(item, progress)):
+            advance = _progress_of(item, progress)
+            advance(0)  # the check starts: a progress bar weighs what is left by the checks not yet begun
+            for check_result in run.execute(item, advance=advance):
                 if on_result:
                     on_result(check_result)
             if json_path is not None:

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._budgets import Budget
+from .._budgets import Budget, budget_for_calls
 from .._calling.pool import COUNTERS as POOL_COUNTERS
 from .._calling.pool import Pool, SerialPool
 from .._calling.sut import SamplerUnderTest
@@ -70,6 +70,8 @@ class Run:
     ) -> None:
         self.subject = subject
         self.pool: Pool = pool if pool is not None else SerialPool(subject)
+        # quick on a one-row-at-a-time sampler is sized for a larger TV, and says so (docs/statistics.md)
+        budget = budget_for_calls(budget, getattr(getattr(subject, "capabilities", None), "batched", True))
         self.budget = budget
         self.seed = seed
         self.spec = spec

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from .prefix import FIRST_PREFIX, kept_prefix, short_nucleus
 from .rules import DEFAULT_ORDER, SamplingParams, asking, cut_on, warp
 
 __all__ = ["PRESETS", "Convention", "WarpFunction", "preset"]
@@ -148,20 +149,32 @@ class Convention:
         vocab = probs.shape[-1]
         if set(values) == {"top_k"}:
             return self._top_k_cut(probs, values["top_k"])
-        order = torch.sort(-probs, dim=-1, stable=True).indices
-        sorted_probs = probs.gather(-1, order)
-        keep_sorted = torch.ones_like(sorted_probs, dtype=torch.bool)
-        if (top_k := values.get("top_k")) is not None:
-            rank_kept = torch.arange(vocab, device=probs.device) < top_k.clamp(1, vocab)
-            if not self.top_k_exact:  # every token tied with the k-th survives too
-                kth = sorted_probs.gather(-1, (top_k.clamp(1, vocab) - 1).expand(*probs.shape[:-1], 1))
-                rank_kept = sorted_probs >= kth
-            keep_sorted = keep_sorted & (rank_kept | (top_k <= 0) | (top_k >= vocab))
-        if (top_p := values.get("top_p")) is not None:
-            before = sorted_probs.cumsum(dim=-1) - sorted_probs
-            kept = (before <= top_p) if self.top_p_inclusive else (before < top_p)
-            keep_sorted = keep_sorted & (kept | (top_p >= 1))
-        return torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+        top_k, top_p = values.get("top_k"), values.get("top_p")
+
+        def kept(sorted_probs: torch.Tensor) -> torch.Tensor:  # the largest values, in decreasing order
+            keep_sorted = torch.ones_like(sorted_probs, dtype=torch.bool)
+            if top_k is not None:
+                rank_kept = torch.arange(sorted_probs.shape[-1], device=probs.device) < top_k.clamp(1, vocab)
+                if not self.top_k_exact:  # every token tied with the k-th survives too
+                    at = top_k.clamp(1, sorted_probs.shape[-1]) - 1  # an off row's k: any position (it keeps all)
+                    kth = sorted_probs.gather(-1, at.expand(*probs.shape[:-1], 1))
+                    rank_kept = sorted_probs >= kth
+                keep_sorted = keep_sorted & (rank_kept | (top_k <= 0) | (top_k >= vocab))
+            if top_p is not None:
+                before = sorted_probs.cumsum(dim=-1) - sorted_probs
+                within = (before <= top_p) if self.top_p_inclusive else (before < top_p)
+                keep_sorted = keep_sorted & (within | (top_p >= 1))
+            return keep_sorted
+
+        # a k-th value is read at position k - 1: the partial sort reaches it (an off k: the whole row)
+        reach = 1 if top_k is None else int(torch.where((top_k <= 0) | (top_k >= vocab), 1, top_k).max())
+        # a row's kept prefix is short where its nucleus is, or its k on and small
+        short = torch.zeros_like(probs[..., :1], dtype=torch.bool)
+        if top_p is not None:
+            short |= short_nucleus(probs, top_p)
+        if top_k is not None:
+            short |= (top_k > 0) & (top_k <= FIRST_PREFIX)
+        return kept_prefix(probs, kept, at_least=reach, short=short)
 
 
 PRESETS: dict[str, Convention] = {

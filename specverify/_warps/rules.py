@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from .prefix import kept_prefix, short_nucleus
+
 __all__ = ["DEFAULT_ORDER", "HISTORY_PARAMETERS", "PARAMETERS", "SamplingParams", "asking", "cut_on", "warp"]
 
 #: The warps, in the order Hugging Face applies them.
@@ -256,11 +258,11 @@ def _top_k(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def _top_p(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    # stable sort of -probs: decreasing probability, ties by increasing id
-    order = torch.sort(-probs, dim=-1, stable=True).indices
-    sorted_probs = probs.gather(-1, order)
-    before = sorted_probs.cumsum(dim=-1) - sorted_probs
-    return torch.zeros_like(before, dtype=torch.bool).scatter_(-1, order, before < top_p)
+    # decreasing probability, ties by increasing id (a stable sort's order), from a partial sort
+    def kept(sorted_probs: torch.Tensor) -> torch.Tensor:
+        return sorted_probs.cumsum(dim=-1) - sorted_probs < top_p
+
+    return kept_prefix(probs, kept, short=short_nucleus(probs, top_p))
 
 
 def _min_p(probs: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:

@@ -113,7 +113,8 @@ def walk(
     active = torch.ones(batch, dtype=torch.bool, device=device)
     p = normalise(tree.target_probs[:, 0])
     q = drafts_normalised(tree.draft_probs[:, 0]) if tree.draft_probs is not None else torch.zeros_like(p)
-    state = Walk(p, q, p, torch.zeros(batch, dtype=torch.float64, device=device))
+    # p and q are updated in place, on the rows that change (a new [B, V] at each try cost more than the walk)
+    state = Walk(p, q, p.clone(), torch.zeros(batch, dtype=torch.float64, device=device))
     law_after = law_after or (lambda t, r, node: normalise(t.target_probs[r, node]))
     for depth in range(tree.depth):
         moved = torch.zeros_like(active)
@@ -125,31 +126,32 @@ def walk(
             child = child.clamp_min(0)
             x = tree.tokens[rows, child].clamp_min(0)  # rows not trying read the root's token, which may be -1
             judged = x if judged_token is None else judged_token(tree, current, child, rank).clamp_min(0)
-            point = judged_against(algorithm, state.q, judged)
             p_x = state.p.gather(1, judged[:, None]).squeeze(1)
-            q_x = point.gather(1, judged[:, None]).squeeze(1)
+            # the point mass of target-only is 1 at the judged token
+            q_x = torch.ones_like(p_x) if algorithm == "target-only" else state.q.gather(1, judged[:, None]).squeeze(1)
             coin = u[rows, child]
             accept = trying & (coin * q_x < p_x if accepts is None else accepts(state, coin, x, p_x, q_x))
-            reject = (trying & ~accept)[:, None]
+            reject = trying & ~accept
             if accepts is not None:  # the mass of the siblings tried, for a rule that reads it
-                state.tried = torch.where(
-                    reject[:, 0], state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried
-                )
-            state.p = torch.where(reject, residual(state.p, point), state.p)
-            if algorithm == "without-replacement":
-                state.q = torch.where(reject, without(state.q, x), state.q)
+                state.tried = torch.where(reject, state.tried + state.p0.gather(1, x[:, None]).squeeze(1), state.tried)
+            on = reject.nonzero().squeeze(1)
+            if on.numel():  # the residual of the rejected rows only; each row's law is its own
+                state.p[on] = residual(state.p[on], judged_against(algorithm, state.q[on], judged[on]))
+                if algorithm == "without-replacement":
+                    state.q[on] = without(state.q[on], x[on])
             moved |= accept
             current = torch.where(accept, child, current)
         active &= moved
         if not active.any():
             break
         path[:, depth + 1] = torch.where(moved, current, -1)
-        arrived = law_after(tree, rows, current)
-        state.p = torch.where(moved[:, None], arrived, state.p)
-        state.p0 = torch.where(moved[:, None], arrived, state.p0)
+        on = moved.nonzero().squeeze(1)  # the rows that moved: their laws are the new node's
+        arrived = law_after(tree, rows[on], current[on])
+        state.p[on] = arrived
+        state.p0[on] = arrived
         state.tried = torch.where(moved, 0.0, state.tried)
         if tree.draft_probs is not None:
-            state.q = torch.where(moved[:, None], drafts_normalised(tree.draft_probs[rows, current]), state.q)
+            state.q[on] = drafts_normalised(tree.draft_probs[rows[on], current[on]])
     return path, inverse_cdf(state.p if final is None else final(state), u[:, 0])
 
 
