@@ -232,12 +232,14 @@ class SpecverifyPlugin:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         caps = self.sut.capabilities.to_json()
+        budget = self.run.budget  # as the run sizes it (quick on a one-row-at-a-time sampler: a coarser TV)
         return [
             f"specverify: sampler {self.spec} ({self.sut.name}) on {self.sut.device}, dtype "
             f"{str(self.sut.dtype).removeprefix('torch.')}",
-            f"specverify: budget {self.budget.name} (detects TV >= {self.budget.tv} with power {self.budget.power}), "
-            f"family-wise alpha {self.budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
+            f"specverify: budget {budget.name} (detects TV >= {budget.tv} with power {budget.power}), "
+            f"family-wise alpha {budget.alpha:g}, seed {self.seed}, {len(self.planned)} checks, "
             f"alpha per decision {self.run.info['alpha_per_decision']:.3g}",
+            *([f"specverify: {budget.derivation}"] if budget.derivation else []),
             f"specverify: capabilities {caps}"
             + (f"; {len(self.expected_failures)} expected failures" if self.expected_failures else ""),
         ]

@@ -222,6 +222,10 @@ def test_the_plugin_runs_at_quick_unless_told_and_says_so(pytester):
     result.stdout.fnmatch_lines(["*specverify: budget quick (detects TV >= 0.05*"])
     result = pytester.runpytest(*only, "--specverify-budget=standard", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*specverify: budget standard (detects TV >= 0.01*"])
+    # quick on a sampler called one row at a time is sized for TV 0.1: the header says what the run uses, and why
+    one_row = ("--specverify-sampler=specverify.zoo:one_row_per_call", "--specverify-only=contract.output")
+    result = pytester.runpytest(*one_row, "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*specverify: budget quick (detects TV >= 0.1 *", "*one row at a time*"])
 
 
 def test_the_helper_runs_at_quick_unless_told():
