@@ -175,16 +175,17 @@ def test_position_tables_count_each_token_given_its_prefix_as_a_sort_of_rows_wou
             assert (count_b[i] == np.bincount(here_b, minlength=vocab + 1)).all()
 
 
-def test_a_law_check_spread_over_two_workers_makes_the_same_generations_and_verdict(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_law_check_spread_over_two_workers_makes_the_same_generations_and_verdict() -> None:
     # each call is seeded by its first row, whichever worker makes it: the counts and p-value do not depend on N
-    noted = tmp_path / "calls.txt"  # one file: a worker kept from the first run for the second keeps its environment
-    monkeypatch.setenv("ENGINE_CALLS_FILE", str(noted))
+    from engine_samplers import CALLS  # tests/, as the workers import it by spec
+
+    CALLS.unlink(missing_ok=True)
     select, results, callers = ["engine.law[min-tokens]", "engine.law[stop]"], [], []
     for n in (1, 2):
-        before = len(noted.read_text().split()) if noted.exists() else 0
+        before = len(CALLS.read_text().split()) if CALLS.exists() else 0
         result = specverify.check_engine("engine_samplers:small_calls", budget=QUICK, select=select, workers=n)
         results.append([(c.id, c.status, c.p_value, c.samples) for c in result.checks])
-        callers.append(set(noted.read_text().split()[before:]))
+        callers.append(set(CALLS.read_text().split()[before:]))
         assert result.verdict == "lossy"
     assert results[0] == results[1]
     assert [len(pids) for pids in callers] == [1, 2]  # two workers' processes made the second run's calls
